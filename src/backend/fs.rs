@@ -1,0 +1,236 @@
+//! `fs`: one file per object in fan-out directories under the namespace.
+//!
+//! A put writes a temporary file and renames it over the final name, so a reader never sees a
+//! half-written object. With `fsync = true` the file is fsynced before the rename and the directory
+//! after it: the object then survives a power cut. Keys are hashed into two levels of 256
+//! directories so no directory grows past a few thousand entries.
+
+use super::options::{OptionDoc, Options};
+use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "fs",
+    summary: "one file per object in fan-out directories (write to a temporary name, then rename)",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
+    OptionDoc { name: "fsync", default: "false", help: "fsync each file before its rename and the directory after it" },
+    OptionDoc { name: "fanout_levels", default: "2", help: "levels of 256-way hashed directories (0 to 3)" },
+];
+
+/// The fs backend for one case.
+pub struct FsBackend {
+    root: PathBuf,
+    fsync: bool,
+    fanout_levels: u32,
+    options: Options,
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("fs", OPTIONS)?;
+    let ns = match options.opt_string("path")? {
+        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
+        None => ns.clone(),
+    };
+    let fanout_levels = options.u64("fanout_levels", 2)?;
+    if fanout_levels > 3 {
+        return Err(format!("target \"{}\": option \"fanout_levels\" is {fanout_levels}; use 0 to 3", options.target));
+    }
+    Ok(Box::new(FsBackend {
+        root: ns.dir.join("objects"),
+        fsync: options.bool("fsync", false)?,
+        fanout_levels: fanout_levels as u32,
+        options: options.clone(),
+    }))
+}
+
+/// Path of `key` under `root` with `levels` of hashed fan-out directories.
+pub fn fanout_path(root: &Path, key: &str, levels: u32) -> PathBuf {
+    let hash = xxhash_rust::xxh3::xxh3_64(key.as_bytes());
+    let mut path = root.to_path_buf();
+    for level in 0..levels {
+        path.push(format!("{:02x}", (hash >> (8 * level)) & 0xff));
+    }
+    path.push(encode_key(key));
+    path
+}
+
+/// Keys become file names: anything outside [A-Za-z0-9._-] is percent-encoded, so no key can
+/// escape its directory ("../x") or collide with our temporary names.
+fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && !out.is_empty()) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("%");
+    }
+    out
+}
+
+/// Writes `len` bytes from `body` to `path` atomically (temporary file + rename), optionally durable.
+pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: bool, worker: usize) -> BResult<()> {
+    let dir = path.parent().expect("object paths always have a parent");
+    let tmp = dir.join(format!(".tmp-{worker}-{}", path.file_name().unwrap_or_default().to_string_lossy()));
+    let mut file = match OpenOptions::new().write(true).create(true).truncate(true).open(&tmp) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir)?;
+            OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let written = super::copy_exact(body, &mut file, len).and_then(|()| {
+        if fsync {
+            file.sync_all()?;
+        }
+        Ok(())
+    });
+    drop(file);
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    fs::rename(&tmp, path)?;
+    if fsync {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Sums allocated and apparent bytes of every file under `paths`.
+pub fn disk_usage_of(paths: &[PathBuf]) -> BResult<DiskUsage> {
+    use std::os::unix::fs::MetadataExt;
+    let mut usage = DiskUsage::default();
+    let mut stack: Vec<PathBuf> = paths.to_vec();
+    while let Some(path) = stack.pop() {
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if meta.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        } else if meta.is_file() {
+            usage.allocated_bytes += meta.blocks() * 512;
+            usage.apparent_bytes += meta.len();
+            usage.files += 1;
+        }
+    }
+    Ok(usage)
+}
+
+impl Backend for FsBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("fsync".into(), self.fsync.into());
+            map.insert("fanout_levels".into(), self.fanout_levels.into());
+        }
+        BackendInfo {
+            backend: "fs".into(),
+            versions: Default::default(),
+            options,
+            durability: if self.fsync {
+                "fsync of the file before rename and of its directory after".into()
+            } else {
+                "none: data reaches the page cache; the kernel writes it back later".into()
+            },
+            data_paths: vec![self.root.clone()],
+        }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        fs::create_dir_all(&self.root)?;
+        Ok(())
+    }
+
+    fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
+        Ok(Box::new(FsSession { root: self.root.clone(), fsync: self.fsync, levels: self.fanout_levels, worker }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        disk_usage_of(&[self.root.clone()])
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        match fs::remove_dir_all(&self.root) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+struct FsSession {
+    root: PathBuf,
+    fsync: bool,
+    levels: u32,
+    worker: usize,
+}
+
+impl FsSession {
+    fn path(&self, key: &str) -> PathBuf {
+        fanout_path(&self.root, key, self.levels)
+    }
+}
+
+impl Session for FsSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        write_file_atomically(&self.path(key), body, len, self.fsync, self.worker)
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let mut file = File::open(self.path(key)).map_err(|e| not_found_or(e, key))?;
+        let len = file.metadata()?.len();
+        super::copy_exact(&mut file, sink, len)?;
+        Ok(len)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        fs::remove_file(self.path(key)).map_err(|e| not_found_or(e, key))
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        Ok(fs::metadata(self.path(key)).map_err(|e| not_found_or(e, key))?.len())
+    }
+}
+
+fn not_found_or(e: std::io::Error, key: &str) -> BackendError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        BackendError::not_found(key)
+    } else {
+        e.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_cannot_escape_their_directory() {
+        let root = Path::new("/ns/objects");
+        for key in ["../../etc/passwd", "/abs", ".", "..", "", "a/b"] {
+            let p = fanout_path(root, key, 2);
+            assert!(p.starts_with(root) && p.components().count() == root.components().count() + 3, "{key} -> {p:?}");
+        }
+    }
+}

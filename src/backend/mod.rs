@@ -1,0 +1,244 @@
+//! The two plug-in traits every storage backend implements, their error kinds, and the registry.
+//!
+//! A `Backend` is shared by all workers of one case; a `Session` belongs to one worker thread and
+//! owns its connection or file handles. Backends never time, log or retry: the runner does all
+//! three, so every backend is measured the same way. Bodies stream in both directions through
+//! `Read`/`Write`, so no backend ever needs a whole object in memory.
+
+pub mod fs;
+pub mod namespace;
+pub mod options;
+pub mod sim;
+pub mod sqlite;
+pub mod sqlite_file;
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+pub use namespace::Namespace;
+
+/// What went wrong in one backend operation; the runner counts errors by this kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The key does not exist.
+    NotFound,
+    /// The object is larger than the backend or its configuration allows.
+    TooLarge,
+    /// The operation or a lock wait timed out.
+    Timeout,
+    /// A concurrent writer got in the way (SQLITE_BUSY, serialization failure, ...).
+    Conflict,
+    /// The connection to a server failed or was lost.
+    Connection,
+    /// A local I/O error (disk full, permission, ...).
+    Io,
+    /// Data read back was not what was written (detected by the backend or by verification).
+    Corrupt,
+    /// The backend does not support this operation.
+    Unsupported,
+    /// Anything else; the message says what.
+    Other,
+}
+
+impl ErrorKind {
+    /// The snake_case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Connection => "connection",
+            ErrorKind::Io => "io",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Other => "other",
+        }
+    }
+}
+
+/// An error from a backend: a kind for counting and a message for people (never a secret).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct BackendError {
+    /// What kind of failure this is.
+    pub kind: ErrorKind,
+    /// What happened, for people; must not contain secrets.
+    pub message: String,
+}
+
+impl BackendError {
+    /// An error of `kind` with a message.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        BackendError { kind, message: message.into() }
+    }
+
+    /// The key does not exist.
+    pub fn not_found(key: &str) -> Self {
+        BackendError::new(ErrorKind::NotFound, format!("key \"{key}\" not found"))
+    }
+}
+
+impl From<std::io::Error> for BackendError {
+    fn from(e: std::io::Error) -> Self {
+        let kind = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof => ErrorKind::Corrupt,
+            std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe => ErrorKind::Connection,
+            _ => ErrorKind::Io,
+        };
+        BackendError::new(kind, e.to_string())
+    }
+}
+
+/// Shorthand for backend results.
+pub type BResult<T> = Result<T, BackendError>;
+
+/// What a backend claims it can do; the conformance suite tests these claims.
+#[derive(Debug, Clone, Serialize)]
+pub struct Capabilities {
+    /// Largest object it accepts, in bytes; larger sizes are refused before any data is written.
+    pub max_object_bytes: Option<u64>,
+    /// Why that limit exists and what to use instead, quoted in the refusal.
+    pub max_object_hint: Option<String>,
+    /// Whether several sessions may write at the same time (false: writes are serialized inside the
+    /// backend and the wait is reported through `Session::wait_ns`).
+    pub concurrent_writers: bool,
+    /// Whether `delete` is supported.
+    pub delete: bool,
+    /// Whether a put on an existing key replaces it.
+    pub overwrite: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities { max_object_bytes: None, max_object_hint: None, concurrent_writers: true, delete: true, overwrite: true }
+    }
+}
+
+/// How a backend describes itself in the report: versions, effective options, durability.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BackendInfo {
+    /// Registry name, e.g. "fs".
+    pub backend: String,
+    /// Versions of the library, server and format involved, e.g. {"sqlite": "3.50.1"}.
+    pub versions: BTreeMap<String, String>,
+    /// Every option with the value in effect (defaults filled in), secrets redacted.
+    pub options: serde_json::Value,
+    /// What a successful put guarantees, in words, e.g. "fsync file and directory".
+    pub durability: String,
+    /// Local paths holding this backend's data (used for filesystem facts and disk usage).
+    pub data_paths: Vec<PathBuf>,
+}
+
+/// Space a backend occupies after a load.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DiskUsage {
+    /// Bytes actually allocated on disk (st_blocks × 512) under the backend's local data paths.
+    pub allocated_bytes: u64,
+    /// Sum of file lengths under the backend's local data paths.
+    pub apparent_bytes: u64,
+    /// Number of files under the backend's local data paths.
+    pub files: u64,
+    /// Bytes as the server accounts them (relation sizes, bucket bytes), where there is a server.
+    pub server_reported_bytes: Option<u64>,
+}
+
+/// One storage backend for one case; shared by all worker threads.
+pub trait Backend: Send + Sync {
+    /// Capabilities and limits.
+    fn capabilities(&self) -> Capabilities;
+    /// Versions, effective options, durability; secrets redacted.
+    fn describe(&self) -> BackendInfo;
+    /// Creates the backend's structures inside its namespace; calling it twice is harmless.
+    fn prepare(&self) -> BResult<()>;
+    /// Opens one session for worker `worker` (its own connection or handles).
+    fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>>;
+    /// Space occupied now.
+    fn disk_usage(&self) -> BResult<DiskUsage>;
+    /// Removes everything this backend created in its namespace, and nothing else.
+    fn cleanup(&self) -> BResult<()>;
+    /// Server process ids whose process trees should be sampled (empty for embedded backends).
+    fn server_pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// A virtual clock, for the `sim` backend only; real backends use the monotonic clock.
+    fn clock(&self) -> Option<std::sync::Arc<dyn crate::clock::Clock>> {
+        None
+    }
+}
+
+/// One worker's connection to a backend. No timing, logging or retrying inside.
+pub trait Session: Send {
+    /// Stores exactly `len` bytes read from `body` under `key`, replacing any previous value.
+    /// The value must not become visible half-written.
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()>;
+    /// Streams the value of `key` into `sink`; returns the number of bytes written.
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64>;
+    /// Removes `key`; a missing key is a `NotFound` error.
+    fn delete(&mut self, key: &str) -> BResult<()>;
+    /// Returns the size in bytes of `key`'s value; a missing key is `NotFound`.
+    fn head(&mut self, key: &str) -> BResult<u64>;
+    /// Total nanoseconds this session has waited for an exclusive writer lock inside the backend
+    /// (single-writer formats); reported, never hidden in latency without a trace.
+    fn wait_ns(&self) -> u64 {
+        0
+    }
+}
+
+/// Constructs a backend from its options table, inside a namespace owned by the run.
+pub type Constructor = fn(&options::Options, &Namespace) -> Result<Box<dyn Backend>, String>;
+
+/// One entry in the registry: how `stowbench backends` lists a backend and how a run builds it.
+pub struct BackendKind {
+    /// Registry name used in job files (`backend = "fs"`).
+    pub name: &'static str,
+    /// One line saying what it stores where.
+    pub summary: &'static str,
+    /// Every option: name, default, meaning.
+    pub options: &'static [options::OptionDoc],
+    /// Builds the backend.
+    pub construct: Constructor,
+    /// Whether this backend is a test tool rather than a real store (shown in listings and reports).
+    pub is_test_tool: bool,
+}
+
+/// Every backend stowbench knows, in listing order. A new backend joins with one line here.
+pub fn registry() -> &'static [BackendKind] {
+    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, sim::KIND]
+}
+
+/// Finds a backend by name, or says which names exist (with a did-you-mean).
+pub fn find(name: &str) -> Result<&'static BackendKind, String> {
+    registry().iter().find(|k| k.name == name).ok_or_else(|| {
+        let names: Vec<&str> = registry().iter().map(|k| k.name).collect();
+        let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+        format!("unknown backend \"{name}\".{hint} Known backends: {}", names.join(", "))
+    })
+}
+
+/// Copies `len` bytes from `body` to `sink` through a bounded buffer; errors if `body` ends early.
+pub fn copy_exact(body: &mut dyn Read, sink: &mut dyn Write, len: u64) -> BResult<()> {
+    let mut buf = vec![0u8; COPY_BUFFER_BYTES.min(len.max(1) as usize)];
+    let mut left = len;
+    while left > 0 {
+        let want = buf.len().min(left as usize);
+        let n = body.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(BackendError::new(ErrorKind::Io, format!("body ended {left} bytes early")));
+        }
+        sink.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Size of the bounded buffer streaming copies use, in bytes.
+pub const COPY_BUFFER_BYTES: usize = 256 * 1024;

@@ -1,0 +1,142 @@
+//! Namespaces: the only places a run writes, each proven to be ours by a marker file.
+//!
+//! A namespace directory carries `.stowbench-namespace`. It is created only if the directory is
+//! new or empty; a non-empty directory without the marker is refused, and removal refuses any
+//! directory that does not carry the marker. This module must never delete anything else.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The marker file name that proves a directory was created by stowbench.
+pub const MARKER_FILE: &str = ".stowbench-namespace";
+
+/// A directory (and a name for server-side objects) owned by one run.
+#[derive(Debug, Clone)]
+pub struct Namespace {
+    /// Identifier of the run that owns it.
+    pub run_id: String,
+    /// The directory; it exists and carries the marker.
+    pub dir: PathBuf,
+    /// A short name safe for table prefixes, bucket prefixes and GridFS bucket names: [a-z0-9_].
+    pub name: String,
+}
+
+/// Makes a name safe for SQL identifiers and object prefixes: lowercase [a-z0-9_], at most 48 chars.
+pub fn safe_name(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .collect();
+    out.truncate(48);
+    out
+}
+
+impl Namespace {
+    /// Creates (or re-opens, if it already carries our marker) the namespace directory `dir`.
+    pub fn create(dir: &Path, run_id: &str, name: &str) -> Result<Namespace, String> {
+        if dir.exists() {
+            if !dir.is_dir() {
+                return Err(format!("{} exists and is not a directory; choose another path", dir.display()));
+            }
+            if !is_owned(dir) {
+                let mut entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+                if entries.next().is_some() {
+                    return Err(format!(
+                        "{} is not empty and was not created by stowbench (no {MARKER_FILE} marker); \
+                         refusing to write there. Choose an empty or new directory.",
+                        dir.display()
+                    ));
+                }
+                write_marker(dir, run_id)?;
+            }
+        } else {
+            fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            write_marker(dir, run_id)?;
+        }
+        Ok(Namespace { run_id: run_id.to_string(), dir: dir.to_path_buf(), name: safe_name(name) })
+    }
+
+    /// A child namespace inside this one (its own directory and marker).
+    pub fn child(&self, sub: &str) -> Result<Namespace, String> {
+        let name = safe_name(&format!("{}_{}", self.name, sub));
+        Namespace::create(&self.dir.join(sub), &self.run_id, &name).map(|mut ns| {
+            ns.name = name;
+            ns
+        })
+    }
+}
+
+fn write_marker(dir: &Path, run_id: &str) -> Result<(), String> {
+    let text = format!("{{\"tool\":\"stowbench\",\"run_id\":\"{run_id}\"}}\n");
+    fs::write(dir.join(MARKER_FILE), text).map_err(|e| format!("cannot write marker in {}: {e}", dir.display()))
+}
+
+/// Whether `dir` carries the stowbench marker.
+pub fn is_owned(dir: &Path) -> bool {
+    dir.join(MARKER_FILE).is_file()
+}
+
+/// Removes `dir` and everything in it, but only if it carries the marker.
+pub fn remove(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !is_owned(dir) {
+        return Err(format!(
+            "refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it",
+            dir.display()
+        ));
+    }
+    fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))
+}
+
+/// Removes everything inside `dir` except the marker (a backend's cleanup), if the marker is there.
+pub fn empty(dir: &Path) -> Result<(), String> {
+    if !is_owned(dir) {
+        return Err(format!("refusing to empty {}: no {MARKER_FILE} marker", dir.display()));
+    }
+    for entry in fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        if entry.file_name() == MARKER_FILE {
+            continue;
+        }
+        let path = entry.path();
+        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        result.map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_foreign_non_empty_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let foreign = tmp.path().join("foreign");
+        fs::create_dir(&foreign).unwrap();
+        fs::write(foreign.join("precious.txt"), "keep me").unwrap();
+        assert!(Namespace::create(&foreign, "r1", "x").unwrap_err().contains("not empty"));
+        assert!(remove(&foreign).unwrap_err().contains("refusing"));
+        assert!(foreign.join("precious.txt").exists());
+    }
+
+    #[test]
+    fn creates_reopens_and_removes_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("ns");
+        let ns = Namespace::create(&dir, "r1", "My Target-1").unwrap();
+        assert_eq!(ns.name, "my_target_1");
+        fs::write(dir.join("data"), "x").unwrap();
+        Namespace::create(&dir, "r1", "again").unwrap();
+        empty(&dir).unwrap();
+        assert!(is_owned(&dir) && !dir.join("data").exists());
+        remove(&dir).unwrap();
+        assert!(!dir.exists());
+    }
+}

@@ -1,0 +1,9 @@
+//! stowbench: where should the files live? One workload language run against many storage
+//! backends, measured the same way, with reports that state the conditions behind every number.
+//!
+//! The library does all the work; `main.rs` only parses arguments and maps errors to exit codes.
+
+pub mod backend;
+pub mod clock;
+pub mod suggest;
+pub mod units;

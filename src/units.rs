@@ -1,0 +1,303 @@
+//! Exact units: byte sizes and durations parsed from the text people write.
+//!
+//! "kB"/"MB"/"GB" are decimal (1000-based), "KiB"/"MiB"/"GiB" binary (1024-based); both are
+//! accepted and never guessed, so "2.6MB" is exactly 2,600,000 bytes. A fractional value must land
+//! on a whole byte (or nanosecond): "1.5B" is an error, not a rounding. This module never rounds
+//! silently and never panics on input.
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A size in bytes, parsed from text like `4KiB`, `94kB`, `2.6MB` or `1000000`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ByteSize(pub u64);
+
+/// A duration in nanoseconds, parsed from text like `30s`, `500ms`, `2m` or `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(pub u64);
+
+/// Why a unit string was refused; the message quotes the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnitError(pub String);
+
+const SIZE_UNITS: &[(&str, u64)] = &[
+    ("", 1),
+    ("b", 1),
+    ("kb", 1_000),
+    ("mb", 1_000_000),
+    ("gb", 1_000_000_000),
+    ("tb", 1_000_000_000_000),
+    ("kib", 1 << 10),
+    ("mib", 1 << 20),
+    ("gib", 1 << 30),
+    ("tib", 1 << 40),
+];
+
+const DURATION_UNITS: &[(&str, u64)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("min", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+];
+
+/// Splits "2.6MB" into ("2.6", "MB"); the number part is digits with at most one dot.
+fn split_number(text: &str) -> (&str, &str) {
+    let end = text
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == '_'))
+        .map(|(i, _)| i)
+        .unwrap_or(text.len());
+    (&text[..end], text[end..].trim())
+}
+
+/// Multiplies a decimal number written as text by an integer factor, exactly.
+/// Returns None when the result is not a whole number or overflows u64.
+fn exact_product(number: &str, factor: u64) -> Result<u64, &'static str> {
+    let number = number.replace('_', "");
+    let (whole, frac) = match number.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (number.as_str(), ""),
+    };
+    if whole.is_empty() && frac.is_empty() {
+        return Err("no number");
+    }
+    if frac.contains('.') || frac.len() > 18 {
+        return Err("not a number");
+    }
+    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| "too large")? };
+    let frac_digits: u128 = if frac.is_empty() { 0 } else { frac.parse().map_err(|_| "not a number")? };
+    let scale = 10u128.pow(frac.len() as u32);
+    let total = whole
+        .checked_mul(factor as u128)
+        .and_then(|w| w.checked_mul(scale))
+        .and_then(|w| w.checked_add(frac_digits * factor as u128))
+        .ok_or("too large")?;
+    if total % scale != 0 {
+        return Err("not a whole number of the base unit");
+    }
+    u64::try_from(total / scale).map_err(|_| "too large")
+}
+
+fn parse_with_units(text: &str, units: &[(&str, u64)], what: &str, example: &str) -> Result<u64, UnitError> {
+    let trimmed = text.trim();
+    if trimmed.starts_with('-') {
+        return Err(UnitError(format!("{what} \"{text}\" is negative; use a value like {example}")));
+    }
+    let (number, unit) = split_number(trimmed);
+    let factor = units
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(unit) || *name == unit)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            let known: Vec<&str> = units.iter().map(|(n, _)| *n).filter(|n| !n.is_empty()).collect();
+            UnitError(format!(
+                "{what} \"{text}\" has an unknown unit \"{unit}\"; use one of {} (e.g. {example})",
+                known.join(", ")
+            ))
+        })?;
+    exact_product(number, factor).map_err(|why| UnitError(format!("{what} \"{text}\" is invalid ({why}); use a value like {example}")))
+}
+
+impl ByteSize {
+    /// Parses a size; decimal and binary units are both exact.
+    pub fn parse(text: &str) -> Result<Self, UnitError> {
+        // Reject the ambiguous lowercase "m"/"k" suffixes fio uses: they are a classic trap.
+        parse_with_units(text, SIZE_UNITS, "size", "94kB, 2.6MB or 16MiB").map(ByteSize)
+    }
+
+    /// The value in bytes.
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// A short human label that round-trips exactly: "4KiB", "94kB", "2.6MB", "1000B".
+    pub fn label(self) -> String {
+        let b = self.0;
+        for (unit, factor) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+            if b >= factor && b % factor == 0 {
+                return format!("{}{unit}", b / factor);
+            }
+        }
+        for (unit, factor) in [("GB", 1_000_000_000u64), ("MB", 1_000_000), ("kB", 1_000)] {
+            if b >= factor && (b * 10) % factor == 0 {
+                let tenths = b * 10 / factor;
+                return if tenths % 10 == 0 {
+                    format!("{}{unit}", tenths / 10)
+                } else {
+                    format!("{}.{}{unit}", tenths / 10, tenths % 10)
+                };
+            }
+        }
+        format!("{b}B")
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+impl Nanos {
+    /// Parses a duration such as "30s", "500ms" or "1.5s".
+    pub fn parse(text: &str) -> Result<Self, UnitError> {
+        let (_, unit) = split_number(text.trim());
+        if unit.is_empty() {
+            return Err(UnitError(format!("duration \"{text}\" has no unit; write e.g. 30s or 500ms")));
+        }
+        parse_with_units(text, DURATION_UNITS, "duration", "30s or 500ms").map(Nanos)
+    }
+
+    /// As a std Duration.
+    pub fn duration(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0)
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_nanos(self.0))
+    }
+}
+
+/// Formats nanoseconds with three significant digits and a fitting unit ("1.23 ms").
+pub fn format_nanos(ns: u64) -> String {
+    let v = ns as f64;
+    let (value, unit) = if v >= 1e9 {
+        (v / 1e9, "s")
+    } else if v >= 1e6 {
+        (v / 1e6, "ms")
+    } else if v >= 1e3 {
+        (v / 1e3, "µs")
+    } else {
+        (v, "ns")
+    };
+    format!("{} {unit}", three_digits(value))
+}
+
+/// Formats a byte rate with decimal units ("123 MB/s"), as fio's `bw_bytes` and warp do.
+pub fn format_rate_bytes(bytes_per_s: f64) -> String {
+    let (value, unit) = if bytes_per_s >= 1e9 {
+        (bytes_per_s / 1e9, "GB/s")
+    } else if bytes_per_s >= 1e6 {
+        (bytes_per_s / 1e6, "MB/s")
+    } else if bytes_per_s >= 1e3 {
+        (bytes_per_s / 1e3, "kB/s")
+    } else {
+        (bytes_per_s, "B/s")
+    };
+    format!("{} {unit}", three_digits(value))
+}
+
+/// Formats a byte count with binary units ("1.50 GiB"): disk space is usually read that way.
+pub fn format_bytes(bytes: u64) -> String {
+    let v = bytes as f64;
+    let (value, unit) = if v >= (1u64 << 30) as f64 {
+        (v / (1u64 << 30) as f64, "GiB")
+    } else if v >= (1u64 << 20) as f64 {
+        (v / (1u64 << 20) as f64, "MiB")
+    } else if v >= 1024.0 {
+        (v / 1024.0, "KiB")
+    } else {
+        return format!("{bytes} B");
+    };
+    format!("{} {unit}", three_digits(value))
+}
+
+/// Three significant digits without scientific notation.
+pub fn three_digits(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Accepts a string with a unit or a plain integer (bytes) in job files.
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) if n < 0 => Err(de::Error::custom(format!("size {n} is negative; use a value like 94kB"))),
+            Raw::Int(n) => Ok(ByteSize(n as u64)),
+            Raw::Text(t) => ByteSize::parse(&t).map_err(de::Error::custom),
+        }
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+/// Accepts a string with a unit in job files ("30s"); a bare number is refused as ambiguous.
+impl<'de> Deserialize<'de> for Nanos {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Nanos::parse(&text).map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for Nanos {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_and_binary_sizes_are_exact() {
+        assert_eq!(ByteSize::parse("2.6MB").unwrap().0, 2_600_000);
+        assert_eq!(ByteSize::parse("94kB").unwrap().0, 94_000);
+        assert_eq!(ByteSize::parse("54MiB").unwrap().0, 54 * 1024 * 1024);
+        assert_eq!(ByteSize::parse("4KiB").unwrap().0, 4096);
+        assert_eq!(ByteSize::parse("1000").unwrap().0, 1000);
+        assert_eq!(ByteSize::parse("0").unwrap().0, 0);
+        assert_eq!(ByteSize::parse("1.5KiB").unwrap().0, 1536);
+        assert_eq!(ByteSize::parse(" 16 MiB ").unwrap().0, 16 << 20);
+    }
+
+    #[test]
+    fn bad_sizes_quote_the_text() {
+        for bad in ["", "abc", "-4KiB", "1.5B", "2.6.1MB", "5 parsecs", "99999999999999999999TB", "1.0000001kB"] {
+            let err = ByteSize::parse(bad).unwrap_err().0;
+            assert!(err.contains(&format!("\"{bad}\"")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        for text in ["4KiB", "94kB", "2.6MB", "16MiB", "1000B", "1GiB", "900MB", "480kB"] {
+            let size = ByteSize::parse(text).unwrap();
+            assert_eq!(size.label(), text);
+            assert_eq!(ByteSize::parse(&size.label()).unwrap(), size);
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(Nanos::parse("30s").unwrap().0, 30_000_000_000);
+        assert_eq!(Nanos::parse("500ms").unwrap().0, 500_000_000);
+        assert_eq!(Nanos::parse("1.5s").unwrap().0, 1_500_000_000);
+        assert_eq!(Nanos::parse("2m").unwrap().0, 120_000_000_000);
+        assert!(Nanos::parse("30").unwrap_err().0.contains("no unit"));
+        assert!(Nanos::parse("-1s").unwrap_err().0.contains("negative"));
+        assert!(Nanos::parse("0.5ns").is_err());
+    }
+}

@@ -7,3 +7,5 @@ pub mod backend;
 pub mod clock;
 pub mod suggest;
 pub mod units;
+pub mod job;
+pub mod workload;

@@ -1,0 +1,507 @@
+//! From a parsed `JobSpec` to a validated `Plan`: defaults filled in, meanings checked, and the
+//! matrix targets × workloads × sizes × threads × repeats expanded into cases with stable ids.
+//!
+//! Every error names the file, the line of the table at fault, the field, and the fix. This module
+//! never touches a backend's data: option checks against a backend happen in the runner's preflight.
+
+use super::spec::{line_col, JobSpec, PhaseSpec, WorkloadSpec};
+use crate::backend::options::Options;
+use crate::units::ByteSize;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The operations a workload can issue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Store an object.
+    Put,
+    /// Read an object back.
+    Get,
+    /// Remove an object.
+    Delete,
+    /// Ask for an object's size.
+    Head,
+}
+
+impl Op {
+    /// All operations, in report order.
+    pub const ALL: [Op; 4] = [Op::Put, Op::Get, Op::Delete, Op::Head];
+
+    /// Lower-case name used in job files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Put => "put",
+            Op::Get => "get",
+            Op::Delete => "delete",
+            Op::Head => "head",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+}
+
+/// Order in which keys are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum KeyOrder {
+    /// Key i for the i-th operation (wrapping around).
+    Sequential,
+    /// Uniformly random keys.
+    Uniform,
+    /// Zipf-distributed keys (a few hot keys), with exponent theta.
+    Zipf {
+        /// Exponent in (0, 1); 0.99 is YCSB's default.
+        theta: f64,
+    },
+}
+
+/// How object sizes are chosen in one case.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SizeSpec {
+    /// Every object has this size.
+    Fixed {
+        /// Size in bytes.
+        bytes: u64,
+    },
+    /// Uniform between min and max, inclusive.
+    Uniform {
+        /// Smallest size in bytes.
+        min_bytes: u64,
+        /// Largest size in bytes.
+        max_bytes: u64,
+    },
+    /// Log-uniform between min and max, inclusive: as many small as large orders of magnitude.
+    LogUniform {
+        /// Smallest size in bytes.
+        min_bytes: u64,
+        /// Largest size in bytes.
+        max_bytes: u64,
+    },
+}
+
+impl SizeSpec {
+    /// Largest size this spec can produce, in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        match *self {
+            SizeSpec::Fixed { bytes } => bytes,
+            SizeSpec::Uniform { max_bytes, .. } | SizeSpec::LogUniform { max_bytes, .. } => max_bytes,
+        }
+    }
+
+    /// Mean size in bytes (for deriving object counts).
+    pub fn mean_bytes(&self) -> u64 {
+        match *self {
+            SizeSpec::Fixed { bytes } => bytes,
+            SizeSpec::Uniform { min_bytes, max_bytes } => (min_bytes + max_bytes) / 2,
+            SizeSpec::LogUniform { min_bytes, max_bytes } => {
+                let (lo, hi) = ((min_bytes.max(1)) as f64, (max_bytes.max(1)) as f64);
+                if hi <= lo { lo as u64 } else { ((hi - lo) / (hi / lo).ln()) as u64 }
+            }
+        }
+    }
+
+    /// Label for case ids and tables: "94kB" or "uniform-1KiB-1MiB".
+    pub fn label(&self) -> String {
+        match *self {
+            SizeSpec::Fixed { bytes } => ByteSize(bytes).label(),
+            SizeSpec::Uniform { min_bytes, max_bytes } => format!("uniform-{}-{}", ByteSize(min_bytes), ByteSize(max_bytes)),
+            SizeSpec::LogUniform { min_bytes, max_bytes } => format!("loguniform-{}-{}", ByteSize(min_bytes), ByteSize(max_bytes)),
+        }
+    }
+}
+
+/// When a phase stops: whichever limit comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Stop {
+    /// After this many operations, all threads together.
+    pub count: Option<u64>,
+    /// After this many nanoseconds.
+    pub duration_ns: Option<u64>,
+    /// After this many bytes moved.
+    pub bytes: Option<u64>,
+}
+
+/// One validated phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhasePlan {
+    /// Label in reports: "put", "get" or "mix get90 put10".
+    pub label: String,
+    /// Operations with their weights.
+    pub mix: Vec<(Op, u32)>,
+    /// When the measurement stops.
+    pub stop: Stop,
+    /// Key order.
+    pub key_order: KeyOrder,
+    /// Untimed operations first, if any.
+    pub warmup: Option<Stop>,
+}
+
+/// One validated workload (shared by its cases).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadPlan {
+    /// Name from the job file.
+    pub name: String,
+    /// Phases in order.
+    pub phases: Vec<PhasePlan>,
+    /// Check every get against what was put.
+    pub verify: bool,
+    /// Fraction of each 4 KiB payload block that is zeros.
+    pub compressibility: f64,
+    /// Drop the page cache before read phases.
+    pub cold_cache: bool,
+    /// Retries before an operation counts as failed.
+    pub retries: u32,
+    /// Largest tolerated failed / attempted ratio.
+    pub max_error_ratio: f64,
+    /// Put every object before the first phase, untimed.
+    pub preload: bool,
+}
+
+/// One validated target.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetPlan {
+    /// Name in reports.
+    pub name: String,
+    /// Registry name of the backend.
+    pub backend: String,
+    /// Options for the backend (checked in preflight).
+    #[serde(skip)]
+    pub options: Options,
+    /// The options as given, secrets redacted, for the report.
+    pub options_json: serde_json::Value,
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct CasePlan {
+    /// Stable id: target/workload/size/tN/rN.
+    pub id: String,
+    /// Position in the plan, from 0.
+    pub index: usize,
+    /// Index into `Plan::targets`.
+    pub target: usize,
+    /// The workload.
+    #[serde(skip)]
+    pub workload: Arc<WorkloadPlan>,
+    /// Workload name, for the report.
+    pub workload_name: String,
+    /// Object sizes.
+    pub size: SizeSpec,
+    /// Distinct keys.
+    pub objects: u64,
+    /// Worker threads.
+    pub threads: u32,
+    /// Repeat number, from 1.
+    pub repeat: u32,
+}
+
+/// A validated, expanded job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Run name.
+    pub name: String,
+    /// What the run is for.
+    pub description: Option<String>,
+    /// Where the job came from (a path or "built-in: quick").
+    pub source: String,
+    /// Seed for keys, sizes and payloads.
+    pub seed: u64,
+    /// Where backends store data, if not a fresh temporary directory.
+    pub work_dir: Option<String>,
+    /// Targets in job order.
+    pub targets: Vec<TargetPlan>,
+    /// Workloads in job order.
+    pub workloads: Vec<Arc<WorkloadPlan>>,
+    /// Every case, in run order.
+    pub cases: Vec<CasePlan>,
+}
+
+/// Default seed, so two runs of the same job write the same bytes unless asked otherwise.
+pub const DEFAULT_SEED: u64 = 42;
+/// Most objects a case may have (the runner keeps 12 bytes of state per object).
+pub const MAX_OBJECTS: u64 = 100_000_000;
+/// Most threads a case may have.
+pub const MAX_THREADS: u32 = 1024;
+
+struct Ctx<'a> {
+    source: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at(&self, span_start: usize, what: &str, message: impl std::fmt::Display) -> String {
+        let (line, _) = line_col(self.text, span_start);
+        format!("{}:{line}: {what}: {message}", self.source)
+    }
+}
+
+/// Validates a parsed job and expands its matrix. `source` names the file in messages.
+pub fn build(job: &JobSpec, source: &str, text: &str) -> Result<Plan, String> {
+    let ctx = Ctx { source, text };
+    if job.version != super::spec::JOB_VERSION {
+        return Err(format!("{source}: version = {} is not supported; this stowbench reads version {}", job.version, super::spec::JOB_VERSION));
+    }
+    if job.targets.is_empty() {
+        return Err(format!("{source}: no [[target]] table; add one, e.g.\n[[target]]\nbackend = \"fs\""));
+    }
+    if job.workloads.is_empty() {
+        return Err(format!("{source}: no [[workload]] table; add one with a name, sizes and phases"));
+    }
+    let targets = build_targets(job, &ctx)?;
+    let mut workloads = Vec::new();
+    let mut cases = Vec::new();
+    for spanned in &job.workloads {
+        let w = spanned.get_ref();
+        let start = spanned.span().start;
+        let plan = Arc::new(build_workload(w, |field, msg| ctx.at(start, &format!("workload \"{}\", {field}", w.name), msg))?);
+        if workloads.iter().any(|p: &Arc<WorkloadPlan>| p.name == plan.name) {
+            return Err(ctx.at(start, "workload", format!("the name \"{}\" is used twice; names must be unique", w.name)));
+        }
+        let sizes = sizes_of(w, |field, msg| ctx.at(start, &format!("workload \"{}\", {field}", w.name), msg))?;
+        let threads = if w.threads.is_empty() { vec![1] } else { w.threads.clone() };
+        for t in &threads {
+            if *t == 0 || *t > MAX_THREADS {
+                return Err(ctx.at(start, &format!("workload \"{}\", threads", w.name), format!("{t} is out of range; use 1 to {MAX_THREADS}")));
+            }
+        }
+        let repeats = w.repeats.unwrap_or(1);
+        if repeats == 0 || repeats > 1000 {
+            return Err(ctx.at(start, &format!("workload \"{}\", repeats", w.name), format!("{repeats} is out of range; use 1 to 1000")));
+        }
+        for (ti, target) in targets.iter().enumerate() {
+            for size in &sizes {
+                let objects = objects_for(w, size, |field, msg| ctx.at(start, &format!("workload \"{}\", {field}", w.name), msg))?;
+                for &threads in &threads {
+                    for repeat in 1..=repeats {
+                        cases.push(CasePlan {
+                            id: format!("{}/{}/{}/t{threads}/r{repeat}", target.name, plan.name, size.label()),
+                            index: cases.len(),
+                            target: ti,
+                            workload: plan.clone(),
+                            workload_name: plan.name.clone(),
+                            size: *size,
+                            objects,
+                            threads,
+                            repeat,
+                        });
+                    }
+                }
+            }
+        }
+        workloads.push(plan);
+    }
+    Ok(Plan {
+        name: job.name.clone().unwrap_or_else(|| "job".into()),
+        description: job.description.clone(),
+        source: source.to_string(),
+        seed: job.seed.unwrap_or(DEFAULT_SEED),
+        work_dir: job.work_dir.clone(),
+        targets,
+        workloads,
+        cases,
+    })
+}
+
+fn build_targets(job: &JobSpec, ctx: &Ctx) -> Result<Vec<TargetPlan>, String> {
+    let mut targets: Vec<TargetPlan> = Vec::new();
+    for spanned in &job.targets {
+        let t = spanned.get_ref();
+        let start = spanned.span().start;
+        crate::backend::find(&t.backend).map_err(|e| ctx.at(start, "target, backend", e))?;
+        let name = t.name.clone().unwrap_or_else(|| t.backend.clone());
+        if name.is_empty() || name.contains('/') {
+            return Err(ctx.at(start, "target, name", format!("\"{name}\" is not a usable name; use letters, digits, - or _")));
+        }
+        if targets.iter().any(|p| p.name == name) {
+            return Err(ctx.at(start, "target, name", format!("\"{name}\" is used twice; give each [[target]] a distinct name = \"...\"")));
+        }
+        let (line, _) = line_col(ctx.text, start);
+        let options = Options::new(&name, &format!("{}:{line}", ctx.source), t.options.clone());
+        targets.push(TargetPlan { options_json: options.redacted_json(), name, backend: t.backend.clone(), options });
+    }
+    Ok(targets)
+}
+
+fn parse_key_order(name: &str, theta: f64) -> Result<KeyOrder, String> {
+    match name {
+        "sequential" => Ok(KeyOrder::Sequential),
+        "uniform" => Ok(KeyOrder::Uniform),
+        "zipf" => Ok(KeyOrder::Zipf { theta }),
+        other => {
+            let hint = crate::suggest::did_you_mean(other, &["sequential", "uniform", "zipf"]).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+            Err(format!("\"{other}\" is not a key order; use sequential, uniform or zipf.{hint}"))
+        }
+    }
+}
+
+fn build_workload(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Result<WorkloadPlan, String> {
+    if w.name.is_empty() || w.name.contains('/') {
+        return Err(err("name", format!("\"{}\" is not a usable name; use letters, digits, - or _", w.name)));
+    }
+    let theta = w.zipf_theta.unwrap_or(0.99);
+    if !(theta > 0.0 && theta < 1.0) {
+        return Err(err("zipf_theta", format!("{theta} is out of range; use a value between 0 and 1 exclusive, e.g. 0.99")));
+    }
+    let default_order = parse_key_order(w.key_order.as_deref().unwrap_or("sequential"), theta).map_err(|m| err("key_order", m))?;
+    let phases = match (w.phases.is_empty(), w.phase_tables.is_empty()) {
+        (false, false) => return Err(err("phases", "use either phases = [...] or [[workload.phase]] tables, not both".into())),
+        (true, true) => return Err(err("phases", "no phases; add e.g. phases = [\"put\", \"get\"]".into())),
+        (false, true) => w.phases.iter().map(|name| simple_phase(name, default_order)).collect::<Result<Vec<_>, _>>(),
+        (true, false) => w.phase_tables.iter().map(|p| table_phase(p, default_order, theta)).collect(),
+    }
+    .map_err(|m| err("phases", m))?;
+    let compressibility = w.compressibility.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&compressibility) {
+        return Err(err("compressibility", format!("{compressibility} is out of range; use 0 (random) to 1 (all zeros)")));
+    }
+    let cold_cache = match w.cache.as_deref().unwrap_or("warm") {
+        "warm" => false,
+        "cold" => true,
+        other => return Err(err("cache", format!("\"{other}\" is not a cache state; use \"warm\" or \"cold\""))),
+    };
+    let max_error_ratio = w.max_error_ratio.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&max_error_ratio) {
+        return Err(err("max_error_ratio", format!("{max_error_ratio} is out of range; use 0 to 1")));
+    }
+    let first_is_put = phases.first().map(|p| p.mix.iter().all(|(op, _)| *op == Op::Put)).unwrap_or(true);
+    Ok(WorkloadPlan {
+        name: w.name.clone(),
+        phases,
+        verify: w.verify.unwrap_or(true),
+        compressibility,
+        cold_cache,
+        retries: w.retries.unwrap_or(0),
+        max_error_ratio,
+        preload: w.preload.unwrap_or(!first_is_put),
+    })
+}
+
+fn simple_phase(name: &str, key_order: KeyOrder) -> Result<PhasePlan, String> {
+    let op = Op::parse(name).ok_or_else(|| {
+        let names = ["put", "get", "delete", "head"];
+        let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+        format!("\"{name}\" is not an operation; use put, get, delete or head.{hint}")
+    })?;
+    Ok(PhasePlan { label: op.name().into(), mix: vec![(op, 1)], stop: Stop::default(), key_order, warmup: None })
+}
+
+fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<PhasePlan, String> {
+    let mut mix = Vec::new();
+    for (name, weight) in &p.mix {
+        let op = simple_phase(name, default_order)?.mix[0].0;
+        if *weight > 0 {
+            mix.push((op, *weight));
+        }
+    }
+    if mix.is_empty() {
+        return Err("a phase's mix has no operation with a weight above 0; e.g. mix = { get = 90, put = 10 }".into());
+    }
+    let key_order = match &p.key_order {
+        Some(name) => parse_key_order(name, theta)?,
+        None => default_order,
+    };
+    let label = if mix.len() == 1 {
+        mix[0].0.name().to_string()
+    } else {
+        let parts: Vec<String> = mix.iter().map(|(op, w)| format!("{}{w}", op.name())).collect();
+        format!("mix {}", parts.join(" "))
+    };
+    let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0) };
+    if stop.count == Some(0) || stop.duration_ns == Some(0) || stop.bytes == Some(0) {
+        return Err("a stop condition of 0 would measure nothing; remove it or give a positive value".into());
+    }
+    let warmup = match (p.warmup_count, p.warmup) {
+        (None, None) => None,
+        (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None }),
+    };
+    Ok(PhasePlan { label, mix, stop, key_order, warmup })
+}
+
+fn sizes_of(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Result<Vec<SizeSpec>, String> {
+    match (&w.size_dist, w.sizes.is_empty()) {
+        (Some(_), false) => Err(err("sizes", "use either sizes = [...] or size_dist = {...}, not both".into())),
+        (None, true) => Err(err("sizes", "no sizes; add e.g. sizes = [\"4KiB\", \"1MiB\"]".into())),
+        (None, false) => Ok(w.sizes.iter().map(|s| SizeSpec::Fixed { bytes: s.0 }).collect()),
+        (Some(d), true) => {
+            if d.min > d.max {
+                return Err(err("size_dist", format!("min {} is larger than max {}", d.min, d.max)));
+            }
+            match d.kind.as_str() {
+                "uniform" => Ok(vec![SizeSpec::Uniform { min_bytes: d.min.0, max_bytes: d.max.0 }]),
+                "log-uniform" => Ok(vec![SizeSpec::LogUniform { min_bytes: d.min.0, max_bytes: d.max.0 }]),
+                other => Err(err("size_dist.kind", format!("\"{other}\" is not a distribution; use \"uniform\" or \"log-uniform\""))),
+            }
+        }
+    }
+}
+
+fn objects_for(w: &WorkloadSpec, size: &SizeSpec, err: impl Fn(&str, String) -> String) -> Result<u64, String> {
+    let objects = match (w.objects, w.dataset) {
+        (Some(_), Some(_)) => return Err(err("objects", "use either objects or dataset, not both".into())),
+        (Some(n), None) => n,
+        (None, Some(dataset)) => {
+            let lo = w.min_objects.unwrap_or(16);
+            let hi = w.max_objects.unwrap_or(100_000);
+            if lo > hi {
+                return Err(err("min_objects", format!("min_objects {lo} is above max_objects {hi}")));
+            }
+            (dataset.0 / size.mean_bytes().max(1)).clamp(lo, hi)
+        }
+        (None, None) => return Err(err("objects", "say how many objects: objects = 1000, or dataset = \"64MiB\"".into())),
+    };
+    if objects == 0 || objects > MAX_OBJECTS {
+        return Err(err("objects", format!("{objects} is out of range; use 1 to {MAX_OBJECTS}")));
+    }
+    Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Result<Plan, String> {
+        let job = super::super::spec::parse(text).map_err(|e| e.message)?;
+        build(&job, "job.toml", text)
+    }
+
+    const BASE: &str = "version = 1\n[[target]]\nbackend = \"sim\"\n[[target]]\nname = \"fs2\"\nbackend = \"fs\"\n";
+
+    #[test]
+    fn matrix_expands_with_stable_ids() {
+        let p = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"2.6MB\"]\nthreads = [1, 4]\nrepeats = 2\nobjects = 10\nphases = [\"put\", \"get\"]\n")).unwrap();
+        assert_eq!(p.cases.len(), 2 * 2 * 2 * 2);
+        assert_eq!(p.cases[0].id, "sim/w/4KiB/t1/r1");
+        assert_eq!(p.cases[15].id, "fs2/w/2.6MB/t4/r2");
+        assert!(!p.workloads[0].preload);
+    }
+
+    #[test]
+    fn dataset_derives_clamped_object_counts() {
+        let p = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"16MiB\"]\ndataset = \"64MiB\"\nmax_objects = 1000\nphases = [\"get\"]\n")).unwrap();
+        assert_eq!(p.cases[0].objects, 1000);
+        assert_eq!(p.cases[1].objects, 16);
+        assert!(p.workloads[0].preload, "a get-first workload preloads");
+    }
+
+    #[test]
+    fn errors_name_the_line_field_and_fix() {
+        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"pub\"]\n")).unwrap_err();
+        assert!(err.starts_with("job.toml:7: workload \"w\", phases"), "{err}");
+        assert!(err.contains("Did you mean \"put\""), "{err}");
+        let err = plan("version = 1\n[[target]]\nbackend = \"sqlit\"\n[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 1\nphases = [\"put\"]\n").unwrap_err();
+        assert!(err.contains("job.toml:2") && err.contains("Did you mean \"sqlite\""), "{err}");
+    }
+
+    #[test]
+    fn mixes_and_stops() {
+        let p = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nmix = {{ get = 90, put = 10 }}\nduration = \"2s\"\nkey_order = \"zipf\"\n")).unwrap();
+        let phase = &p.workloads[0].phases[0];
+        assert_eq!(phase.label, "mix get90 put10");
+        assert_eq!(phase.stop.duration_ns, Some(2_000_000_000));
+        assert!(matches!(phase.key_order, KeyOrder::Zipf { .. }));
+    }
+}

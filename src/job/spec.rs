@@ -1,0 +1,225 @@
+//! The job file as written: TOML structures with strict parsing and located error messages.
+//!
+//! Every table refuses unknown keys; an error names the file, line and column and, for a
+//! misspelt key, the closest known one. Nothing here checks meaning across fields: that is
+//! `plan.rs`, which turns a `JobSpec` into a validated `Plan`.
+
+use crate::units::{ByteSize, Nanos};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The job file format version this stowbench reads.
+pub const JOB_VERSION: u32 = 1;
+
+/// A whole job file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Format version; must be 1.
+    pub version: u32,
+    /// A name for the run, shown in reports.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the job is for, shown in reports.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seed for keys, sizes and payloads; the same seed gives the same bytes.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Where backends store data; defaults to a fresh temporary directory.
+    #[serde(default)]
+    pub work_dir: Option<String>,
+    /// The stores to compare.
+    #[serde(default, rename = "target")]
+    pub targets: Vec<toml::Spanned<TargetSpec>>,
+    /// What to do to each store.
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<toml::Spanned<WorkloadSpec>>,
+}
+
+/// A store to measure: a backend and its options (every other key of the table).
+#[derive(Debug, Clone, Deserialize)]
+pub struct TargetSpec {
+    /// Name in reports; defaults to the backend name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Registry name of the backend, e.g. "fs".
+    pub backend: String,
+    /// Backend options, checked by the backend itself.
+    #[serde(flatten)]
+    pub options: toml::Table,
+}
+
+/// Object sizes: a fixed list (one case per size) or a distribution (one case).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeDistSpec {
+    /// "uniform" or "log-uniform" between min and max.
+    pub kind: String,
+    /// Smallest size, inclusive.
+    pub min: ByteSize,
+    /// Largest size, inclusive.
+    pub max: ByteSize,
+}
+
+/// A workload: which operations, on how many objects of which sizes, by how many threads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Name in reports and case ids.
+    pub name: String,
+    /// Object sizes; one case per size.
+    #[serde(default)]
+    pub sizes: Vec<ByteSize>,
+    /// A size distribution instead of `sizes`.
+    #[serde(default)]
+    pub size_dist: Option<SizeDistSpec>,
+    /// Thread counts; one case per count. Default [1].
+    #[serde(default)]
+    pub threads: Vec<u32>,
+    /// Number of distinct keys.
+    #[serde(default)]
+    pub objects: Option<u64>,
+    /// Instead of `objects`: bytes of data per case; objects = dataset / size, clamped.
+    #[serde(default)]
+    pub dataset: Option<ByteSize>,
+    /// Lower clamp for objects derived from `dataset`. Default 16.
+    #[serde(default)]
+    pub min_objects: Option<u64>,
+    /// Upper clamp for objects derived from `dataset`. Default 100000.
+    #[serde(default)]
+    pub max_objects: Option<u64>,
+    /// Simple phases by operation name, run in order: e.g. ["put", "get"].
+    #[serde(default)]
+    pub phases: Vec<String>,
+    /// Detailed phases (mixes, stop conditions); use instead of `phases`.
+    #[serde(default, rename = "phase")]
+    pub phase_tables: Vec<PhaseSpec>,
+    /// Default key order for phases: "sequential", "uniform" or "zipf".
+    #[serde(default)]
+    pub key_order: Option<String>,
+    /// Zipf exponent for key_order = "zipf". Default 0.99.
+    #[serde(default)]
+    pub zipf_theta: Option<f64>,
+    /// Runs of each case, each on a fresh store. Default 1.
+    #[serde(default)]
+    pub repeats: Option<u32>,
+    /// Check every get against what was put. Default true.
+    #[serde(default)]
+    pub verify: Option<bool>,
+    /// Fraction (0 to 1) of each 4 KiB payload block that is zeros. Default 0 (incompressible).
+    #[serde(default)]
+    pub compressibility: Option<f64>,
+    /// "warm" (default) or "cold": drop the page cache before each read phase (root only).
+    #[serde(default)]
+    pub cache: Option<String>,
+    /// Retries of a failed operation before it counts as an error. Default 0.
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// Largest tolerated ratio of failed to attempted operations; above it the case fails. Default 0.
+    #[serde(default)]
+    pub max_error_ratio: Option<f64>,
+    /// Put every object before the first phase, untimed. Default: when the first phase is not a pure put.
+    #[serde(default)]
+    pub preload: Option<bool>,
+}
+
+/// One phase with a mix of operations and a stop condition.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// Operation weights, e.g. { get = 90, put = 10 }.
+    pub mix: BTreeMap<String, u32>,
+    /// Stop after this many operations (all threads together).
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// Stop after this long.
+    #[serde(default)]
+    pub duration: Option<Nanos>,
+    /// Stop after this many bytes moved.
+    #[serde(default)]
+    pub bytes: Option<ByteSize>,
+    /// Key order for this phase.
+    #[serde(default)]
+    pub key_order: Option<String>,
+    /// Untimed operations before the measurement: a count ...
+    #[serde(default)]
+    pub warmup_count: Option<u64>,
+    /// ... or a duration.
+    #[serde(default)]
+    pub warmup: Option<Nanos>,
+}
+
+/// A job file error located in its source.
+#[derive(Debug, Clone)]
+pub struct Located {
+    /// 1-based line, if known.
+    pub line: Option<usize>,
+    /// 1-based column, if known.
+    pub column: Option<usize>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// 1-based line and column of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, column)
+}
+
+/// Parses job file text; errors carry line, column and a did-you-mean for unknown keys.
+pub fn parse(text: &str) -> Result<JobSpec, Located> {
+    toml::from_str::<JobSpec>(text).map_err(|e| {
+        let (line, column) = match e.span() {
+            Some(span) => {
+                let (l, c) = line_col(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        Located { line, column, message: explain(e.message()) }
+    })
+}
+
+/// Adds a did-you-mean to serde's "unknown field `x`, expected one of `a`, `b`" messages.
+fn explain(message: &str) -> String {
+    let message = message.trim();
+    let Some(rest) = message.strip_prefix("unknown field `") else { return message.to_string() };
+    let Some((field, expected)) = rest.split_once('`') else { return message.to_string() };
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match crate::suggest::did_you_mean(field, &candidates) {
+        Some(s) => format!("unknown key \"{field}\". Did you mean \"{s}\"? Known keys here: {}", candidates.join(", ")),
+        None => format!("unknown key \"{field}\". Known keys here: {}", candidates.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_located_with_a_suggestion() {
+        let text = "version = 1\n[[workload]]\nname = \"w\"\nthread = [1]\n";
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err:?}");
+        assert!(err.message.contains("Did you mean \"threads\""), "{}", err.message);
+    }
+
+    #[test]
+    fn sizes_parse_exactly() {
+        let text = "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"2.6MB\", \"4KiB\", 100]\n";
+        let job = parse(text).unwrap();
+        let sizes: Vec<u64> = job.workloads[0].get_ref().sizes.iter().map(|s| s.0).collect();
+        assert_eq!(sizes, vec![2_600_000, 4096, 100]);
+    }
+
+    #[test]
+    fn bad_sizes_are_located() {
+        let text = "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"2.6XB\"]\n";
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.line, Some(4));
+        assert!(err.message.contains("\"2.6XB\""), "{}", err.message);
+    }
+}

@@ -304,7 +304,7 @@ start_pg() {
   log "pg: starting on 127.0.0.1:${port}"
   rm -f "${dir}/pg.pid"
   runuser -u postgres -- "${PG_BIN}/pg_ctl" -D "${data}" -l "${logf}" -W \
-    -o "-c listen_addresses=127.0.0.1 -p ${port} -k ${sock}" start >/dev/null ||
+    -o "-c listen_addresses=127.0.0.1 -p ${port} -k ${sock}" start >/dev/null 9>&- ||
     die "pg: pg_ctl start failed; read ${logf}"
   # The postmaster writes its pid on the first line of postmaster.pid.
   pid=""
@@ -348,7 +348,7 @@ start_mariadb() {
   setsid "${MARIADBD}" --no-defaults --user=mysql --datadir="${data}" \
     --socket="${run}/mariadbd.sock" --pid-file="${run}/mariadbd.pid" \
     --port="${port}" --bind-address=127.0.0.1 --max-allowed-packet=1G \
-    </dev/null >>"${logf}" 2>&1 &
+    </dev/null >>"${logf}" 2>&1 9>&- &
   pid=$!
   printf '%s\n' "${pid}" >"${dir}/mariadb.pid"
   wait_ready mariadb "${pid}" "${logf}" mariadb-admin --no-defaults --connect-timeout=2 \
@@ -385,7 +385,7 @@ start_s3() {
   MINIO_ROOT_USER=stowbench MINIO_ROOT_PASSWORD="${secret}" MINIO_REGION=us-east-1 \
     MINIO_UPDATE=off MINIO_BROWSER=off \
     setsid "${bin}" server "${data}" --quiet --address "127.0.0.1:${port}" \
-    --console-address "127.0.0.1:${console_port}" </dev/null >>"${logf}" 2>&1 &
+    --console-address "127.0.0.1:${console_port}" </dev/null >>"${logf}" 2>&1 9>&- &
   pid=$!
   printf '%s\n' "${pid}" >"${dir}/s3.pid"
   wait_ready s3 "${pid}" "${logf}" curl -fsS -o /dev/null --max-time 2 \
@@ -410,7 +410,7 @@ start_mongo() {
   log "mongo: starting FerretDB ${FERRETDB_VERSION} (SQLite) on 127.0.0.1:${port}"
   rm -f "${dir}/mongo.pid"
   setsid "${bin}" -listen "127.0.0.1:${port}" -dir "${data}" -log-level warn \
-    </dev/null >>"${logf}" 2>&1 &
+    </dev/null >>"${logf}" 2>&1 9>&- &
   pid=$!
   printf '%s\n' "${pid}" >"${dir}/mongo.pid"
   wait_ready mongo "${pid}" "${logf}" tcp_open 127.0.0.1 "${port}" || fail_start "${dir}" mongo
@@ -547,9 +547,11 @@ parse_args() {
   fi
 }
 
+# Serialises start/stop on DIR. The services are launched with fd 9 closed ("9>&-") so that
+# they do not inherit (and hold) the lock.
 lock_dir() {
   exec 9>"$1/.lock"
-  flock -w 300 9 || die "another services.sh is working on $1"
+  flock -w 120 9 || die "timed out waiting for the lock $1/.lock (another services.sh start/stop?)"
 }
 
 cmd_start() {

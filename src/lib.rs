@@ -4,8 +4,13 @@
 //! The library does all the work; `main.rs` only parses arguments and maps errors to exit codes.
 
 pub mod backend;
+pub mod cli;
 pub mod clock;
 pub mod suggest;
 pub mod units;
 pub mod job;
 pub mod workload;
+pub mod report;
+pub mod runner;
+pub mod sampler;
+pub mod stats;

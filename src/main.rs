@@ -1,1 +1,19 @@
-fn main() {}
+//! The `stowbench` binary: parse arguments, run, exit with the library's code.
+//! A first Ctrl-C stops the run after the current operation and keeps every finished case;
+//! a second one exits at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn main() {
+    let _ = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            eprintln!("stowbench: interrupted twice, exiting now");
+            std::process::exit(130);
+        }
+        eprintln!("stowbench: interrupted; finishing the current operation and writing the report (Ctrl-C again to quit now)");
+    });
+    let code = stowbench::cli::main_with_args(std::env::args().collect(), &INTERRUPTED);
+    std::process::exit(code);
+}

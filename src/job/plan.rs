@@ -227,6 +227,27 @@ pub const MAX_OBJECTS: u64 = 100_000_000;
 /// Most threads a case may have.
 pub const MAX_THREADS: u32 = 1024;
 
+impl Plan {
+    /// Keeps only the named targets (from `--targets`), renumbering cases; unknown names are errors.
+    pub fn retain_targets(&mut self, names: &[String]) -> Result<(), String> {
+        let known: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();
+        for name in names {
+            if !known.contains(&name.as_str()) {
+                let hint = crate::suggest::did_you_mean(name, &known).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+                return Err(format!("--targets: no target named \"{name}\".{hint} Targets: {}", known.join(", ")));
+            }
+        }
+        let keep: Vec<usize> = (0..self.targets.len()).filter(|i| names.contains(&self.targets[*i].name)).collect();
+        self.targets = keep.iter().map(|i| self.targets[*i].clone()).collect();
+        self.cases.retain(|c| keep.contains(&c.target));
+        for (index, case) in self.cases.iter_mut().enumerate() {
+            case.index = index;
+            case.target = keep.iter().position(|k| *k == case.target).expect("kept");
+        }
+        Ok(())
+    }
+}
+
 struct Ctx<'a> {
     source: &'a str,
     text: &'a str,

@@ -29,7 +29,7 @@ pub struct PayloadSpec {
 }
 
 /// Where and how a read-back object differs from what was put.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Mismatch {
     /// Key name.
     pub key: String,

@@ -1,0 +1,231 @@
+//! Command-line interface: `run`, `validate`, `report`, `backends`, `cleanup`.
+//!
+//! Raw arguments are parsed by clap, then validated into a `Plan`; every failure becomes a
+//! message and an exit code (0 ok, 1 a case failed, 2 bad input or usage, 130 interrupted).
+//! Results go to stdout, progress and messages to stderr.
+
+use crate::backend::{self, namespace};
+use crate::job::{self, Plan};
+use crate::report;
+use crate::runner::{self, RunOptions};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+/// Exit code: bad input or usage.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Where should the files live? Measure it on your own machine.
+#[derive(Debug, Parser)]
+#[command(name = "stowbench", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a job file, or the quick default comparison when none is given.
+    Run(RunArgs),
+    /// Check a job file without running it.
+    Validate {
+        /// The job file (TOML).
+        job: PathBuf,
+    },
+    /// Render a saved report.json again.
+    Report {
+        /// The report file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// List the backends, their options and defaults.
+    Backends,
+    /// Remove a namespace directory left by a run, or every one directly inside DIR.
+    Cleanup {
+        /// A stowbench-* directory, or a directory holding some.
+        dir: PathBuf,
+    },
+}
+
+/// Output formats for results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Table,
+    /// The canonical report JSON.
+    Json,
+    /// One row per case, phase and operation.
+    Csv,
+}
+
+/// Options of `stowbench run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Job file (TOML); without it, the quick default comparison runs.
+    pub job: Option<PathBuf>,
+    /// Directory for results; the report goes to OUT/<timestamp>/report.json.
+    #[arg(long, default_value = "stowbench-results")]
+    pub out: PathBuf,
+    /// Parent directory for the run's data (a marked stowbench-<run id> directory is made in it).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Keep the stored data after each case.
+    #[arg(long)]
+    pub keep: bool,
+    /// Only these targets (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Vec<String>,
+    /// Override the job's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// How to print results on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// No progress display on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Parses `args` (including the program name) and runs; returns the exit code.
+pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { 0 };
+        }
+    };
+    let result = match cli.command {
+        Command::Run(run) => run_command(run, args, interrupted),
+        Command::Validate { job } => validate(&job),
+        Command::Report { file, format } => report::read(&file).map(|r| {
+            print!("{}", render(&r, format));
+            0
+        }),
+        Command::Backends => {
+            print!("{}", list_backends());
+            Ok(0)
+        }
+        Command::Cleanup { dir } => cleanup(&dir),
+    };
+    result.unwrap_or_else(|message| {
+        eprintln!("stowbench: {message}");
+        EXIT_USAGE
+    })
+}
+
+fn render(r: &report::model::RunReport, format: Format) -> String {
+    match format {
+        Format::Table => report::table::render(r),
+        Format::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
+        Format::Csv => report::csv::render(r),
+    }
+}
+
+fn load_plan(job: Option<&Path>) -> Result<Plan, String> {
+    match job {
+        Some(path) => job::load_file(path),
+        None => Ok(job::quick()),
+    }
+}
+
+fn run_command(args: RunArgs, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
+    let mut plan = load_plan(args.job.as_deref())?;
+    if !args.targets.is_empty() {
+        plan.retain_targets(&args.targets)?;
+    }
+    if let Some(seed) = args.seed {
+        plan.seed = seed;
+    }
+    let stamp = report::timestamp_compact(std::time::SystemTime::now());
+    let mut dir = args.out.join(&stamp);
+    let mut n = 1;
+    while dir.exists() {
+        n += 1;
+        dir = args.out.join(format!("{stamp}-{n}"));
+    }
+    let report_path = dir.join("report.json");
+    let opts = RunOptions { report_path: report_path.clone(), work_dir: args.work_dir, keep: args.keep, progress: !args.no_progress, command };
+    let outcome = runner::run(&plan, &opts, interrupted)?;
+    print!("{}", render(&outcome.report, args.format));
+    eprintln!("report: {}", report_path.display());
+    if outcome.exit_code == 130 {
+        eprintln!("interrupted: {} finished case(s) kept in the report", outcome.report.cases.len());
+    }
+    Ok(outcome.exit_code)
+}
+
+fn validate(path: &Path) -> Result<i32, String> {
+    let plan = job::load_file(path)?;
+    let dir = tempfile_dir()?;
+    let root = backend::Namespace::create(&dir, "validate", "validate")?;
+    let mut problems = Vec::new();
+    for target in &plan.targets {
+        let kind = backend::find(&target.backend)?;
+        let ns = root.child(&namespace::safe_name(&target.name))?;
+        match (kind.construct)(&target.options, &ns) {
+            Ok(b) => {
+                let _ = b.cleanup();
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    namespace::remove(&root.dir)?;
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
+    println!("{}: ok — {} target(s), {} workload(s), {} case(s)", path.display(), plan.targets.len(), plan.workloads.len(), plan.cases.len());
+    for case in &plan.cases {
+        println!("  {}", case.id);
+    }
+    Ok(0)
+}
+
+fn tempfile_dir() -> Result<PathBuf, String> {
+    Ok(std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id())))
+}
+
+/// The text of `stowbench backends`.
+pub fn list_backends() -> String {
+    let mut out = String::new();
+    for kind in backend::registry() {
+        let tool = if kind.is_test_tool { " [test tool]" } else { "" };
+        out += &format!("{}{tool}: {}\n", kind.name, kind.summary);
+        for o in kind.options {
+            let default = if o.default.is_empty() { "(none)" } else { o.default };
+            out += &format!("    {:<20} default {:<18} {}\n", o.name, default, o.help);
+        }
+    }
+    out
+}
+
+fn cleanup(dir: &Path) -> Result<i32, String> {
+    if namespace::is_owned(dir) {
+        namespace::remove(dir)?;
+        println!("removed {}", dir.display());
+        return Ok(0);
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_string_lossy().starts_with("stowbench-") && namespace::is_owned(&path);
+        if ours {
+            namespace::remove(&path)?;
+            println!("removed {}", path.display());
+            removed += 1;
+        }
+    }
+    if removed == 0 {
+        return Err(format!(
+            "{} carries no {} marker and holds no stowbench-* directory that does; nothing was removed",
+            dir.display(),
+            namespace::MARKER_FILE
+        ));
+    }
+    Ok(0)
+}

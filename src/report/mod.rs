@@ -1,0 +1,136 @@
+//! The run report: its model (`model`), how it is written (atomically, after every case), the
+//! environment it records (`env`), cautions for readers (`warnings`), and the renderers that turn
+//! it into a terminal table (`table`) or CSV (`csv`). Renderers are pure functions of a report.
+
+pub mod csv;
+pub mod env;
+pub mod model;
+pub mod table;
+pub mod warnings;
+
+use crate::job::{CasePlan, Plan};
+use model::{CaseResult, RunReport, SCHEMA_VERSION};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A report for a run that is about to start.
+pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path) -> RunReport {
+    RunReport {
+        schema_version: SCHEMA_VERSION,
+        tool: "stowbench".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: run_id.into(),
+        status: "running".into(),
+        started_at: rfc3339(SystemTime::now()),
+        finished_at: None,
+        command: command.to_vec(),
+        name: plan.name.clone(),
+        job_source: plan.source.clone(),
+        seed: plan.seed,
+        plan: serde_json::to_value(plan).unwrap_or_default(),
+        environment: env::capture(work_dir),
+        cases: Vec::new(),
+        warnings: Vec::new(),
+    }
+}
+
+/// A case result with its identity filled in and nothing measured yet.
+pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
+    let target = &plan.targets[case.target];
+    let kind = crate::backend::find(&target.backend).ok();
+    CaseResult {
+        case_id: case.id.clone(),
+        status: "failed".into(),
+        failure: None,
+        target: target.name.clone(),
+        backend: target.backend.clone(),
+        backend_is_test_tool: kind.is_some_and(|k| k.is_test_tool),
+        workload: case.workload_name.clone(),
+        size_label: case.size.label(),
+        size_bytes_max: case.size.max_bytes(),
+        objects: case.objects,
+        threads: case.threads,
+        repeat: case.repeat,
+        backend_info: serde_json::Value::Null,
+        durability: String::new(),
+        cache_state: if case.workload.cold_cache { "cold" } else { "warm" }.into(),
+        filesystem: None,
+        connect_ns: Vec::new(),
+        preload: None,
+        phases: Vec::new(),
+        resources: Default::default(),
+        disk: Default::default(),
+        verification: Default::default(),
+        wall_ns: 0,
+    }
+}
+
+/// Writes the report as pretty JSON to a temporary file and renames it into place, so a reader
+/// or a crash never sees half a report.
+pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(report).map_err(|e| format!("cannot serialize the report: {e}"))?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n").map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot move {} into place: {e}", path.display()))
+}
+
+/// Reads a report file back.
+pub fn read(path: &Path) -> Result<RunReport, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read report {}: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+    let version = value.get("schema_version").and_then(|v| v.as_u64());
+    if version != Some(SCHEMA_VERSION as u64) {
+        return Err(format!(
+            "{} has schema_version {:?}; this stowbench reads version {SCHEMA_VERSION}",
+            path.display(),
+            version
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| format!("{} is not a stowbench report: {e}", path.display()))
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+fn utc_parts(t: SystemTime) -> (i64, u32, u32, u64, u64, u64) {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    (y, m, d, s / 3600, s % 3600 / 60, s % 60)
+}
+
+/// RFC 3339 UTC time, e.g. "2026-11-21T08:30:12Z".
+pub fn rfc3339(t: SystemTime) -> String {
+    let (y, m, d, hh, mm, ss) = utc_parts(t);
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+}
+
+/// Compact UTC timestamp for directory names, e.g. "20261121-083012".
+pub fn timestamp_compact(t: SystemTime) -> String {
+    let (y, m, d, hh, mm, ss) = utc_parts(t);
+    format!("{y:04}{m:02}{d:02}-{hh:02}{mm:02}{ss:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn formats_utc_times() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_163_412);
+        assert_eq!(rfc3339(t), "2026-11-20T08:30:12Z");
+        assert_eq!(timestamp_compact(t), "20261120-083012");
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
+    }
+}

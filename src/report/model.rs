@@ -1,0 +1,308 @@
+//! The canonical report: what a run measured and under which conditions, as versioned JSON.
+//!
+//! Field names carry their unit last (`_ns`, `_bytes`, `_per_s`). Every reporter (table, CSV,
+//! JSON) renders from these structures, and `stowbench report FILE` reads them back, so they
+//! derive both Serialize and Deserialize. `schema/report.schema.json` describes the same shape and
+//! tests validate real output against it: change both together and bump `SCHEMA_VERSION`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of this report format.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Version of the report format.
+    pub schema_version: u32,
+    /// "stowbench".
+    pub tool: String,
+    /// stowbench's version.
+    pub tool_version: String,
+    /// Unique id of the run (also in namespace markers).
+    pub run_id: String,
+    /// "running" while cases are still being added, then "complete", "interrupted" or "failed".
+    pub status: String,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    /// End time, RFC 3339 UTC, once finished.
+    pub finished_at: Option<String>,
+    /// The command line, as given.
+    pub command: Vec<String>,
+    /// Run name from the job.
+    pub name: String,
+    /// Where the job came from.
+    pub job_source: String,
+    /// Seed for keys, sizes and payloads.
+    pub seed: u64,
+    /// The resolved plan: targets, workloads and case ids.
+    pub plan: serde_json::Value,
+    /// The machine and software the run used.
+    pub environment: Environment,
+    /// Finished cases, in run order.
+    pub cases: Vec<CaseResult>,
+    /// Cautions about the numbers, for people.
+    pub warnings: Vec<String>,
+}
+
+/// The machine, kernel and software behind the numbers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Environment {
+    /// Host name.
+    pub hostname: String,
+    /// Operating system name and version.
+    pub os: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Logical CPUs.
+    pub cpu_count: u32,
+    /// Total memory in bytes.
+    pub memory_bytes: u64,
+    /// Whether stowbench ran as root (needed for cold-cache runs).
+    pub is_root: bool,
+    /// SQLite library version compiled into stowbench.
+    pub sqlite_version: String,
+    /// Where the run stored data.
+    pub work_dir: String,
+    /// Filesystem facts of the work directory.
+    pub work_dir_filesystem: Option<FilesystemInfo>,
+}
+
+/// The filesystem a path lives on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FilesystemInfo {
+    /// The path asked about.
+    pub path: String,
+    /// Mount point containing it.
+    pub mount_point: String,
+    /// Filesystem type, e.g. "ext4".
+    pub fs_type: String,
+    /// Mount source (device).
+    pub source: String,
+    /// Mount options, e.g. "rw,relatime".
+    pub mount_options: String,
+}
+
+/// One case: a target × workload × size × threads × repeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// Stable case id.
+    pub case_id: String,
+    /// "ok", "failed" (error, error budget or verification) or "skipped".
+    pub status: String,
+    /// Why it failed, if it did.
+    pub failure: Option<String>,
+    /// Target name.
+    pub target: String,
+    /// Backend registry name.
+    pub backend: String,
+    /// Whether the backend is a test tool (sim) rather than a real store.
+    pub backend_is_test_tool: bool,
+    /// Workload name.
+    pub workload: String,
+    /// Size label, e.g. "94kB".
+    pub size_label: String,
+    /// Largest object size in bytes.
+    pub size_bytes_max: u64,
+    /// Distinct keys.
+    pub objects: u64,
+    /// Worker threads.
+    pub threads: u32,
+    /// Repeat number, from 1.
+    pub repeat: u32,
+    /// Backend versions, effective options and durability.
+    pub backend_info: serde_json::Value,
+    /// What a successful put guarantees.
+    pub durability: String,
+    /// "warm" (page cache kept) or "cold" (dropped before read phases).
+    pub cache_state: String,
+    /// Filesystem of the backend's data, where local.
+    pub filesystem: Option<FilesystemInfo>,
+    /// Time for each worker to open its session, in nanoseconds.
+    pub connect_ns: Vec<u64>,
+    /// The untimed preload, if any.
+    pub preload: Option<PreloadResult>,
+    /// Measured phases in order.
+    pub phases: Vec<PhaseResult>,
+    /// CPU and memory of stowbench and of the server, during the case.
+    pub resources: Resources,
+    /// Space occupied after the load.
+    pub disk: DiskResult,
+    /// Read-back checks.
+    pub verification: Verification,
+    /// Wall time of the whole case (prepare to cleanup), in nanoseconds.
+    pub wall_ns: u64,
+}
+
+/// The untimed load before the first phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreloadResult {
+    /// Objects put.
+    pub ops: u64,
+    /// Bytes put.
+    pub bytes: u64,
+    /// Time taken, in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Failed puts.
+    pub errors: u64,
+}
+
+/// One measured phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// Phase label: "put", "get", "mix get90 put10".
+    pub phase: String,
+    /// Per operation kind ("put", "get", ...).
+    pub ops: BTreeMap<String, OpResult>,
+    /// From the first worker's start to the last worker's end, in nanoseconds.
+    pub window_total_ns: u64,
+    /// While every worker was running: last start to first end, in nanoseconds.
+    pub window_all_active_ns: u64,
+    /// Throughput over the total window.
+    pub throughput_total: Throughput,
+    /// Throughput while all workers were active (steady state), when that window is long enough.
+    pub throughput_all_active: Option<Throughput>,
+    /// Per-second series (all operations together).
+    pub timeline_per_second: Vec<SecondPoint>,
+    /// Latency by operation index: how it changed as the store filled.
+    pub timeline_by_op_index: Vec<IndexPoint>,
+    /// Operations per index bucket.
+    pub op_index_bucket_ops: u64,
+    /// Mean latency of the last 10% of operations over the first 10% (1.0 = no growth).
+    pub growth_ratio: Option<f64>,
+    /// Nanoseconds sessions waited for an exclusive writer lock inside the backend.
+    pub lock_wait_ns: u64,
+}
+
+/// Results for one operation kind in a phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpResult {
+    /// Successful operations.
+    pub count: u64,
+    /// Bytes moved by successful operations.
+    pub bytes: u64,
+    /// Failed operations by error kind (after retries).
+    pub errors: BTreeMap<String, u64>,
+    /// Reads of keys that were known to be absent (not errors).
+    pub misses: u64,
+    /// Retried attempts.
+    pub retries: u64,
+    /// Latency of successful operations (including retries), in nanoseconds.
+    pub latency: LatencySummary,
+}
+
+/// Latency distribution, from merged per-worker HDR histograms (3 significant digits).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Number of samples.
+    pub samples: u64,
+    /// Mean, in nanoseconds.
+    pub mean_ns: f64,
+    /// Standard deviation, in nanoseconds.
+    pub stddev_ns: f64,
+    /// Minimum, in nanoseconds.
+    pub min_ns: u64,
+    /// Median, in nanoseconds.
+    pub p50_ns: u64,
+    /// 90th percentile, in nanoseconds.
+    pub p90_ns: u64,
+    /// 99th percentile, in nanoseconds.
+    pub p99_ns: u64,
+    /// 99.9th percentile, in nanoseconds.
+    pub p999_ns: u64,
+    /// Maximum, in nanoseconds.
+    pub max_ns: u64,
+}
+
+/// Operations and bytes per second over a window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Throughput {
+    /// The window, in nanoseconds.
+    pub window_ns: u64,
+    /// Successful operations per second.
+    pub ops_per_s: f64,
+    /// Bytes per second (decimal: 1 MB/s = 1,000,000 bytes per second).
+    pub bytes_per_s: f64,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecondPoint {
+    /// Seconds since the phase started.
+    pub second: u64,
+    /// Operations completed in this second.
+    pub ops: u64,
+    /// Bytes moved in this second.
+    pub bytes: u64,
+    /// Failed operations in this second.
+    pub errors: u64,
+    /// Mean latency of operations completed in this second, in nanoseconds.
+    pub mean_ns: f64,
+    /// Largest latency in this second, in nanoseconds.
+    pub max_ns: u64,
+}
+
+/// Latency of a range of operation indexes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexPoint {
+    /// Index of the first operation in the bucket (operations already issued before it).
+    pub first_op_index: u64,
+    /// Operations in the bucket.
+    pub ops: u64,
+    /// Mean latency, in nanoseconds.
+    pub mean_ns: f64,
+    /// Largest latency, in nanoseconds.
+    pub max_ns: u64,
+}
+
+/// CPU and memory during a case.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Resources {
+    /// stowbench's user CPU time, in nanoseconds.
+    pub client_cpu_user_ns: u64,
+    /// stowbench's system CPU time, in nanoseconds.
+    pub client_cpu_system_ns: u64,
+    /// stowbench's resident memory when the case started, in bytes.
+    pub client_rss_start_bytes: u64,
+    /// stowbench's peak resident memory during the case, in bytes.
+    pub client_rss_peak_bytes: u64,
+    /// Server process tree: CPU time, in nanoseconds (None without a local server).
+    pub server_cpu_ns: Option<u64>,
+    /// Server process tree: peak of summed resident memory, in bytes.
+    pub server_rss_peak_bytes: Option<u64>,
+    /// Server processes sampled.
+    pub server_pids: Vec<u32>,
+}
+
+/// Space occupied after the load.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DiskResult {
+    /// Bytes of live objects the workload stored (what a user would call "the data").
+    pub logical_bytes: u64,
+    /// Bytes allocated on disk under the backend's local data paths.
+    pub allocated_bytes: u64,
+    /// Sum of file lengths under those paths.
+    pub apparent_bytes: u64,
+    /// Files under those paths.
+    pub files: u64,
+    /// Bytes as the server accounts them, where there is a server.
+    pub server_reported_bytes: Option<u64>,
+    /// allocated_bytes / logical_bytes (None when nothing was stored).
+    pub amplification: Option<f64>,
+}
+
+/// Read-back checks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Verification {
+    /// Whether gets were checked.
+    pub enabled: bool,
+    /// Objects checked.
+    pub checked: u64,
+    /// Objects that differed from what was put.
+    pub mismatches: u64,
+    /// The first difference found: key, byte offset and what differed.
+    pub first_mismatch: Option<crate::workload::payload::Mismatch>,
+}

@@ -1,0 +1,203 @@
+//! The terminal table: for each workload, phase and thread count, one row per size and one column
+//! per target, with throughput and p99 latency, and which target wins by what ratio.
+//!
+//! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
+
+use super::model::{CaseResult, PhaseResult, RunReport};
+use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Median of the values (mean of the middle two for an even count).
+pub fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 })
+}
+
+/// Coefficient of variation (stddev / mean) of the values, for two or more.
+pub fn coefficient_of_variation(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64;
+    (mean > 0.0).then(|| var.sqrt() / mean)
+}
+
+/// The throughput a table shows for a phase: the all-active (steady-state) window when it exists.
+pub fn headline_throughput(p: &PhaseResult) -> (f64, f64) {
+    let t = p.throughput_all_active.as_ref().unwrap_or(&p.throughput_total);
+    (t.bytes_per_s, t.ops_per_s)
+}
+
+/// One table cell: the repeats of one target at one size.
+#[derive(Default)]
+struct Cell {
+    bytes_per_s: Vec<f64>,
+    ops_per_s: Vec<f64>,
+    p99_ns: Vec<f64>,
+    failed: usize,
+}
+
+type GroupKey = (String, String, u32); // workload, phase, threads
+
+/// Renders the report as text tables.
+pub fn render(report: &RunReport) -> String {
+    let mut out = String::new();
+    header(report, &mut out);
+    let targets: Vec<String> = ordered_targets(&report.cases);
+    let mut groups: BTreeMap<(usize, GroupKey), BTreeMap<(u64, String), BTreeMap<String, Cell>>> = BTreeMap::new();
+    let mut group_order: Vec<GroupKey> = Vec::new();
+    for case in &report.cases {
+        let phases: Vec<String> = if case.phases.is_empty() { vec!["(no phase)".into()] } else { case.phases.iter().map(|p| p.phase.clone()).collect() };
+        for (i, label) in phases.iter().enumerate() {
+            let key = (case.workload.clone(), label.clone(), case.threads);
+            let pos = group_order.iter().position(|k| *k == key).unwrap_or_else(|| {
+                group_order.push(key.clone());
+                group_order.len() - 1
+            });
+            let cell = groups.entry((pos, key)).or_default().entry((case.size_bytes_max, case.size_label.clone())).or_default().entry(case.target.clone()).or_default();
+            match (case.status.as_str(), case.phases.get(i)) {
+                ("ok", Some(p)) => {
+                    let (b, o) = headline_throughput(p);
+                    cell.bytes_per_s.push(b);
+                    cell.ops_per_s.push(o);
+                    let p99 = p.ops.values().map(|op| op.latency.p99_ns).max().unwrap_or(0);
+                    cell.p99_ns.push(p99 as f64);
+                }
+                _ => cell.failed += 1,
+            }
+        }
+    }
+    for ((_, (workload, phase, threads)), rows) in &groups {
+        let thread_word = if *threads == 1 { "thread" } else { "threads" };
+        let _ = writeln!(out, "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window, p99 latency; median of repeats)");
+        render_group(&targets, rows, &mut out);
+    }
+    footer(report, &mut out);
+    out
+}
+
+fn ordered_targets(cases: &[CaseResult]) -> Vec<String> {
+    let mut targets: Vec<String> = Vec::new();
+    for c in cases {
+        if !targets.contains(&c.target) {
+            targets.push(c.target.clone());
+        }
+    }
+    targets
+}
+
+fn header(report: &RunReport, out: &mut String) {
+    let env = &report.environment;
+    let _ = writeln!(out, "stowbench {} — run {} ({}), {} cases, seed {}", report.name, report.run_id, report.status, report.cases.len(), report.seed);
+    let fs = env.work_dir_filesystem.as_ref().map(|f| format!("{} ({})", f.fs_type, f.mount_options)).unwrap_or_else(|| "unknown filesystem".into());
+    let cache: Vec<&str> = dedup(report.cases.iter().map(|c| c.cache_state.as_str()));
+    let _ = writeln!(out, "data in {} on {fs}; page cache {}; {} CPUs, {} RAM, kernel {}", env.work_dir, cache.join("/"), env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for c in &report.cases {
+        if !c.durability.is_empty() && !seen.iter().any(|(t, _)| *t == c.target) {
+            seen.push((c.target.clone(), c.durability.clone()));
+        }
+    }
+    for (target, durability) in seen {
+        let _ = writeln!(out, "  durability of {target}: {durability}");
+    }
+}
+
+fn dedup<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = Vec::new();
+    for i in items {
+        if !v.contains(&i) {
+            v.push(i);
+        }
+    }
+    v
+}
+
+fn render_group(targets: &[String], rows: &BTreeMap<(u64, String), BTreeMap<String, Cell>>, out: &mut String) {
+    let present: Vec<&String> = targets.iter().filter(|t| rows.values().any(|r| r.contains_key(*t))).collect();
+    let mut lines: Vec<Vec<String>> = vec![std::iter::once("size".to_string()).chain(present.iter().map(|t| t.to_string())).chain(["winner".into()]).collect()];
+    for ((size_bytes, label), cells) in rows {
+        let mut line = vec![label.clone()];
+        let mut ranked: Vec<(f64, &str)> = Vec::new();
+        for target in &present {
+            let text = match cells.get(*target) {
+                None => "-".to_string(),
+                Some(cell) => {
+                    let (text, score) = cell_text(cell, *size_bytes == 0);
+                    if let Some(s) = score {
+                        ranked.push((s, target.as_str()));
+                    }
+                    text
+                }
+            };
+            line.push(text);
+        }
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        line.push(match ranked.as_slice() {
+            [(best, name), (second, other), ..] if *second > 0.0 => format!("{name} ×{} over {other}", three_digits(best / second)),
+            [(_, name), ..] => format!("{name} (only result)"),
+            [] => "-".into(),
+        });
+        lines.push(line);
+    }
+    let widths: Vec<usize> = (0..lines[0].len()).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
+    for line in lines {
+        let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let _ = writeln!(out, "  {}", cells.join("  ").trim_end());
+    }
+}
+
+/// The cell text and the score used to rank it (bytes/s, or ops/s for empty objects).
+fn cell_text(cell: &Cell, empty_objects: bool) -> (String, Option<f64>) {
+    if cell.bytes_per_s.is_empty() {
+        return ("failed".into(), None);
+    }
+    let mut scores = if empty_objects { cell.ops_per_s.clone() } else { cell.bytes_per_s.clone() };
+    let cv = coefficient_of_variation(&scores);
+    let score = median(&mut scores).unwrap_or(0.0);
+    let ops = median(&mut cell.ops_per_s.clone()).unwrap_or(0.0);
+    let p99 = median(&mut cell.p99_ns.clone()).unwrap_or(0.0);
+    let main = if empty_objects { format!("{} op/s", three_digits(score)) } else { format_rate_bytes(score) };
+    let mut text = format!("{main} {} op/s p99 {}", three_digits(ops), format_nanos(p99 as u64));
+    if let Some(cv) = cv {
+        let _ = write!(text, " ±{}%", three_digits(cv * 100.0));
+    }
+    if cell.failed > 0 {
+        let _ = write!(text, " ({} failed)", cell.failed);
+    }
+    (text, Some(score))
+}
+
+fn footer(report: &RunReport, out: &mut String) {
+    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != "ok").collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\nfailed cases:");
+        for c in failed {
+            let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
+        }
+    }
+    let mut disk: Vec<String> = Vec::new();
+    for c in report.cases.iter().filter(|c| c.status == "ok" && c.repeat == 1) {
+        if let Some(amp) = c.disk.amplification {
+            disk.push(format!("{} {} t{}: {} on disk for {} stored (×{})", c.target, c.size_label, c.threads, format_bytes(c.disk.allocated_bytes), format_bytes(c.disk.logical_bytes), three_digits(amp)));
+        }
+    }
+    if !disk.is_empty() {
+        let _ = writeln!(out, "\ndisk space after the load (allocated / logical):");
+        for d in disk {
+            let _ = writeln!(out, "  {d}");
+        }
+    }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out, "\nwarnings:");
+        for w in &report.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+}

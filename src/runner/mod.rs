@@ -1,0 +1,319 @@
+//! Runs a plan: preflight every target (options and size limits, before any data is written), then
+//! each case in its own namespace — prepare, connect, preload, phases, verify, measure disk, clean
+//! up — appending its result to the report file at once, so an interrupt or crash loses nothing
+//! that finished.
+//!
+//! The runner owns timing, retries and verification; backends only move bytes.
+
+pub mod keytable;
+pub mod phase;
+pub mod progress;
+
+use crate::backend::{self, namespace, Backend, Namespace, Session};
+use crate::clock::{Clock, MonotonicClock};
+use crate::job::{CasePlan, Op, Plan, PhasePlan, Stop};
+use crate::report::model::{CaseResult, DiskResult, PhaseResult, PreloadResult, RunReport, Verification};
+use crate::sampler::{self, ResourceSampler};
+use crate::workload::payload::PayloadSpec;
+use keytable::KeyTable;
+use phase::PhaseContext;
+use progress::Progress;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// How to run a plan.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The report file to write (its directory is created).
+    pub report_path: PathBuf,
+    /// Parent directory for the run's namespace; default: the job's work_dir, else the temp dir.
+    pub work_dir: Option<PathBuf>,
+    /// Keep the stored data after each case (for inspection).
+    pub keep: bool,
+    /// Show progress on stderr.
+    pub progress: bool,
+    /// The command line, for the report.
+    pub command: Vec<String>,
+}
+
+/// What a run produced.
+pub struct RunOutcome {
+    /// The final report (also on disk).
+    pub report: RunReport,
+    /// 0 ok, 1 a case failed (errors, error budget, verification), 130 interrupted.
+    pub exit_code: i32,
+}
+
+/// A unique run id: UTC timestamp plus a few random hex digits.
+pub fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let salt = xxhash_rust::xxh3::xxh3_64(&[nanos.to_le_bytes(), std::process::id().to_le_bytes()].concat()) & 0xffff;
+    format!("{}-{salt:04x}", crate::report::timestamp_compact(std::time::SystemTime::now()))
+}
+
+/// Runs every case of `plan`; `Err` only for problems found before any case ran (exit code 2).
+pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
+    let run_id = new_run_id();
+    let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
+    let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb")?;
+    let mut report = crate::report::new_report(plan, &run_id, &opts.command, &root.dir);
+    if let Some(dir) = opts.report_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    crate::report::write_atomically(&opts.report_path, &report)?;
+    if let Err(e) = preflight(plan, &root) {
+        let _ = namespace::remove(&root.dir);
+        return Err(e);
+    }
+    let progress = Progress::new(plan.cases.len() as u64, opts.progress);
+    let mut failed = false;
+    for case in &plan.cases {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        progress.start_case(case);
+        let result = run_case(plan, case, &root, opts, interrupted, &progress);
+        if interrupted.load(Ordering::Relaxed) {
+            break; // a case cut short is not a result
+        }
+        failed |= result.status != "ok";
+        progress.finish_case(&result);
+        report.cases.push(result);
+        crate::report::write_atomically(&opts.report_path, &report)?;
+    }
+    progress.done();
+    let was_interrupted = interrupted.load(Ordering::Relaxed);
+    report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
+    report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
+    report.warnings = crate::report::warnings::for_report(&report);
+    crate::report::write_atomically(&opts.report_path, &report)?;
+    if !opts.keep {
+        namespace::remove(&root.dir)?;
+    }
+    let exit_code = if was_interrupted { 130 } else if failed { 1 } else { 0 };
+    Ok(RunOutcome { report, exit_code })
+}
+
+/// Builds every target once and checks every case's sizes against its limits, before any data.
+fn preflight(plan: &Plan, root: &Namespace) -> Result<(), String> {
+    for (i, target) in plan.targets.iter().enumerate() {
+        let kind = backend::find(&target.backend)?;
+        let ns = root.child(&format!("preflight-{i}"))?;
+        let built = (kind.construct)(&target.options, &ns);
+        let caps = built.as_ref().map(|b| b.capabilities());
+        if let Ok(b) = &built {
+            let _ = b.cleanup();
+        }
+        namespace::remove(&ns.dir)?;
+        let caps = caps?;
+        let Some(max) = caps.max_object_bytes else { continue };
+        if let Some(case) = plan.cases.iter().find(|c| c.target == i && c.size.max_bytes() > max) {
+            let hint = caps.max_object_hint.map(|h| format!(" ({h})")).unwrap_or_default();
+            return Err(format!(
+                "case {}: objects of up to {} bytes exceed backend {}'s limit of {max} bytes{hint}. Nothing was written.",
+                case.id,
+                case.size.max_bytes(),
+                target.backend
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Everything a case needs while it runs.
+struct CaseRun<'a> {
+    plan: &'a Plan,
+    case: &'a CasePlan,
+    clock: Arc<dyn Clock>,
+    keys: KeyTable,
+    payload: PayloadSpec,
+    interrupted: &'a AtomicBool,
+    progress: &'a Progress,
+    verification: Verification,
+    attempted: u64,
+    failed_ops: u64,
+}
+
+fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
+    let mut r = crate::report::empty_case(case, plan);
+    r.status = "failed".into();
+    r.failure = Some(why);
+    r.wall_ns = started.elapsed().as_nanos() as u64;
+    r
+}
+
+fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, interrupted: &AtomicBool, progress: &Progress) -> CaseResult {
+    let started = Instant::now();
+    let target = &plan.targets[case.target];
+    let ns = match root.child(&format!("case-{:04}", case.index)) {
+        Ok(ns) => ns,
+        Err(e) => return failed_case(case, plan, e, started),
+    };
+    let built = backend::find(&target.backend).and_then(|kind| (kind.construct)(&target.options, &ns));
+    let backend = match built {
+        Ok(b) => b,
+        Err(e) => return failed_case(case, plan, e, started),
+    };
+    let mut result = crate::report::empty_case(case, plan);
+    let outcome = measure_case(plan, case, backend.as_ref(), interrupted, progress, &mut result);
+    if !opts.keep {
+        if let Err(e) = backend.cleanup().map_err(|e| e.to_string()).and_then(|()| namespace::remove(&ns.dir)) {
+            result.failure.get_or_insert(format!("cleanup failed: {e}"));
+        }
+    }
+    if let Err(e) = outcome {
+        result.status = "failed".into();
+        result.failure = Some(e);
+    }
+    result.wall_ns = started.elapsed().as_nanos() as u64;
+    result
+}
+
+fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted: &AtomicBool, progress: &Progress, result: &mut CaseResult) -> Result<(), String> {
+    let info = backend.describe();
+    result.durability = info.durability.clone();
+    result.filesystem = info.data_paths.first().and_then(|p| sampler::filesystem_of(existing_ancestor(p)));
+    result.backend_info = serde_json::to_value(&info).unwrap_or_default();
+    backend.prepare().map_err(|e| format!("prepare failed: {e}"))?;
+    let workload = &case.workload;
+    let mut run = CaseRun {
+        plan,
+        case,
+        clock: backend.clock().unwrap_or_else(|| Arc::new(MonotonicClock)),
+        keys: KeyTable::new(case.objects),
+        payload: PayloadSpec { seed: plan.seed, compressibility: workload.compressibility, size: case.size },
+        interrupted,
+        progress,
+        verification: Verification { enabled: workload.verify, ..Default::default() },
+        attempted: 0,
+        failed_ops: 0,
+    };
+    let sampler = ResourceSampler::start(backend.server_pids());
+    let mut sessions: Vec<Box<dyn Session>> = Vec::new();
+    for w in 0..case.threads as usize {
+        let t = run.clock.now_ns();
+        sessions.push(backend.open_session(w).map_err(|e| format!("worker {w} could not open a session: {e}"))?);
+        result.connect_ns.push(run.clock.now_ns() - t);
+    }
+    if workload.preload {
+        result.preload = Some(run.preload(&mut sessions));
+    }
+    for phase in &workload.phases {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        if workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put) {
+            sampler::drop_caches()?;
+        }
+        if let Some(warmup) = phase.warmup {
+            run.phase(phase, warmup, &mut sessions);
+        }
+        let stop = phase::effective_stop(phase.stop, case.objects);
+        let measured = run.phase(phase, stop, &mut sessions);
+        result.phases.push(measured);
+    }
+    result.resources = sampler.finish();
+    drop(sessions);
+    let usage = backend.disk_usage().map_err(|e| format!("disk usage: {e}"))?;
+    let logical = run.keys.live_bytes();
+    result.disk = DiskResult {
+        logical_bytes: logical,
+        allocated_bytes: usage.allocated_bytes,
+        apparent_bytes: usage.apparent_bytes,
+        files: usage.files,
+        server_reported_bytes: usage.server_reported_bytes,
+        amplification: (logical > 0).then(|| usage.allocated_bytes as f64 / logical as f64),
+    };
+    result.verification = run.verification.clone();
+    run.judge(result)
+}
+
+/// The deepest existing ancestor of a path (data paths may not exist yet).
+fn existing_ancestor(p: &Path) -> &Path {
+    p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"))
+}
+
+impl CaseRun<'_> {
+    fn context<'c>(&'c self, phase: &'c PhasePlan, stop: Stop) -> PhaseContext<'c> {
+        let w = &self.case.workload;
+        PhaseContext {
+            phase,
+            stop,
+            objects: self.case.objects,
+            payload: self.payload,
+            verify: w.verify,
+            retries: w.retries,
+            keys: &self.keys,
+            clock: self.clock.as_ref(),
+            interrupted: self.interrupted,
+            seed: self.plan.seed,
+            next_op: AtomicU64::new(0),
+            bytes_claimed: AtomicU64::new(0),
+            verification: Mutex::new((0, 0, None)),
+        }
+    }
+
+    fn phase(&mut self, phase: &PhasePlan, stop: Stop, sessions: &mut [Box<dyn Session>]) -> PhaseResult {
+        let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
+        let ctx = self.context(phase, stop);
+        let planned = stop.count;
+        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned));
+        let (checked, mismatches, first) = ctx.verification.into_inner().expect("verification lock");
+        self.verification.checked += checked;
+        self.verification.mismatches += mismatches;
+        if self.verification.first_mismatch.is_none() {
+            self.verification.first_mismatch = first;
+        }
+        let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
+        let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
+        let errors: u64 = merged.ops.values().map(|o| o.errors.values().sum::<u64>()).sum();
+        self.attempted += merged.ops.values().map(|o| o.count).sum::<u64>() + errors;
+        self.failed_ops += errors;
+        merged
+    }
+
+    fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> PreloadResult {
+        let put = PhasePlan {
+            label: "preload".into(),
+            mix: vec![(Op::Put, 1)],
+            stop: Stop::default(),
+            key_order: crate::job::KeyOrder::Sequential,
+            warmup: None,
+        };
+        let t = self.clock.now_ns();
+        let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() });
+        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)));
+        let merged = crate::stats::merge("preload", workers, 0);
+        let put = merged.ops.get("put");
+        PreloadResult {
+            ops: put.map(|p| p.count).unwrap_or(0),
+            bytes: put.map(|p| p.bytes).unwrap_or(0),
+            elapsed_ns: self.clock.now_ns() - t,
+            errors: put.map(|p| p.errors.values().sum()).unwrap_or(0),
+        }
+    }
+
+    /// Decides the case's status: verification mismatches and the error budget.
+    fn judge(&self, result: &mut CaseResult) -> Result<(), String> {
+        if let Some(m) = &self.verification.first_mismatch {
+            return Err(format!(
+                "verification failed: {} of {} objects differ; first: key {} at byte {}: {}",
+                self.verification.mismatches, self.verification.checked, m.key, m.offset_bytes, m.detail
+            ));
+        }
+        let budget = self.case.workload.max_error_ratio;
+        if self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64 {
+            return Err(format!(
+                "error budget exceeded: {} of {} operations failed (max_error_ratio = {budget})",
+                self.failed_ops, self.attempted
+            ));
+        }
+        if result.preload.as_ref().is_some_and(|p| p.errors > 0) {
+            return Err("preload failed: some objects could not be stored before the measured phases".into());
+        }
+        result.status = "ok".into();
+        Ok(())
+    }
+}

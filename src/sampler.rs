@@ -1,0 +1,237 @@
+//! Resource figures for a case: CPU time and peak memory of stowbench itself and of a server's
+//! whole process tree (PostgreSQL forks a process per connection, so the tree is summed), plus
+//! facts about the filesystem under a path and dropping the page cache for cold runs.
+//!
+//! Everything is read from /proc; nothing here changes another process. Sampling runs on its own
+//! thread every 50 ms and costs the measured workers nothing but that thread's CPU.
+
+use crate::report::model::{FilesystemInfo, Resources};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
+/// stowbench's own (user, system) CPU time so far, in nanoseconds.
+pub fn self_cpu_ns() -> (u64, u64) {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return (0, 0);
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    (ns(usage.ru_utime), ns(usage.ru_stime))
+}
+
+fn status_kib(pid: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Resident memory of this process now, in bytes.
+pub fn self_rss_bytes() -> u64 {
+    status_kib("self", "VmRSS:").unwrap_or(0) * 1024
+}
+
+/// Peak resident memory of this process since start or since the last reset, in bytes.
+pub fn self_peak_rss_bytes() -> u64 {
+    status_kib("self", "VmHWM:").unwrap_or(0) * 1024
+}
+
+/// Resets the kernel's peak-RSS mark for this process (Linux `clear_refs` value 5).
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// `root` and all its descendants that are alive now.
+pub fn process_tree(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            if let Some(ppid) = stat_fields(pid).and_then(|f| f.get(1).and_then(|p| p.parse().ok())) {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    tree.retain(|p| Path::new(&format!("/proc/{p}")).exists());
+    tree
+}
+
+/// Fields of /proc/PID/stat after the command name: [state, ppid, ...].
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 1..];
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
+/// CPU time (user + system) of the given processes, in nanoseconds.
+pub fn cpu_ns_of(pids: &[u32]) -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    pids.iter()
+        .filter_map(|p| stat_fields(*p))
+        .map(|f| {
+            // utime and stime are fields 14 and 15 of stat, i.e. 11 and 12 after the name.
+            let t = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            (t(11) + t(12)) * 1_000_000_000 / ticks
+        })
+        .sum()
+}
+
+/// Summed resident memory of the given processes, in bytes.
+pub fn rss_bytes_of(pids: &[u32]) -> u64 {
+    pids.iter().filter_map(|p| status_kib(&p.to_string(), "VmRSS:")).sum::<u64>() * 1024
+}
+
+/// Samples memory of stowbench and of server trees while a case runs.
+pub struct ResourceSampler {
+    stop: Arc<AtomicBool>,
+    peaks: Arc<Mutex<(u64, u64)>>,
+    thread: Option<JoinHandle<()>>,
+    server_roots: Vec<u32>,
+    cpu_start: (u64, u64),
+    server_cpu_start: u64,
+    rss_start: u64,
+    peak_reset: bool,
+}
+
+impl ResourceSampler {
+    /// Starts sampling; `server_roots` are the server pids whose trees are summed.
+    pub fn start(server_roots: Vec<u32>) -> Self {
+        let rss_start = self_rss_bytes();
+        let peak_reset = reset_peak_rss();
+        let stop = Arc::new(AtomicBool::new(false));
+        let peaks = Arc::new(Mutex::new((rss_start, 0)));
+        let (stop2, peaks2, roots) = (stop.clone(), peaks.clone(), server_roots.clone());
+        let thread = std::thread::Builder::new()
+            .name("stowbench-sampler".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    let own = self_rss_bytes();
+                    let server: u64 = roots.iter().map(|r| rss_bytes_of(&process_tree(*r))).sum();
+                    let mut p = peaks2.lock().expect("sampler lock");
+                    p.0 = p.0.max(own);
+                    p.1 = p.1.max(server);
+                    drop(p);
+                    std::thread::sleep(SAMPLE_EVERY);
+                }
+            })
+            .ok();
+        let server_cpu_start = server_roots.iter().map(|r| cpu_ns_of(&process_tree(*r))).sum();
+        ResourceSampler { stop, peaks, thread, server_roots, cpu_start: self_cpu_ns(), server_cpu_start, rss_start, peak_reset }
+    }
+
+    /// Stops sampling and returns the figures for the case.
+    pub fn finish(mut self) -> Resources {
+        let (user, system) = self_cpu_ns();
+        let server_cpu_end: u64 = self.server_roots.iter().map(|r| cpu_ns_of(&process_tree(*r))).sum();
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let (sampled_peak, server_peak) = *self.peaks.lock().expect("sampler lock");
+        let kernel_peak = if self.peak_reset { self_peak_rss_bytes() } else { 0 };
+        let has_server = !self.server_roots.is_empty();
+        Resources {
+            client_cpu_user_ns: user.saturating_sub(self.cpu_start.0),
+            client_cpu_system_ns: system.saturating_sub(self.cpu_start.1),
+            client_rss_start_bytes: self.rss_start,
+            client_rss_peak_bytes: sampled_peak.max(kernel_peak),
+            server_cpu_ns: has_server.then(|| server_cpu_end.saturating_sub(self.server_cpu_start)),
+            server_rss_peak_bytes: has_server.then_some(server_peak),
+            server_pids: self.server_roots.clone(),
+        }
+    }
+}
+
+/// Unescapes the octal escapes (\040 for space) used in /proc/self/mountinfo.
+fn unescape_mount(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
+            out.push(u8::from_str_radix(&text[i + 1..i + 4], 8).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The filesystem holding `path`: the mount with the longest matching mount point.
+pub fn filesystem_of(path: &Path) -> Option<FilesystemInfo> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<FilesystemInfo> = None;
+    for line in text.lines() {
+        let (left, right) = line.split_once(" - ")?;
+        let left: Vec<&str> = left.split(' ').collect();
+        let right: Vec<&str> = right.split(' ').collect();
+        let (Some(mount_point), Some(options), Some(fs_type), Some(source)) = (left.get(4), left.get(5), right.first(), right.get(1)) else { continue };
+        let mount_point = unescape_mount(mount_point);
+        if !real.starts_with(&mount_point) {
+            continue;
+        }
+        if best.as_ref().is_some_and(|b| b.mount_point.len() > mount_point.len()) {
+            continue;
+        }
+        best = Some(FilesystemInfo {
+            path: path.display().to_string(),
+            mount_point,
+            fs_type: fs_type.to_string(),
+            source: source.to_string(),
+            mount_options: options.to_string(),
+        });
+    }
+    best
+}
+
+/// Writes dirty pages and drops the page cache (root only), for cold-cache phases.
+pub fn drop_caches() -> Result<(), String> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
+        format!("cannot drop the page cache ({e}); cache = \"cold\" needs root. Run as root or use cache = \"warm\"")
+    })
+}
+
+/// Whether stowbench runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_filesystem_of_the_root() {
+        let fs = filesystem_of(Path::new("/")).unwrap();
+        assert_eq!(fs.mount_point, "/");
+        assert!(!fs.fs_type.is_empty());
+        assert_eq!(unescape_mount("/mnt/with\\040space"), "/mnt/with space");
+    }
+
+    #[test]
+    fn own_process_tree_and_figures() {
+        let me = std::process::id();
+        assert!(process_tree(me).contains(&me));
+        assert!(cpu_ns_of(&[me]) > 0 || self_cpu_ns().0 > 0);
+        assert!(rss_bytes_of(&[me]) > 1 << 20);
+    }
+}

@@ -1,0 +1,350 @@
+//! Measurements per worker, merged at the end of a phase: HDR histograms (merged, never averaged
+//! percentiles), a fine completion-time timeline (for the all-active window and per-second series)
+//! and an operation-index timeline (latency as the store fills).
+//!
+//! Workers record into their own `WorkerStats` without locks; `merge` runs once per phase.
+
+use crate::backend::ErrorKind;
+use crate::job::Op;
+use crate::report::model::{IndexPoint, LatencySummary, OpResult, PhaseResult, SecondPoint, Throughput};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+
+/// Finest timeline resolution, in nanoseconds.
+pub const TIMELINE_RESOLUTION_NS: u64 = 10_000_000;
+/// Most fine timeline buckets kept per worker before the resolution doubles.
+const MAX_TIMELINE_BUCKETS: usize = 100_000;
+/// Most operation-index buckets.
+const MAX_INDEX_BUCKETS: usize = 100_000;
+/// Largest latency the histograms hold exactly; longer ones saturate there (one hour).
+const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
+/// The all-active window is used for throughput only when at least this long.
+const MIN_ALL_ACTIVE_NS: u64 = 100_000_000;
+
+/// One operation kind, one worker.
+pub struct OpStats {
+    hist: Histogram<u64>,
+    count: u64,
+    bytes: u64,
+    errors: BTreeMap<ErrorKind, u64>,
+    misses: u64,
+    retries: u64,
+}
+
+impl OpStats {
+    fn new() -> Self {
+        OpStats {
+            hist: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("valid histogram bounds"),
+            count: 0,
+            bytes: 0,
+            errors: BTreeMap::new(),
+            misses: 0,
+            retries: 0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Bucket {
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    latency_sum_ns: u64,
+    latency_max_ns: u64,
+}
+
+impl Bucket {
+    fn add(&mut self, other: &Bucket) {
+        self.ops += other.ops;
+        self.bytes += other.bytes;
+        self.errors += other.errors;
+        self.latency_sum_ns += other.latency_sum_ns;
+        self.latency_max_ns = self.latency_max_ns.max(other.latency_max_ns);
+    }
+}
+
+/// Everything one worker measured in one phase.
+pub struct WorkerStats {
+    ops: BTreeMap<Op, OpStats>,
+    origin_ns: u64,
+    resolution_ns: u64,
+    timeline: Vec<Bucket>,
+    index_width: u64,
+    by_index: Vec<Bucket>,
+    /// When this worker started measuring, in clock nanoseconds.
+    pub start_ns: u64,
+    /// When this worker stopped, in clock nanoseconds.
+    pub end_ns: u64,
+}
+
+impl WorkerStats {
+    /// Stats for a worker whose phase began at `origin_ns`; `index_width` operations per index bucket.
+    pub fn new(origin_ns: u64, index_width: u64) -> Self {
+        WorkerStats {
+            ops: BTreeMap::new(),
+            origin_ns,
+            resolution_ns: TIMELINE_RESOLUTION_NS,
+            timeline: Vec::new(),
+            index_width: index_width.max(1),
+            by_index: Vec::new(),
+            start_ns: origin_ns,
+            end_ns: origin_ns,
+        }
+    }
+
+    /// The bucket (k·res, (k+1)·res] holding an operation that ended at `end_ns`: an operation
+    /// ending exactly on a boundary belongs to the window it completed in.
+    fn bucket_at(&mut self, end_ns: u64) -> &mut Bucket {
+        let offset = end_ns.saturating_sub(self.origin_ns).saturating_sub(1);
+        let mut i = (offset / self.resolution_ns) as usize;
+        while i >= MAX_TIMELINE_BUCKETS {
+            self.timeline = coarsen(&self.timeline);
+            self.resolution_ns *= 2;
+            i = (offset / self.resolution_ns) as usize;
+        }
+        if self.timeline.len() <= i {
+            self.timeline.resize(i + 1, Bucket::default());
+        }
+        &mut self.timeline[i]
+    }
+
+    /// Records a successful operation that ended at `end_ns` and took `latency_ns`.
+    pub fn success(&mut self, op: Op, op_index: u64, end_ns: u64, latency_ns: u64, bytes: u64, retries: u32) {
+        let s = self.ops.entry(op).or_insert_with(OpStats::new);
+        s.hist.saturating_record(latency_ns.max(1));
+        s.count += 1;
+        s.bytes += bytes;
+        s.retries += retries as u64;
+        let one = Bucket { ops: 1, bytes, errors: 0, latency_sum_ns: latency_ns, latency_max_ns: latency_ns };
+        self.bucket_at(end_ns).add(&one);
+        let i = (op_index / self.index_width) as usize;
+        if i < MAX_INDEX_BUCKETS {
+            if self.by_index.len() <= i {
+                self.by_index.resize(i + 1, Bucket::default());
+            }
+            self.by_index[i].add(&one);
+        }
+    }
+
+    /// Records a failed operation (after its retries).
+    pub fn failure(&mut self, op: Op, end_ns: u64, kind: ErrorKind, retries: u32) {
+        let s = self.ops.entry(op).or_insert_with(OpStats::new);
+        *s.errors.entry(kind).or_insert(0) += 1;
+        s.retries += retries as u64;
+        self.bucket_at(end_ns).errors += 1;
+    }
+
+    /// Records a read of a key known to be absent.
+    pub fn miss(&mut self, op: Op) {
+        self.ops.entry(op).or_insert_with(OpStats::new).misses += 1;
+    }
+
+    /// Reads of absent keys so far.
+    pub fn misses(&self) -> u64 {
+        self.ops.values().map(|s| s.misses).sum()
+    }
+
+    /// Successful plus failed operations so far.
+    pub fn attempted(&self) -> u64 {
+        self.ops.values().map(|s| s.count + s.errors.values().sum::<u64>()).sum()
+    }
+}
+
+fn coarsen(buckets: &[Bucket]) -> Vec<Bucket> {
+    buckets
+        .chunks(2)
+        .map(|pair| {
+            let mut b = pair[0];
+            if let Some(second) = pair.get(1) {
+                b.add(second);
+            }
+            b
+        })
+        .collect()
+}
+
+/// Merges every worker's stats of a phase into its report entry.
+pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> PhaseResult {
+    let start = workers.iter().map(|w| w.start_ns).min().unwrap_or(0);
+    let end = workers.iter().map(|w| w.end_ns).max().unwrap_or(start);
+    let last_start = workers.iter().map(|w| w.start_ns).max().unwrap_or(0);
+    let first_end = workers.iter().map(|w| w.end_ns).min().unwrap_or(0);
+    let origin = workers.first().map(|w| w.origin_ns).unwrap_or(0);
+    let resolution = workers.iter().map(|w| w.resolution_ns).max().unwrap_or(TIMELINE_RESOLUTION_NS);
+    let index_width = workers.first().map(|w| w.index_width).unwrap_or(1);
+
+    let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
+    let mut timeline: Vec<Bucket> = Vec::new();
+    let mut by_index: Vec<Bucket> = Vec::new();
+    for w in workers {
+        let mut fine = w.timeline;
+        let mut res = w.resolution_ns;
+        while res < resolution {
+            fine = coarsen(&fine);
+            res *= 2;
+        }
+        add_buckets(&mut timeline, &fine);
+        add_buckets(&mut by_index, &w.by_index);
+        for (op, s) in w.ops {
+            let into = ops.entry(op).or_insert_with(OpStats::new);
+            into.hist.add(&s.hist).expect("histograms share bounds");
+            into.count += s.count;
+            into.bytes += s.bytes;
+            into.misses += s.misses;
+            into.retries += s.retries;
+            for (k, n) in s.errors {
+                *into.errors.entry(k).or_insert(0) += n;
+            }
+        }
+    }
+    let total_ops: u64 = ops.values().map(|s| s.count).sum();
+    let total_bytes: u64 = ops.values().map(|s| s.bytes).sum();
+    let window_total_ns = end - start;
+    let window_all_active_ns = first_end.saturating_sub(last_start);
+    PhaseResult {
+        phase: label.to_string(),
+        ops: ops.iter().map(|(op, s)| (op.name().to_string(), op_result(s))).collect(),
+        window_total_ns,
+        window_all_active_ns,
+        throughput_total: throughput(window_total_ns, total_ops, total_bytes),
+        throughput_all_active: all_active(&timeline, resolution, last_start - origin, first_end.saturating_sub(origin)),
+        timeline_per_second: per_second(&timeline, resolution),
+        op_index_bucket_ops: index_width,
+        growth_ratio: growth(&by_index),
+        timeline_by_op_index: by_index
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.ops > 0)
+            .map(|(i, b)| IndexPoint { first_op_index: i as u64 * index_width, ops: b.ops, mean_ns: b.latency_sum_ns as f64 / b.ops as f64, max_ns: b.latency_max_ns })
+            .collect(),
+        lock_wait_ns,
+    }
+}
+
+fn add_buckets(into: &mut Vec<Bucket>, from: &[Bucket]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), Bucket::default());
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        a.add(b);
+    }
+}
+
+fn throughput(window_ns: u64, ops: u64, bytes: u64) -> Throughput {
+    let secs = window_ns as f64 / 1e9;
+    if window_ns == 0 {
+        return Throughput { window_ns, ops_per_s: 0.0, bytes_per_s: 0.0 };
+    }
+    Throughput { window_ns, ops_per_s: ops as f64 / secs, bytes_per_s: bytes as f64 / secs }
+}
+
+/// Throughput over the timeline buckets that lie wholly inside [from, to] (offsets from origin).
+fn all_active(timeline: &[Bucket], resolution: u64, from: u64, to: u64) -> Option<Throughput> {
+    let first = from.div_ceil(resolution);
+    let last = to / resolution; // exclusive
+    if last <= first || (last - first) * resolution < MIN_ALL_ACTIVE_NS {
+        return None;
+    }
+    let inside = &timeline[(first as usize).min(timeline.len())..(last as usize).min(timeline.len())];
+    let (ops, bytes) = inside.iter().fold((0, 0), |(o, b), x| (o + x.ops, b + x.bytes));
+    Some(throughput((last - first) * resolution, ops, bytes))
+}
+
+fn per_second(timeline: &[Bucket], resolution: u64) -> Vec<SecondPoint> {
+    let per = (1_000_000_000 / resolution).max(1) as usize;
+    timeline
+        .chunks(per)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut b = Bucket::default();
+            chunk.iter().for_each(|x| b.add(x));
+            SecondPoint {
+                second: (i * per) as u64 * resolution / 1_000_000_000,
+                ops: b.ops,
+                bytes: b.bytes,
+                errors: b.errors,
+                mean_ns: if b.ops > 0 { b.latency_sum_ns as f64 / b.ops as f64 } else { 0.0 },
+                max_ns: b.latency_max_ns,
+            }
+        })
+        .collect()
+}
+
+/// Mean latency of the last 10% of operations over the first 10% (by operation index).
+fn growth(by_index: &[Bucket]) -> Option<f64> {
+    let filled: Vec<&Bucket> = by_index.iter().filter(|b| b.ops > 0).collect();
+    if filled.len() < 10 {
+        return None;
+    }
+    let tenth = filled.len().div_ceil(10);
+    let mean = |bs: &[&Bucket]| {
+        let (sum, n) = bs.iter().fold((0u64, 0u64), |(s, n), b| (s + b.latency_sum_ns, n + b.ops));
+        sum as f64 / n as f64
+    };
+    let first = mean(&filled[..tenth]);
+    (first > 0.0).then(|| mean(&filled[filled.len() - tenth..]) / first)
+}
+
+fn op_result(s: &OpStats) -> OpResult {
+    OpResult {
+        count: s.count,
+        bytes: s.bytes,
+        errors: s.errors.iter().map(|(k, n)| (k.name().to_string(), *n)).collect(),
+        misses: s.misses,
+        retries: s.retries,
+        latency: summarize(&s.hist),
+    }
+}
+
+/// Percentiles and moments of a histogram.
+pub fn summarize(h: &Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    LatencySummary {
+        samples: h.len(),
+        mean_ns: h.mean(),
+        stddev_ns: h.stdev(),
+        min_ns: h.min(),
+        p50_ns: h.value_at_quantile(0.50),
+        p90_ns: h.value_at_quantile(0.90),
+        p99_ns: h.value_at_quantile(0.99),
+        p999_ns: h.value_at_quantile(0.999),
+        max_ns: h.max(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_come_from_merged_histograms_not_averages() {
+        let mut a = WorkerStats::new(0, 1);
+        let mut b = WorkerStats::new(0, 1);
+        for i in 0..99 {
+            a.success(Op::Put, i, (i + 1) * 1_000_000, 1_000_000, 10, 0);
+        }
+        b.success(Op::Put, 99, 100_000_000, 100_000_000, 10, 0);
+        a.end_ns = 99_000_000;
+        b.end_ns = 100_000_000;
+        let r = merge("put", vec![a, b], 0);
+        let put = &r.ops["put"];
+        assert_eq!(put.count, 100);
+        assert!((put.latency.p50_ns as f64 - 1e6).abs() / 1e6 < 0.001);
+        assert!((put.latency.max_ns as f64 - 1e8).abs() / 1e8 < 0.001, "one slow op in the other worker shows in the max");
+        assert_eq!(r.window_total_ns, 100_000_000);
+        assert_eq!(r.window_all_active_ns, 99_000_000);
+    }
+
+    #[test]
+    fn growth_ratio_compares_last_and_first_tenth() {
+        let mut w = WorkerStats::new(0, 1);
+        for i in 0..100u64 {
+            w.success(Op::Put, i, i * 10, if i < 10 { 100 } else if i >= 90 { 300 } else { 200 }, 1, 0);
+        }
+        let r = merge("put", vec![w], 0);
+        assert!((r.growth_ratio.unwrap() - 3.0).abs() < 1e-9);
+        assert_eq!(r.timeline_by_op_index.len(), 100);
+    }
+}

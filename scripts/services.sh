@@ -561,6 +561,8 @@ cmd_start() {
   DIR="$(cd -- "${DIR}" && pwd)"
   chmod 755 "${DIR}"
   lock_dir "${DIR}"
+  # Keep services.env in step with what runs, even when a start fails half-way.
+  trap 'assemble_env "${DIR}" || true' EXIT
   local name pid todo=() ports=() t0=${SECONDS}
   for name in "${SEL[@]}"; do
     if pid="$(running_pid "${DIR}" "${name}")"; then
@@ -584,6 +586,7 @@ cmd_start() {
     log "started ${todo[*]} in $((SECONDS - t0))s; env in ${DIR}/services.env"
   fi
   assemble_env "${DIR}"
+  trap - EXIT
   print_env_redacted "${DIR}"
 }
 

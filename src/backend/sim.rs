@@ -165,8 +165,10 @@ impl Session for SimSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let mut data = self.store.lock().expect("sim store lock").get(key).cloned().ok_or_else(|| BackendError::not_found(key))?;
-        self.spend(self.config.latency_ns, data.len() as u64)?;
+        let found = self.store.lock().expect("sim store lock").get(key).cloned();
+        // A miss costs the same fixed time as a hit: a real store has to look too.
+        self.spend(self.config.latency_ns, found.as_ref().map_or(0, |d| d.len() as u64))?;
+        let mut data = found.ok_or_else(|| BackendError::not_found(key))?;
         self.gets += 1;
         if self.config.corrupt_every > 0 && self.gets % self.config.corrupt_every == 0 && !data.is_empty() {
             let at = data.len() / 2;

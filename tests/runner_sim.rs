@@ -1,0 +1,170 @@
+//! The runner, statistics and reports, tested deterministically with the `sim` backend's
+//! virtual clock: every expected number below is computed by hand from the sim's settings.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use stowbench::report::model::RunReport;
+use stowbench::runner::{self, RunOptions};
+
+struct Run {
+    report: RunReport,
+    exit_code: i32,
+    _dir: tempfile::TempDir,
+}
+
+fn run_job(job: &str) -> Result<Run, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = stowbench::job::load_text(job, "test.toml")?;
+    let opts = RunOptions {
+        report_path: dir.path().join("out/report.json"),
+        work_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let outcome = runner::run(&plan, &opts, &AtomicBool::new(false))?;
+    common::assert_valid_report(&opts.report_path);
+    Ok(Run { report: outcome.report, exit_code: outcome.exit_code, _dir: dir })
+}
+
+fn sim_job(sim_options: &str, workload: &str) -> String {
+    format!("version = 1\n[[target]]\nbackend = \"sim\"\n{sim_options}\n[[workload]]\nname = \"w\"\n{workload}\n")
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= b.abs() * 0.001
+}
+
+#[test]
+fn latency_and_throughput_are_exact_with_the_virtual_clock() {
+    let run = run_job(&sim_job("latency = \"2ms\"", "sizes = [\"1MiB\"]\nthreads = [1, 4]\nobjects = 400\nphases = [\"put\", \"get\"]")).unwrap();
+    assert_eq!(run.exit_code, 0);
+    for case in &run.report.cases {
+        let threads = case.threads as f64;
+        for phase in &case.phases {
+            let op = &phase.ops[&phase.phase];
+            assert_eq!(op.count, 400);
+            assert_eq!(op.bytes, 400 << 20);
+            assert!(close(op.latency.p50_ns as f64, 2e6) && close(op.latency.p99_ns as f64, 2e6), "{:?}", op.latency);
+            assert_eq!(phase.window_total_ns, (400.0 / threads * 2e6) as u64);
+            let steady = phase.throughput_all_active.as_ref().expect("a 200 ms+ window is long enough");
+            assert!(close(steady.ops_per_s, 500.0 * threads), "{} threads: {}", threads, steady.ops_per_s);
+            assert!(close(steady.bytes_per_s, 500.0 * threads * (1 << 20) as f64));
+        }
+        assert_eq!(case.verification.checked, 400);
+        assert_eq!(case.disk.logical_bytes, 400 << 20);
+    }
+}
+
+#[test]
+fn per_second_timeline_counts_every_operation() {
+    let run = run_job(&sim_job("latency = \"1ms\"", "sizes = [100]\nobjects = 2500\nphases = [\"put\"]")).unwrap();
+    let phase = &run.report.cases[0].phases[0];
+    let ops: Vec<u64> = phase.timeline_per_second.iter().map(|s| s.ops).collect();
+    assert_eq!(ops, vec![1000, 1000, 500]);
+    assert_eq!(phase.timeline_by_op_index.len(), 100);
+    assert_eq!(phase.op_index_bucket_ops, 25);
+}
+
+#[test]
+fn growth_ratio_compares_the_last_tenth_of_puts_with_the_first() {
+    let run = run_job(&sim_job("latency = \"1ms\"\ngrowth_per_object = \"10us\"", "sizes = [10]\nobjects = 100\nphases = [\"put\"]")).unwrap();
+    let growth = run.report.cases[0].phases[0].growth_ratio.unwrap();
+    // put i takes 1 ms + i × 10 µs: first tenth averages 1.045 ms, last tenth 1.945 ms.
+    assert!((growth - 1.945 / 1.045).abs() < 0.005, "{growth}");
+}
+
+#[test]
+fn injected_faults_are_counted_by_kind_and_fail_the_error_budget() {
+    let run = run_job(&sim_job("fail_every = 10\nfail_kind = \"timeout\"", "sizes = [10]\nobjects = 100\nphases = [\"put\"]\npreload = false")).unwrap();
+    assert_eq!(run.exit_code, 1);
+    let case = &run.report.cases[0];
+    assert_eq!(case.status, "failed");
+    assert!(case.failure.as_ref().unwrap().contains("10 of 100 operations failed"), "{:?}", case.failure);
+    let put = &case.phases[0].ops["put"];
+    assert_eq!((put.count, put.errors["timeout"]), (90, 10));
+
+    let tolerant = run_job(&sim_job("fail_every = 10", "sizes = [10]\nobjects = 100\nphases = [\"put\"]\nmax_error_ratio = 0.1")).unwrap();
+    assert_eq!(tolerant.exit_code, 0);
+
+    let retried = run_job(&sim_job("fail_every = 10", "sizes = [10]\nobjects = 100\nphases = [\"put\"]\nretries = 1")).unwrap();
+    let put = &retried.report.cases[0].phases[0].ops["put"];
+    assert_eq!((retried.exit_code, put.count, put.retries), (0, 100, 11));
+    assert!(put.errors.is_empty());
+}
+
+#[test]
+fn a_corrupt_read_names_the_key_and_offset_and_fails_the_run() {
+    let run = run_job(&sim_job("corrupt_every = 7", "sizes = [\"10kB\"]\nobjects = 50\nphases = [\"put\", \"get\"]")).unwrap();
+    assert_eq!(run.exit_code, 1);
+    let case = &run.report.cases[0];
+    assert_eq!(case.verification.mismatches, 7);
+    let m = case.verification.first_mismatch.as_ref().unwrap();
+    assert_eq!(m.offset_bytes, 5000);
+    assert!(m.key.starts_with("obj-"));
+    assert!(case.failure.as_ref().unwrap().contains("at byte 5000"));
+    assert_eq!(case.phases[1].ops["get"].errors["corrupt"], 7);
+}
+
+#[test]
+fn sizes_beyond_a_backend_limit_are_refused_before_any_data_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = stowbench::job::load_text(&sim_job("max_object_bytes = \"1kB\"", "sizes = [100, \"2kB\"]\nobjects = 5\nphases = [\"put\"]"), "t.toml").unwrap();
+    let opts = RunOptions { report_path: dir.path().join("r/report.json"), work_dir: Some(dir.path().join("work")), ..Default::default() };
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    let err = runner::run(&plan, &opts, &AtomicBool::new(false)).err().unwrap();
+    assert!(err.contains("limit of 1000 bytes") && err.contains("sim/w/2kB"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().count(), 0, "nothing was left in the work dir");
+}
+
+#[test]
+fn mixed_phases_with_zipf_keys_and_duration_stops() {
+    let job = sim_job(
+        "latency = \"1ms\"",
+        "sizes = [\"4KiB\"]\nobjects = 1000\nthreads = [2]\n[[workload.phase]]\nmix = { get = 80, put = 15, delete = 5 }\nduration = \"3s\"\nkey_order = \"zipf\"",
+    );
+    let run = run_job(&job).unwrap();
+    assert_eq!(run.exit_code, 0, "{:?}", run.report.cases[0].failure);
+    let case = &run.report.cases[0];
+    assert!(case.preload.as_ref().is_some_and(|p| p.ops == 1000), "a get-first workload preloads every object");
+    let phase = &case.phases[0];
+    assert_eq!(phase.phase, "mix delete5 get80 put15");
+    let total: u64 = phase.ops.values().map(|o| o.count + o.misses).sum();
+    assert_eq!(total, 6000, "two workers × 3 s at 1 ms per operation");
+    let get = &phase.ops["get"];
+    assert!((4500..5100).contains(&(get.count + get.misses)), "about 80% gets: {}", get.count + get.misses);
+    assert!((750..1050).contains(&phase.ops["put"].count), "about 15% puts");
+    assert!(get.misses > 0, "deletes of hot keys make later gets miss, counted apart from errors");
+    assert!(get.errors.is_empty());
+}
+
+#[test]
+fn repeats_run_on_fresh_stores_and_report_spread() {
+    let run = run_job(&sim_job("", "sizes = [10]\nobjects = 20\nrepeats = 3\nphases = [\"get\"]")).unwrap();
+    assert_eq!(run.report.cases.len(), 3);
+    assert!(run.report.cases.iter().all(|c| c.preload.as_ref().unwrap().ops == 20 && c.phases[0].ops["get"].misses == 0));
+    let table = stowbench::report::table::render(&run.report);
+    assert!(table.contains("sim (only result)"), "{table}");
+}
+
+#[test]
+fn an_interrupt_keeps_every_finished_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = sim_job("clock = \"real\"\nlatency = \"20ms\"", "sizes = [10]\nobjects = 10\nrepeats = 20\nphases = [\"put\"]");
+    let plan = stowbench::job::load_text(&job, "t.toml").unwrap();
+    let opts = RunOptions { report_path: dir.path().join("report.json"), work_dir: Some(dir.path().to_path_buf()), ..Default::default() };
+    let flag = AtomicBool::new(false);
+    let outcome = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            flag.store(true, Ordering::SeqCst);
+        });
+        runner::run(&plan, &opts, &flag).unwrap()
+    });
+    assert_eq!(outcome.exit_code, 130);
+    let saved = common::assert_valid_report(&opts.report_path);
+    assert_eq!(saved["status"], "interrupted");
+    let kept = saved["cases"].as_array().unwrap().len();
+    assert!((1..20).contains(&kept), "{kept} cases kept");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-")).collect();
+    assert!(leftovers.is_empty(), "the run's namespace is removed even after an interrupt");
+}

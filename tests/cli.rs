@@ -1,0 +1,135 @@
+//! The `stowbench` binary end to end: exit codes, messages, files written, signals.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn stowbench(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stowbench")).args(args).current_dir(dir).output().expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+const SIM_JOB: &str = "version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"94kB\"]\nobjects = 50\nphases = [\"put\", \"get\"]\n";
+
+#[test]
+fn validate_lists_cases_or_locates_the_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ok.toml"), SIM_JOB).unwrap();
+    let out = stowbench(dir.path(), &["validate", "ok.toml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("sim/w/94kB/t1/r1"));
+
+    std::fs::write(dir.path().join("typo.toml"), SIM_JOB.replace("objects", "objcts")).unwrap();
+    let out = stowbench(dir.path(), &["validate", "typo.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("typo.toml:7:1") && text(&out).contains("Did you mean \"objects\""), "{}", text(&out));
+
+    std::fs::write(dir.path().join("size.toml"), SIM_JOB.replace("\"94kB\"", "\"-94kB\"")).unwrap();
+    let out = stowbench(dir.path(), &["validate", "size.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("size.toml:6") && text(&out).contains("\"-94kB\" is negative"), "{}", text(&out));
+
+    std::fs::write(dir.path().join("opt.toml"), SIM_JOB.replace("backend = \"sim\"", "backend = \"sim\"\nlatncy = \"1ms\"")).unwrap();
+    let out = stowbench(dir.path(), &["validate", "opt.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("opt.toml:2") && text(&out).contains("Did you mean \"latency\""), "{}", text(&out));
+}
+
+#[test]
+fn run_writes_a_valid_report_that_re_renders_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), SIM_JOB).unwrap();
+    let out = stowbench(dir.path(), &["run", "job.toml", "--no-progress"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let results = dir.path().join("stowbench-results");
+    let run_dir = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
+    let report = run_dir.join("report.json");
+    common::assert_valid_report(&report);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.contains("winner") && table.contains("put · 1 thread"), "{table}");
+    let again = stowbench(dir.path(), &["report", report.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), table);
+    let csv = stowbench(dir.path(), &["report", report.to_str().unwrap(), "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&csv.stdout).to_string();
+    assert_eq!(csv.lines().count(), 1 + 2 * 2, "header + 2 sizes × 2 phases");
+    assert!(csv.starts_with("run_id,case_id,status"));
+}
+
+#[test]
+fn cleanup_removes_only_marked_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("precious");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("data.txt"), "keep").unwrap();
+    let out = stowbench(dir.path(), &["cleanup", "precious"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(foreign.join("data.txt").exists());
+
+    let ours = dir.path().join("stowbench-old-run");
+    stowbench::backend::Namespace::create(&ours, "old", "old").unwrap();
+    std::fs::write(ours.join("leftover"), "x").unwrap();
+    let out = stowbench(dir.path(), &["cleanup", "."]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!ours.exists() && foreign.join("data.txt").exists());
+}
+
+#[test]
+fn backends_lists_every_backend_with_its_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = stowbench(dir.path(), &["backends"]);
+    let listing = text(&out);
+    for kind in stowbench::backend::registry() {
+        assert!(listing.contains(&format!("{}", kind.name)), "{listing}");
+        for o in kind.options {
+            assert!(listing.contains(o.name), "{} option {} missing", kind.name, o.name);
+        }
+    }
+}
+
+#[test]
+fn sigint_exits_130_and_keeps_finished_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nlatency = \"20ms\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nrepeats = 50\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("slow.toml"), job).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["run", "slow.toml", "--out", "res", "--work-dir", "."])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    let run_dir = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path();
+    let report = common::assert_valid_report(&run_dir.join("report.json"));
+    assert_eq!(report["status"], "interrupted");
+    let kept = report["cases"].as_array().unwrap().len();
+    assert!((1..50).contains(&kept), "{kept}");
+    let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-")).count();
+    assert_eq!(leftovers, 0, "the run's data directory is removed after an interrupt");
+}
+
+#[test]
+fn the_default_run_compares_fs_and_sqlite_with_no_job_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = stowbench(dir.path(), &["run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    for needle in ["fs", "sqlite", "sqlite-file", "4KiB", "94kB", "1MiB", "2.6MB", "16MiB", "put · 4 threads", "get · 1 thread", "winner", "×"] {
+        assert!(table.contains(needle), "the default table lacks {needle}:\n{table}");
+    }
+    let run_dir = std::fs::read_dir(dir.path().join("stowbench-results")).unwrap().next().unwrap().unwrap().path();
+    let report = common::assert_valid_report(&run_dir.join("report.json"));
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 3 * 5 * 2);
+    assert!(cases.iter().all(|c| c["status"] == "ok"), "every default case passes");
+    eprintln!("the default run took {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): installs what the tests need, starts the real
+# services on loopback in a fresh directory, runs every test in release mode, and stops exactly
+# the services it started — also when a test fails or the run is interrupted.
+#
+# Extra arguments go to `cargo test` (e.g. `scripts/test.sh --test cli`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+command -v cargo >/dev/null || { echo "test.sh: cargo not found; install Rust with rustup" >&2; exit 2; }
+command -v go >/dev/null || { [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"; }
+
+echo "== installing services and tools (skipped when present)"
+scripts/services.sh install
+
+services_dir=$(mktemp -d /tmp/stowbench-test-services.XXXXXX)
+chmod 755 "$services_dir" # the postgres and mysql users must reach their data directories
+stop_services() {
+  scripts/services.sh stop "$services_dir" || true
+  rm -rf "$services_dir"
+}
+trap stop_services EXIT
+trap 'exit 130' INT TERM
+
+echo "== starting services in $services_dir"
+scripts/services.sh start "$services_dir"
+eval "$(scripts/services.sh env "$services_dir")"
+
+echo "== cargo test --release"
+cargo test --release "$@"

@@ -133,3 +133,27 @@ fn the_default_run_compares_fs_and_sqlite_with_no_job_file() {
     assert!(cases.iter().all(|c| c["status"] == "ok"), "every default case passes");
     eprintln!("the default run took {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// The published file-server test died of a client holding every row: a 1 GiB object through fs
+/// and a 900 MB one through sqlite must stream through bounded buffers in the real runner too.
+#[test]
+fn huge_objects_stream_through_the_runner_in_bounded_memory() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for (backend, size) in [("fs", "1GiB"), ("sqlite", "900MB")] {
+        let job = format!(
+            "version = 1\n[[target]]\nbackend = \"{backend}\"\n[[workload]]\nname = \"huge\"\nsizes = [\"{size}\"]\nobjects = 1\nphases = [\"put\", \"get\"]\n"
+        );
+        std::fs::write(dir.path().join("huge.toml"), job).unwrap();
+        let out = stowbench(dir.path(), &["run", "huge.toml", "--work-dir", ".", "--no-progress", "--format", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let case = &report["cases"][0];
+        let start = case["resources"]["client_rss_start_bytes"].as_u64().unwrap();
+        let peak = case["resources"]["client_rss_peak_bytes"].as_u64().unwrap();
+        let growth_mib = peak.saturating_sub(start) as f64 / (1 << 20) as f64;
+        eprintln!("{backend} {size}: peak RSS {growth_mib:.1} MiB above the start of the case");
+        assert!(growth_mib < 64.0, "{backend} {size}: peak RSS grew by {growth_mib:.1} MiB");
+        assert_eq!(case["verification"]["checked"], 1);
+        assert_eq!(case["disk"]["logical_bytes"], stowbench::units::ByteSize::parse(size).unwrap().0);
+    }
+}

@@ -36,10 +36,7 @@ pub struct FsBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("fs", OPTIONS)?;
-    let ns = match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
-        None => ns.clone(),
-    };
+    let ns = data_namespace(options, ns)?;
     let fanout_levels = options.u64("fanout_levels", 2)?;
     if fanout_levels > 3 {
         return Err(format!("target \"{}\": option \"fanout_levels\" is {fanout_levels}; use 0 to 3", options.target));
@@ -50,6 +47,15 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         fanout_levels: fanout_levels as u32,
         options: options.clone(),
     }))
+}
+
+/// The namespace a file-based backend writes into: the run's own, or with a `path` option a marked
+/// `stowbench-<name>` directory under that path (shared by `fs`, `sqlite` and `sqlite-file`).
+pub(crate) fn data_namespace(options: &Options, ns: &Namespace) -> Result<Namespace, String> {
+    match options.opt_string("path")? {
+        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name),
+        None => Ok(ns.clone()),
+    }
 }
 
 /// Path of `key` under `root` with `levels` of hashed fan-out directories.

@@ -155,13 +155,19 @@ struct SqliteSession {
     wait_ns: u64,
 }
 
-/// Refuses a value whose row would exceed SQLITE_MAX_LENGTH, before any byte is read or written.
+/// Refuses, before any byte is read or written, a value above the declared limit (whatever the key,
+/// so the capability is exact) or one whose row would exceed SQLITE_MAX_LENGTH (a key longer than
+/// `KEY_BYTES_AT_LIMIT`).
 fn check_row_fits(key: &str, len: u64) -> BResult<()> {
     let row_bytes = len.saturating_add(key.len() as u64).saturating_add(ROW_OVERHEAD_BYTES);
-    if row_bytes > SQLITE_MAX_LENGTH_BYTES {
+    if len > MAX_OBJECT_BYTES || row_bytes > SQLITE_MAX_LENGTH_BYTES {
         return Err(BackendError::new(
             ErrorKind::TooLarge,
-            format!("a {len}-byte value with a {}-byte key does not fit in one SQLite row. {LIMIT_HINT}", key.len()),
+            format!(
+                "a {len}-byte value with a {}-byte key does not fit in one SQLite row (at most {MAX_OBJECT_BYTES} bytes with keys up to \
+                 {KEY_BYTES_AT_LIMIT} bytes). {LIMIT_HINT}",
+                key.len()
+            ),
         ));
     }
     Ok(())
@@ -272,5 +278,7 @@ mod tests {
         assert_eq!(connection::sql_error(err, "put").kind, ErrorKind::TooLarge);
         assert!(check_row_fits(&key, MAX_OBJECT_BYTES).is_ok());
         assert_eq!(check_row_fits(&key, MAX_OBJECT_BYTES + 1).unwrap_err().kind, ErrorKind::TooLarge);
+        assert_eq!(check_row_fits("k", MAX_OBJECT_BYTES + 1).unwrap_err().kind, ErrorKind::TooLarge, "short keys too");
+        assert_eq!(check_row_fits(&format!("{key}k"), MAX_OBJECT_BYTES).unwrap_err().kind, ErrorKind::TooLarge, "longer keys");
     }
 }

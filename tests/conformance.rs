@@ -240,7 +240,7 @@ fn max_object_bytes_is_real(f: &Fixture) {
     let Some(max) = caps.max_object_bytes else { return };
     let hint = caps.max_object_hint.expect("a declared limit comes with a hint");
     if f.name == "sqlite" {
-        assert!(max >= 999_999_000 && max < 1_000_000_000, "{max}");
+        assert!((999_999_000..1_000_000_000).contains(&max), "{max}");
         assert!(hint.contains("sqlite-file"), "the hint must name the backend to use instead: {hint}");
     }
     // One byte over is refused before a single byte of the body is read.
@@ -327,4 +327,38 @@ conformance!(sim_default, "sim", "");
 #[test]
 fn sim_limit_is_real_at_both_sides() {
     max_object_bytes_is_real(&Fixture::new("sim", "max_object_bytes = 1000"));
+}
+
+/// Reports state the conditions: every declared option appears in `describe()` with its effective
+/// value, and with a `path` option all data lives in a marked directory under that path.
+#[test]
+fn real_backends_describe_every_option_and_honour_path() {
+    for name in ["fs", "sqlite", "sqlite-file"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let user_dir = tmp.path().join("user-chosen");
+        std::fs::create_dir(&user_dir).unwrap();
+        let ns = Namespace::create(&tmp.path().join("run"), "conformance", "case").unwrap();
+        let mut table = toml::Table::new();
+        table.insert("path".into(), user_dir.to_string_lossy().into_owned().into());
+        let backend = (stowbench::backend::find(name).unwrap().construct)(&Options::new("t", "", table), &ns).unwrap();
+        backend.prepare().unwrap();
+        put(&mut *backend.open_session(0).unwrap(), "k", 1, 10);
+        let info = backend.describe();
+        assert_eq!(info.backend, name);
+        assert!(!info.durability.is_empty());
+        for option in stowbench::backend::find(name).unwrap().options {
+            assert!(info.options.get(option.name).is_some(), "{name}: describe() lacks option {}", option.name);
+        }
+        let ours = user_dir.join("stowbench-case");
+        assert!(ours.join(MARKER_FILE).is_file(), "{name}: no marked directory under the path option");
+        for path in &info.data_paths {
+            assert!(path.starts_with(&ours), "{name}: data path {} is outside {}", path.display(), ours.display());
+        }
+        assert_no_file_outside(&user_dir, &ours);
+        if name != "fs" {
+            assert_eq!(info.versions.get("sqlite").map(String::as_str), Some(rusqlite::version()));
+            assert!(info.durability.contains("synchronous=normal"), "{}", info.durability);
+        }
+        backend.cleanup().unwrap();
+    }
 }

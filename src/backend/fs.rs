@@ -93,7 +93,7 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: 
     let mut file = match OpenOptions::new().write(true).create(true).truncate(true).open(&tmp) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir)?;
+            create_dirs(dir, fsync)?;
             OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?
         }
         Err(e) => return Err(e.into()),
@@ -112,6 +112,30 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: 
     fs::rename(&tmp, path)?;
     if fsync {
         File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents. With `fsync`, also fsyncs the directory that gained each
+/// new entry: an fsynced file is only durable if every directory on its path is, and the fan-out
+/// directories are created lazily by the first put that needs them.
+fn create_dirs(dir: &Path, fsync: bool) -> BResult<()> {
+    let mut existing = dir.parent();
+    while let Some(p) = existing.filter(|p| !p.exists()) {
+        existing = p.parent();
+    }
+    fs::create_dir_all(dir)?;
+    if fsync {
+        // From `dir`'s parent up to the first directory that existed before (`dir` itself is
+        // fsynced after the rename).
+        let mut gained_entry = dir.parent();
+        while let Some(p) = gained_entry {
+            File::open(p)?.sync_all()?;
+            if Some(p) == existing {
+                break;
+            }
+            gained_entry = p.parent();
+        }
     }
     Ok(())
 }

@@ -250,8 +250,15 @@ impl SqliteFileSession {
                 return Err(e);
             }
         };
+        self.remove_replaced(old, &path)
+    }
+
+    /// After a committed overwrite, removes the file the old row named (unless it is reused).
+    fn remove_replaced(&self, old: Option<Row>, new_path: &str) -> BResult<()> {
         match old {
-            Some(old) if old.path != path => remove_content(&self.files.join(old.path)),
+            Some(old) if old.path != new_path => remove_content(&self.files.join(&old.path)).map_err(|e| {
+                BackendError::new(e.kind, format!("the put committed, but removing the replaced file {} failed: {}", old.path, e.message))
+            }),
             _ => Ok(()),
         }
     }
@@ -264,10 +271,7 @@ impl SqliteFileSession {
             self.undo_row(key, &row, old);
             return Err(e);
         }
-        match old {
-            Some(old) if old.path != row.path => remove_content(&self.files.join(old.path)),
-            _ => Ok(()),
-        }
+        self.remove_replaced(old, &row.path)
     }
 
     /// Best effort after a failed row-then-file write: restore the previous row (or remove the new

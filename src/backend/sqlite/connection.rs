@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(sync, 2, "full");
         let mut wait_ns = 0;
         let _held = begin_write(&mut first, &mut wait_ns).unwrap();
-        let err = begin_write(&mut second, &mut wait_ns).err().expect("second writer must wait and fail");
+        let err = begin_write(&mut second, &mut wait_ns).expect_err("second writer must wait and fail");
         assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
         assert!(wait_ns >= 10_000_000, "waited {wait_ns} ns");
         let other = Tuning::from_options(&options("page_size = 4096")).unwrap();

@@ -13,8 +13,9 @@
 //!   exists so that cost can be measured, not recommended.
 //!
 //! Delete commits the row's removal, then removes the file. No SQLite size limit applies to the
-//! content, only the filesystem's. This backend must never delete a file no row of its own named
-//! (except its own temporary files) and never write outside its namespace.
+//! content, only the filesystem's. Outside `cleanup` (which removes `files/` whole, orphans
+//! included) this backend must never delete a file that no row of its own named, and it never
+//! writes outside its namespace.
 
 use super::options::{OptionDoc, Options};
 use super::sqlite::connection::{self, begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
@@ -199,6 +200,15 @@ fn key_path(key: &str) -> String {
     super::fs::fanout_path(Path::new(""), key, FANOUT_LEVELS).to_string_lossy().into_owned()
 }
 
+/// `key`'s row, if there is one (inside a transaction, the transaction's view of it).
+fn read_row(conn: &Connection, key: &str) -> BResult<Option<Row>> {
+    conn.prepare_cached("SELECT size_bytes, path, created_ns FROM objects WHERE key = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([key], |r| Ok(Row { size_bytes: unsigned(r, 0)?, path: r.get(1)?, created_ns: r.get(2)? })).optional()
+        })
+        .context("read row")
+}
+
 /// Removes a content file; one that is already gone is fine (a crash or a racing delete).
 fn remove_content(path: &Path) -> BResult<()> {
     match fs::remove_file(path) {
@@ -208,24 +218,11 @@ fn remove_content(path: &Path) -> BResult<()> {
 }
 
 impl SqliteFileSession {
-    fn find(&mut self, key: &str) -> BResult<Option<Row>> {
-        self.conn
-            .prepare_cached("SELECT size_bytes, path, created_ns FROM objects WHERE key = ?1")
-            .and_then(|mut stmt| {
-                stmt.query_row([key], |r| Ok(Row { size_bytes: unsigned(r, 0)?, path: r.get(1)?, created_ns: r.get(2)? })).optional()
-            })
-            .context("find row")
-    }
 
     /// Replaces `key`'s row with `row` in one write transaction; returns the row it replaced.
     fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let old = tx
-            .prepare_cached("SELECT size_bytes, path, created_ns FROM objects WHERE key = ?1")
-            .and_then(|mut stmt| {
-                stmt.query_row([key], |r| Ok(Row { size_bytes: unsigned(r, 0)?, path: r.get(1)?, created_ns: r.get(2)? })).optional()
-            })
-            .context("put: read old row")?;
+        let old = read_row(&tx, key)?;
         tx.prepare_cached(UPSERT)
             .and_then(|mut stmt| stmt.execute(params![key, row.size_bytes as i64, row.path, row.created_ns]))
             .context("put: write row")?;
@@ -305,7 +302,7 @@ impl Session for SqliteFileSession {
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
         let mut missing: Option<String> = None;
         for _ in 0..GET_ATTEMPTS {
-            let row = self.find(key)?.ok_or_else(|| BackendError::not_found(key))?;
+            let row = read_row(&self.conn, key)?.ok_or_else(|| BackendError::not_found(key))?;
             match File::open(self.files.join(&row.path)) {
                 Ok(mut file) => {
                     // An open file stays readable even if an overwrite removes its name now.
@@ -342,7 +339,7 @@ impl Session for SqliteFileSession {
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
-        Ok(self.find(key)?.ok_or_else(|| BackendError::not_found(key))?.size_bytes)
+        Ok(read_row(&self.conn, key)?.ok_or_else(|| BackendError::not_found(key))?.size_bytes)
     }
 
     fn wait_ns(&self) -> u64 {
@@ -361,5 +358,74 @@ impl SqliteFileSession {
             ),
             Order::FileThenRow => BackendError::new(ErrorKind::Corrupt, format!("key \"{key}\": its row names file {path}, which is missing")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that gives `left` bytes and then takes the process down with it (a panic stands in
+    /// for a crash: nothing after the write in progress runs).
+    struct CrashingBody {
+        left: u64,
+    }
+
+    impl Read for CrashingBody {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            assert!(self.left > 0, "simulated crash in the middle of a put");
+            let n = buf.len().min(self.left as usize);
+            buf[..n].fill(b'x');
+            self.left -= n as u64;
+            Ok(n)
+        }
+    }
+
+    fn backend(order: &str, tmp: &Path) -> Box<dyn Backend> {
+        let ns = Namespace::create(&tmp.join("ns"), "t", "t").unwrap();
+        let options = Options::new("t", "", toml::from_str(&format!("order = \"{order}\"")).unwrap());
+        let backend = construct(&options, &ns).unwrap();
+        backend.prepare().unwrap();
+        backend
+    }
+
+    fn crash_mid_put(backend: &dyn Backend, key: &str) {
+        let mut session = backend.open_session(0).unwrap();
+        let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = session.put(key, &mut CrashingBody { left: 300_000 }, 1_000_000);
+        }));
+        assert!(crashed.is_err(), "the body must have crashed the put");
+    }
+
+    #[test]
+    fn a_crash_mid_put_with_file_then_row_leaves_only_an_orphan_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = backend("file-then-row", tmp.path());
+        backend.open_session(0).unwrap().put("k", &mut &b"old value"[..], 9).unwrap();
+        crash_mid_put(&*backend, "k");
+        crash_mid_put(&*backend, "new");
+        let mut session = backend.open_session(1).unwrap();
+        let mut value = Vec::new();
+        session.get("k", &mut value).unwrap();
+        assert_eq!(value, b"old value");
+        assert_eq!(session.head("new").unwrap_err().kind, ErrorKind::NotFound);
+        // The old content plus two partial temporary files: counted by disk_usage, gone after cleanup.
+        let content = || super::super::fs::disk_usage_of(&[tmp.path().join("ns/files")]).unwrap().files;
+        assert_eq!(content(), 3);
+        backend.cleanup().unwrap();
+        assert_eq!(content(), 0);
+    }
+
+    #[test]
+    fn a_crash_mid_put_with_row_then_file_leaves_a_row_without_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = backend("row-then-file", tmp.path());
+        crash_mid_put(&*backend, "new");
+        let mut session = backend.open_session(1).unwrap();
+        assert_eq!(session.head("new").unwrap(), 1_000_000, "the row committed before the file");
+        let err = session.get("new", &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::NotFound);
+        assert!(err.message.contains("row-then-file"), "{err}");
+        backend.cleanup().unwrap();
     }
 }

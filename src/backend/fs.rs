@@ -36,10 +36,7 @@ pub struct FsBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("fs", OPTIONS)?;
-    let ns = match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
-        None => ns.clone(),
-    };
+    let ns = data_namespace(options, ns)?;
     let fanout_levels = options.u64("fanout_levels", 2)?;
     if fanout_levels > 3 {
         return Err(format!("target \"{}\": option \"fanout_levels\" is {fanout_levels}; use 0 to 3", options.target));
@@ -50,6 +47,15 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         fanout_levels: fanout_levels as u32,
         options: options.clone(),
     }))
+}
+
+/// The namespace a file-based backend writes into: the run's own, or with a `path` option a marked
+/// `stowbench-<name>` directory under that path (shared by `fs`, `sqlite` and `sqlite-file`).
+pub(crate) fn data_namespace(options: &Options, ns: &Namespace) -> Result<Namespace, String> {
+    match options.opt_string("path")? {
+        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name),
+        None => Ok(ns.clone()),
+    }
 }
 
 /// Path of `key` under `root` with `levels` of hashed fan-out directories.
@@ -87,7 +93,7 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: 
     let mut file = match OpenOptions::new().write(true).create(true).truncate(true).open(&tmp) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir)?;
+            create_dirs(dir, fsync)?;
             OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?
         }
         Err(e) => return Err(e.into()),
@@ -106,6 +112,30 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: 
     fs::rename(&tmp, path)?;
     if fsync {
         File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents. With `fsync`, also fsyncs the directory that gained each
+/// new entry: an fsynced file is only durable if every directory on its path is, and the fan-out
+/// directories are created lazily by the first put that needs them.
+fn create_dirs(dir: &Path, fsync: bool) -> BResult<()> {
+    let mut existing = dir.parent();
+    while let Some(p) = existing.filter(|p| !p.exists()) {
+        existing = p.parent();
+    }
+    fs::create_dir_all(dir)?;
+    if fsync {
+        // From `dir`'s parent up to the first directory that existed before (`dir` itself is
+        // fsynced after the rename).
+        let mut gained_entry = dir.parent();
+        while let Some(p) = gained_entry {
+            File::open(p)?.sync_all()?;
+            if Some(p) == existing {
+                break;
+            }
+            gained_entry = p.parent();
+        }
     }
     Ok(())
 }

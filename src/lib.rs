@@ -5,5 +5,6 @@
 
 pub mod backend;
 pub mod clock;
+pub mod pack;
 pub mod suggest;
 pub mod units;

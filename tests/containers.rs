@@ -298,3 +298,26 @@ fn cfb_file_is_a_valid_compound_file() {
     std::io::Read::read_to_end(&mut stream, &mut bytes).unwrap();
     assert_eq!(bytes, payload(1, 50_000));
 }
+
+/// A container file cut short (a crash mid-put) is refused with an error naming the file; no panic.
+#[test]
+fn damaged_container_files_are_refused_by_name() {
+    for (name, file) in [("zip", "zip/store.zip"), ("cfb", "cfb/store.cfb")] {
+        let tmp = tempfile::tempdir().unwrap();
+        {
+            let backend = make(name, "", tmp.path());
+            let mut s = backend.open_session(0).unwrap();
+            for i in 0..5 {
+                put(s.as_mut(), &format!("k{i}"), &payload(i, 20_000));
+            }
+        }
+        let path = tmp.path().join(file);
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len / 2).unwrap();
+        let ns = Namespace::create(tmp.path(), "test-run", "containers").unwrap();
+        let backend = (find(name).unwrap().construct)(&Options::new(name, "t", toml::Table::new()), &ns).unwrap();
+        let err = backend.prepare().expect_err("a torn container must be refused");
+        assert!(err.message.contains("store."), "{name}: {err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len / 2, "{name}: the damaged file must be left as it is");
+    }
+}

@@ -104,7 +104,7 @@ impl Backend for PackBackend {
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
-        super::fs::disk_usage_of(&[self.dir.clone()])
+        super::fs::disk_usage_of(std::slice::from_ref(&self.dir))
     }
 
     fn cleanup(&self) -> BResult<()> {

@@ -68,13 +68,20 @@ fn run_one(args: &Args, name: &str) -> Result<String, String> {
     let kind = find(name)?;
     let dir = args.dir.join(format!("e2-growth-{name}-{}", std::process::id()));
     let ns = Namespace::create(&dir, "e2-growth", name)?;
+    let outcome = measure(args, name, kind, &ns);
+    // Remove the namespace whatever happened (it carries our marker; nothing else is touched).
+    stowbench::backend::namespace::remove(&dir)?;
+    outcome
+}
+
+/// Puts, verifies a sample, reports; the namespace `ns` is removed by the caller.
+fn measure(args: &Args, name: &str, kind: &stowbench::backend::BackendKind, ns: &Namespace) -> Result<String, String> {
     let mut table = toml::Table::new();
-    for (target, option, value) in args.options.iter().filter(|o| o.0 == name) {
+    for (_, option, value) in args.options.iter().filter(|o| o.0 == name) {
         let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}")).map(|mut t| t.remove("v").expect("v")).unwrap_or(toml::Value::String(value.clone()));
-        let _ = target;
         table.insert(option.clone(), parsed);
     }
-    let backend = (kind.construct)(&Options::new(name, "e2_growth", table), &ns)?;
+    let backend = (kind.construct)(&Options::new(name, "e2_growth", table), ns)?;
     backend.prepare().map_err(|e| e.to_string())?;
     let mut session = backend.open_session(0).map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; args.size];
@@ -111,7 +118,6 @@ fn run_one(args: &Args, name: &str) -> Result<String, String> {
         deciles.join(" "),
     );
     backend.cleanup().map_err(|e| e.to_string())?;
-    stowbench::backend::namespace::remove(&dir)?;
     Ok(line)
 }
 

@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod cli;
 pub mod clock;
+pub mod pack;
 pub mod suggest;
 pub mod units;
 pub mod job;

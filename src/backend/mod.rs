@@ -5,12 +5,15 @@
 //! three, so every backend is measured the same way. Bodies stream in both directions through
 //! `Read`/`Write`, so no backend ever needs a whole object in memory.
 
+pub mod cfb;
 pub mod fs;
 pub mod namespace;
 pub mod options;
+pub mod pack;
 pub mod sim;
 pub mod sqlite;
 pub mod sqlite_file;
+pub mod zip;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -212,7 +215,7 @@ pub struct BackendKind {
 
 /// Every backend stowbench knows, in listing order. A new backend joins with one line here.
 pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, sim::KIND]
+    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, sim::KIND]
 }
 
 /// Finds a backend by name, or says which names exist (with a did-you-mean).

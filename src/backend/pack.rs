@@ -1,0 +1,140 @@
+//! `pack`: stowbench's own container — append-only striped data files with checksummed records.
+//!
+//! Each session leases its own stripe (data file), so concurrent writers never share a lock or a
+//! file; a put is one positioned write of key + value and one of the record header, then (with
+//! `fsync = true`) an fdatasync, and only then does the key become visible. Deletes append a
+//! tombstone; `stowbench compact` (`crate::pack::compact`) reclaims dead records. The format is
+//! in `docs/formats/pack.md`; what put/get mean here is in `docs/backends/pack.md`.
+
+use super::options::{OptionDoc, Options};
+use super::{BResult, Backend, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
+use crate::pack::{record::FORMAT_VERSION, PackStore, StripeLease};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use crate::pack::{compact, CompactReport};
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "pack",
+    summary: "stowbench's own container: append-only data file per writer, checksummed records, in-memory index",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
+    OptionDoc { name: "fsync", default: "false", help: "fdatasync each record before the put returns and the key becomes visible" },
+];
+
+/// Name of the pack directory inside the namespace.
+pub const PACK_DIR: &str = "pack";
+
+/// The pack backend for one case.
+pub struct PackBackend {
+    dir: PathBuf,
+    fsync: bool,
+    options: Options,
+    store: Mutex<Option<Arc<PackStore>>>,
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("pack", OPTIONS)?;
+    let ns = match options.opt_string("path")? {
+        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
+        None => ns.clone(),
+    };
+    Ok(Box::new(PackBackend {
+        dir: ns.dir.join(PACK_DIR),
+        fsync: options.bool("fsync", false)?,
+        options: options.clone(),
+        store: Mutex::new(None),
+    }))
+}
+
+impl PackBackend {
+    /// The open store, opening (and recovering) it on first use.
+    fn store(&self) -> BResult<Arc<PackStore>> {
+        let mut slot = self.store.lock().expect("pack backend lock");
+        if let Some(store) = slot.as_ref() {
+            return Ok(store.clone());
+        }
+        let store = PackStore::open(&self.dir, self.fsync)?;
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+
+    /// The directory holding the pack's files (what `stowbench compact` is pointed at).
+    pub fn pack_dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Backend for PackBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("fsync".into(), self.fsync.into());
+        }
+        BackendInfo {
+            backend: "pack".into(),
+            versions: [("pack_format".to_string(), FORMAT_VERSION.to_string())].into_iter().collect(),
+            options,
+            durability: if self.fsync {
+                "fdatasync of the writer's data file after each record, before the key becomes visible".into()
+            } else {
+                "none: records reach the page cache; a crash may lose recent puts (never returns torn ones)".into()
+            },
+            data_paths: vec![self.dir.clone()],
+        }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        self.store().map(|_| ())
+    }
+
+    fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
+        Ok(Box::new(PackSession { lease: self.store()?.lease()? }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        super::fs::disk_usage_of(std::slice::from_ref(&self.dir))
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        // Close first so the lock is released; sessions still alive keep only unlinked files.
+        self.store.lock().expect("pack backend lock").take();
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+struct PackSession {
+    lease: StripeLease,
+}
+
+impl Session for PackSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        self.lease.put(key, body, len)
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        self.lease.get(key, sink)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        self.lease.delete(key)
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        self.lease.store().head(key)
+    }
+}

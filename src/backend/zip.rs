@@ -1,0 +1,376 @@
+//! `zip`: every object is a stored (uncompressed) entry of one standard zip archive, written with
+//! the `zip` crate, the everyday container people reach for.
+//!
+//! Zip is append-only by nature: a put appends a local header and the bytes; the archive becomes
+//! valid (readable by any unzip) only when the central directory is written after the last entry.
+//! With `flush = "per-put"` (default) every put and delete rewrites the whole central directory
+//! (O(entries) bytes) — the zip crate cannot write it without closing the writer, so it is also
+//! re-read; with `flush = "none"` it is written once, when the backend closes. Overwrite and
+//! delete drop the old entry from the central directory; its bytes stay in the file as dead space
+//! (counted in disk usage) until the archive is rewritten. One writer at a time (waits reported in
+//! `wait_ns`); reads go straight to the entry's bytes by offset, check the CRC-32, and never wait.
+
+use super::options::{OptionDoc, Options};
+use super::{copy_exact, BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipArchive, ZipWriter};
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "zip",
+    summary: "one stored (uncompressed) entry per object in a single zip archive; one writer at a time",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
+    OptionDoc { name: "flush", default: "per-put", help: "per-put: rewrite the central directory after every put/delete; none: only when closing" },
+    OptionDoc { name: "fsync", default: "false", help: "fdatasync the archive after each central-directory write (needs flush = \"per-put\" to mean per put)" },
+];
+
+/// Version string of the zip crate we build against (from Cargo.toml).
+const ZIP_CRATE_VERSION: &str = "9.4";
+
+/// Where one entry's bytes are.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    data_start: u64,
+    len: u64,
+    crc32: u32,
+}
+
+/// The writer side: the crate's writer and where the next entry goes.
+struct Writer {
+    zip: Option<ZipWriter<File>>,
+    /// Offset just past the last entry's bytes, in bytes: where the next entry (or the central
+    /// directory) goes. The crate's `new_append` would append after the old central directory,
+    /// leaving a dead copy of it per reopen, so we seek here instead.
+    append_at: u64,
+}
+
+/// State shared by all sessions of one open archive.
+struct Archive {
+    writer: Mutex<Writer>,
+    index: RwLock<HashMap<String, Entry>>,
+    reader: File,
+    flush_per_put: bool,
+    fsync: bool,
+}
+
+/// The zip backend for one case.
+pub struct ZipBackend {
+    dir: PathBuf,
+    flush_per_put: bool,
+    fsync: bool,
+    options: Options,
+    archive: Mutex<Option<Arc<Archive>>>,
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("zip", OPTIONS)?;
+    let ns = match options.opt_string("path")? {
+        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
+        None => ns.clone(),
+    };
+    Ok(Box::new(ZipBackend {
+        dir: ns.dir.join("zip"),
+        flush_per_put: options.choice("flush", &["per-put", "none"], "per-put")? == "per-put",
+        fsync: options.bool("fsync", false)?,
+        options: options.clone(),
+        archive: Mutex::new(None),
+    }))
+}
+
+/// Entry names: the key with anything outside [A-Za-z0-9._-] percent-encoded, so names never hold
+/// '/' or "..", and no unzip can be steered outside its target directory. Reversible.
+pub fn entry_name(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 1);
+    out.push('k');
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The key of an entry name made by `entry_name`.
+pub fn key_of(name: &str) -> Option<String> {
+    let rest = name.strip_prefix('k')?.as_bytes();
+    let mut bytes = Vec::with_capacity(rest.len());
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i] == b'%' {
+            let hex = std::str::from_utf8(rest.get(i + 1..i + 3)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            bytes.push(rest[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+fn zip_error(e: zip::result::ZipError, context: &str) -> BackendError {
+    let kind = match &e {
+        zip::result::ZipError::Io(io) => BackendError::from(std::io::Error::new(io.kind(), "")).kind,
+        zip::result::ZipError::FileNotFound => ErrorKind::NotFound,
+        _ => ErrorKind::Corrupt,
+    };
+    BackendError::new(kind, format!("{context}: {e}"))
+}
+
+impl Archive {
+    /// Opens `path` (creating an empty archive if missing) and indexes its entries.
+    fn open(path: &Path, flush_per_put: bool, fsync: bool) -> BResult<Archive> {
+        if !path.exists() {
+            let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+            ZipWriter::new(file).finish().map_err(|e| zip_error(e, "cannot create the archive"))?;
+        }
+        let reader = File::open(path)?;
+        let context = format!("cannot read {}", path.display());
+        let mut archive = ZipArchive::new(reader.try_clone()?).map_err(|e| zip_error(e, &context))?;
+        let mut index = HashMap::new();
+        let mut append_at = 0;
+        for i in 0..archive.len() {
+            let entry = archive.by_index_raw(i).map_err(|e| zip_error(e, &context))?;
+            let name = entry.name().map_err(|e| zip_error(e, &context))?.to_string();
+            let key = key_of(&name).ok_or_else(|| BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" was not written by stowbench")))?;
+            let data_start = entry.data_start().ok_or_else(|| BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" has no data offset")))?;
+            if entry.compression() != CompressionMethod::Stored {
+                return Err(BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" is compressed; stowbench writes stored entries only")));
+            }
+            append_at = append_at.max(data_start + entry.compressed_size());
+            index.insert(key, Entry { data_start, len: entry.size(), crc32: entry.crc32() });
+        }
+        drop(archive);
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let zip = reopen_writer(file, append_at)?;
+        Ok(Archive { writer: Mutex::new(Writer { zip: Some(zip), append_at }), index: RwLock::new(index), reader, flush_per_put, fsync })
+    }
+}
+
+/// A writer over an existing archive, positioned to write the next entry at `append_at`.
+fn reopen_writer(file: File, append_at: u64) -> BResult<ZipWriter<File>> {
+    let zip = ZipWriter::new_append(file).map_err(|e| zip_error(e, "cannot reopen the archive for appending"))?;
+    // The writer writes through this very descriptor without buffering, so moving the shared
+    // file offset moves where its next header goes; everything past `append_at` is the old
+    // central directory or dead entries.
+    let mut position: &File = zip.get_ref().expect("a fresh writer is open");
+    position.seek(SeekFrom::Start(append_at))?;
+    Ok(zip)
+}
+
+impl Writer {
+    fn zip(&mut self) -> &mut ZipWriter<File> {
+        self.zip.as_mut().expect("the writer is always reopened after a central-directory write")
+    }
+
+    /// Writes the central directory (making the archive valid), optionally fdatasyncs, reopens.
+    fn write_central_directory(&mut self, fsync: bool) -> BResult<()> {
+        let zip = self.zip.take().expect("writer present");
+        let file = zip.finish().map_err(|e| zip_error(e, "cannot write the central directory"))?;
+        if fsync {
+            file.sync_data()?;
+        }
+        self.zip = Some(reopen_writer(file, self.append_at)?);
+        Ok(())
+    }
+}
+
+impl Drop for Archive {
+    fn drop(&mut self) {
+        // With flush = "none" this is where the archive becomes valid; the crate's writer also
+        // finishes on drop, but this way the fsync setting is honoured.
+        if let Ok(mut writer) = self.writer.lock() {
+            if let Some(zip) = writer.zip.take() {
+                if let Ok(file) = zip.finish() {
+                    if self.fsync {
+                        let _ = file.sync_data();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ZipBackend {
+    fn archive(&self) -> BResult<Arc<Archive>> {
+        let mut slot = self.archive.lock().expect("zip backend lock");
+        if let Some(archive) = slot.as_ref() {
+            return Ok(archive.clone());
+        }
+        fs::create_dir_all(&self.dir)?;
+        let archive = Arc::new(Archive::open(&self.dir.join("store.zip"), self.flush_per_put, self.fsync)?);
+        *slot = Some(archive.clone());
+        Ok(archive)
+    }
+}
+
+impl Backend for ZipBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { concurrent_writers: false, ..Capabilities::default() }
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("flush".into(), if self.flush_per_put { "per-put" } else { "none" }.into());
+            map.insert("fsync".into(), self.fsync.into());
+        }
+        let durability = match (self.flush_per_put, self.fsync) {
+            (true, true) => "central directory rewritten and archive fdatasynced after every put/delete",
+            (true, false) => "central directory rewritten after every put/delete (page cache only)",
+            (false, true) => "none until close: the central directory is written and fdatasynced only when the backend closes",
+            (false, false) => "none until close: the central directory is written only when the backend closes",
+        };
+        BackendInfo {
+            backend: "zip".into(),
+            versions: [("zip_crate".to_string(), ZIP_CRATE_VERSION.to_string())].into_iter().collect(),
+            options,
+            durability: format!(
+                "{durability}; a put costs a local header + the bytes{}; overwritten/deleted entries stay as dead bytes",
+                if self.flush_per_put { " + a full central-directory rewrite (O(entries))" } else { "" }
+            ),
+            data_paths: vec![self.dir.clone()],
+        }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        self.archive().map(|_| ())
+    }
+
+    fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
+        Ok(Box::new(ZipSession { archive: self.archive()?, wait_ns: 0, buf: Vec::new() }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        super::fs::disk_usage_of(std::slice::from_ref(&self.dir))
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        self.archive.lock().expect("zip backend lock").take();
+        match fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+struct ZipSession {
+    archive: Arc<Archive>,
+    wait_ns: u64,
+    buf: Vec<u8>,
+}
+
+/// Passes bytes to the zip writer while computing their CRC-32 for our index.
+struct CrcWriter<'a> {
+    inner: &'a mut ZipWriter<File>,
+    crc: crc32fast::Hasher,
+}
+
+impl Write for CrcWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(data)?;
+        self.crc.update(&data[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl ZipSession {
+    fn writer(&mut self) -> BResult<std::sync::MutexGuard<'_, Writer>> {
+        let started = Instant::now();
+        let guard = self.archive.writer.lock().map_err(|_| BackendError::new(ErrorKind::Other, "zip writer unusable: an earlier operation panicked while holding it"))?;
+        self.wait_ns += started.elapsed().as_nanos() as u64;
+        Ok(guard)
+    }
+}
+
+impl Session for ZipSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let name = entry_name(key);
+        let archive = self.archive.clone();
+        let mut writer = self.writer()?;
+        let replacing = archive.index.read().expect("zip index lock").contains_key(key);
+        if replacing {
+            writer.zip().hide_file(&name).map_err(|e| zip_error(e, "cannot drop the old entry"))?;
+        }
+        let options = SimpleFileOptions::default().compression_method(CompressionMethod::Stored).large_file(len >= u32::MAX as u64);
+        let zip = writer.zip();
+        zip.start_file(name.as_str(), options).map_err(|e| zip_error(e, "cannot start the entry"))?;
+        let mut position: &File = zip.get_ref().expect("writer open");
+        let data_start = position.stream_position()?;
+        let mut crc_writer = CrcWriter { inner: zip, crc: crc32fast::Hasher::new() };
+        if let Err(e) = copy_exact(body, &mut crc_writer, len) {
+            let _ = writer.zip().abort_file();
+            if replacing {
+                archive.index.write().expect("zip index lock").remove(key);
+            }
+            return Err(BackendError::new(e.kind, format!("{}{}", e.message, if replacing { "; the key was removed (its old entry was already dropped)" } else { "" })));
+        }
+        let crc32 = crc_writer.crc.finalize();
+        writer.append_at = data_start + len;
+        if archive.flush_per_put {
+            writer.write_central_directory(archive.fsync)?;
+        }
+        archive.index.write().expect("zip index lock").insert(key.to_string(), Entry { data_start, len, crc32 });
+        Ok(())
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let entry = *self.archive.index.read().expect("zip index lock").get(key).ok_or_else(|| BackendError::not_found(key))?;
+        self.buf.resize(super::COPY_BUFFER_BYTES, 0);
+        let mut crc = crc32fast::Hasher::new();
+        let (mut at, mut left) = (entry.data_start, entry.len);
+        while left > 0 {
+            let n = self.buf.len().min(left as usize);
+            self.archive.reader.read_exact_at(&mut self.buf[..n], at)?;
+            crc.update(&self.buf[..n]);
+            sink.write_all(&self.buf[..n])?;
+            at += n as u64;
+            left -= n as u64;
+        }
+        if crc.finalize() != entry.crc32 {
+            return Err(BackendError::new(ErrorKind::Corrupt, format!("zip entry of key \"{key}\" fails its CRC-32")));
+        }
+        Ok(entry.len)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        let archive = self.archive.clone();
+        let mut writer = self.writer()?;
+        if !archive.index.read().expect("zip index lock").contains_key(key) {
+            return Err(BackendError::not_found(key));
+        }
+        writer.zip().hide_file(&entry_name(key)).map_err(|e| zip_error(e, "cannot drop the entry"))?;
+        archive.index.write().expect("zip index lock").remove(key);
+        if archive.flush_per_put {
+            writer.write_central_directory(archive.fsync)?;
+        }
+        Ok(())
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        self.archive.index.read().expect("zip index lock").get(key).map(|e| e.len).ok_or_else(|| BackendError::not_found(key))
+    }
+
+    fn wait_ns(&self) -> u64 {
+        self.wait_ns
+    }
+}

@@ -1,0 +1,104 @@
+//! Compaction: rewrite a pack's live records into one new data file and swap it in atomically.
+//!
+//! The new file is written under a temporary name, checked, fsynced and renamed to the next
+//! generation's name; only then are the old generation's files removed. A crash at any point
+//! leaves either the old generation (the temporary file is removed on the next open) or the new
+//! one (older files are removed on the next open) — never a mix, never a lost record. It must
+//! never run while anything else has the pack open (the pack's lock guarantees that).
+
+use super::record::FILE_HEADER_BYTES;
+use super::store::{create_unpublished_stripe, data_file_name, sync_dir, write_record, PackStore};
+use crate::backend::{BResult, BackendError, ErrorKind};
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// What a compaction did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CompactReport {
+    /// Live records copied into the new file.
+    pub live_records: u64,
+    /// Data bytes before (sum of the old generation's files), in bytes.
+    pub bytes_before: u64,
+    /// Data bytes after (the new file), in bytes.
+    pub bytes_after: u64,
+    /// Generation of the new data file.
+    pub generation: u64,
+}
+
+/// Compacts the pack in `pack_dir`: live records only, one data file, old files removed.
+/// Fails with `Conflict` if the pack is open elsewhere; on any failure the old files stay.
+pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
+    if !pack_dir.is_dir() {
+        return Err(BackendError::new(ErrorKind::NotFound, format!("{} is not a pack directory", pack_dir.display())));
+    }
+    let store = PackStore::open(pack_dir, true)?;
+    let old_files: Vec<_> = (0..store.recovery().files).map(|slot| store.stripe(slot).path.clone()).collect();
+    let bytes_before = store.data_bytes();
+    let generation = store.generation() + 1;
+    let target = create_unpublished_stripe(pack_dir, generation, 0)?;
+    let mut report = CompactReport { bytes_before, generation, ..Default::default() };
+    let copied = copy_live_records(&store, &target);
+    let tmp_path = target.path.clone();
+    let finish = copied.and_then(|(records, end)| {
+        target.file.sync_all()?;
+        fs::rename(&tmp_path, pack_dir.join(data_file_name(generation, 0)))?;
+        sync_dir(pack_dir)?;
+        report.live_records = records;
+        report.bytes_after = end;
+        Ok(())
+    });
+    if let Err(e) = finish {
+        let _ = fs::remove_file(&tmp_path);
+        return Err(e);
+    }
+    // The new generation is in place: the old files are now superseded leftovers.
+    for path in old_files {
+        fs::remove_file(&path)?;
+    }
+    sync_dir(pack_dir)?;
+    Ok(report)
+}
+
+/// Copies every live record (same key, value and seq) into `target`; returns (records, end offset).
+fn copy_live_records(store: &PackStore, target: &super::store::Stripe) -> BResult<(u64, u64)> {
+    let mut offset = FILE_HEADER_BYTES;
+    let mut records = 0;
+    for (key, loc) in store.live_locations() {
+        let source = store.stripe(loc.stripe_slot);
+        let old = loc.header;
+        let mut body = RangeReader { file: &source.file, pos: old.value_offset(), left: old.value_len };
+        let new = write_record(target, offset, old.kind, old.seq, &key, &mut body, old.value_len)?;
+        // Same key and value bytes must give the same hash; anything else is damage in the source.
+        if new.body_hash != old.body_hash {
+            return Err(BackendError::new(
+                ErrorKind::Corrupt,
+                format!("record of key \"{key}\" in {} changed on disk (hash mismatch); compaction stopped, nothing removed", source.path.display()),
+            ));
+        }
+        offset += new.total_bytes();
+        records += 1;
+    }
+    Ok((records, offset))
+}
+
+/// Reads a byte range of a file with positioned reads.
+struct RangeReader<'a> {
+    file: &'a fs::File,
+    pos: u64,
+    left: u64,
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf.len().min(self.left as usize);
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}

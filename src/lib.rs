@@ -6,12 +6,12 @@
 pub mod backend;
 pub mod cli;
 pub mod clock;
-pub mod pack;
-pub mod suggest;
-pub mod units;
 pub mod job;
-pub mod workload;
+pub mod pack;
 pub mod report;
 pub mod runner;
 pub mod sampler;
 pub mod stats;
+pub mod suggest;
+pub mod units;
+pub mod workload;

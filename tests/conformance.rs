@@ -320,6 +320,11 @@ conformance!(sqlite_rollback_journal, "sqlite", "journal_mode = \"delete\"\nsync
 conformance!(sqlite_file_then_row, "sqlite-file", "");
 conformance!(sqlite_file_row_then_file, "sqlite-file", "order = \"row-then-file\"");
 conformance!(sqlite_file_fsync_rollback, "sqlite-file", "fsync = true\njournal_mode = \"truncate\"");
+conformance!(pack_default, "pack", "");
+conformance!(pack_fsync, "pack", "fsync = true");
+conformance!(cfb_default, "cfb", "");
+conformance!(zip_default, "zip", "");
+conformance!(zip_flush_none, "zip", "flush = \"none\"");
 conformance!(sim_default, "sim", "");
 
 /// A limit small enough to write exactly: the claim is checked at max + 1 and at max itself.

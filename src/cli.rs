@@ -44,6 +44,11 @@ pub enum Command {
     },
     /// List the backends, their options and defaults.
     Backends,
+    /// Rewrite a pack store's live objects into new files, reclaiming deleted and overwritten space.
+    Compact {
+        /// The pack directory (a `pack` target's data directory, kept with `run --keep`).
+        dir: PathBuf,
+    },
     /// Remove a namespace directory left by a run, or every one directly inside DIR.
     Cleanup {
         /// A stowbench-* directory, or a directory holding some.
@@ -111,6 +116,17 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
             Ok(0)
         }
         Command::Cleanup { dir } => cleanup(&dir),
+        Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| format!("compact {}: {}", dir.display(), e.message)).map(|r| {
+            println!(
+                "compacted {}: {} live records, {} → {} bytes (generation {})",
+                dir.display(),
+                r.live_records,
+                r.bytes_before,
+                r.bytes_after,
+                r.generation
+            );
+            0
+        }),
     };
     result.unwrap_or_else(|message| {
         eprintln!("stowbench: {message}");

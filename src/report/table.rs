@@ -146,6 +146,11 @@ fn render_group(targets: &[String], rows: &BTreeMap<(u64, String), BTreeMap<Stri
         });
         lines.push(line);
     }
+    write_columns(&lines, out);
+}
+
+/// Writes rows as left-aligned columns, two spaces apart.
+fn write_columns(lines: &[Vec<String>], out: &mut String) {
     let widths: Vec<usize> = (0..lines[0].len()).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
     for line in lines {
         let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -182,17 +187,23 @@ fn footer(report: &RunReport, out: &mut String) {
             let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
         }
     }
-    let mut disk: Vec<String> = Vec::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok" && c.repeat == 1) {
-        if let Some(amp) = c.disk.amplification {
-            disk.push(format!("{} {} t{}: {} on disk for {} stored (×{})", c.target, c.size_label, c.threads, format_bytes(c.disk.allocated_bytes), format_bytes(c.disk.logical_bytes), three_digits(amp)));
-        }
+    let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "on disk", "stored", "×"].map(String::from).to_vec()];
+    for c in report.cases.iter().filter(|c| c.status == "ok") {
+        let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
+        let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        lines.push(vec![
+            c.case_id.clone(),
+            cell(put.map(|p| p.ops["put"].count.to_string())),
+            cell(put.map(|p| format_nanos(p.window_total_ns))),
+            cell(put.and_then(|p| p.growth_ratio).map(|g| format!("×{}", three_digits(g)))),
+            format_bytes(c.disk.allocated_bytes),
+            format_bytes(c.disk.logical_bytes),
+            cell(c.disk.amplification.map(three_digits)),
+        ]);
     }
-    if !disk.is_empty() {
-        let _ = writeln!(out, "\ndisk space after the load (allocated / logical):");
-        for d in disk {
-            let _ = writeln!(out, "  {d}");
-        }
+    if lines.len() > 1 {
+        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), disk space allocated vs stored");
+        write_columns(&lines, out);
     }
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");

@@ -83,7 +83,7 @@ fn backends_lists_every_backend_with_its_options() {
     let out = stowbench(dir.path(), &["backends"]);
     let listing = text(&out);
     for kind in stowbench::backend::registry() {
-        assert!(listing.contains(&format!("{}", kind.name)), "{listing}");
+        assert!(listing.contains(kind.name), "{listing}");
         for o in kind.options {
             assert!(listing.contains(o.name), "{} option {} missing", kind.name, o.name);
         }

@@ -81,7 +81,7 @@ fn encode_key(key: &str) -> String {
         }
     }
     if out.is_empty() {
-        out.push_str("%");
+        out.push('%');
     }
     out
 }
@@ -138,6 +138,15 @@ fn create_dirs(dir: &Path, fsync: bool) -> BResult<()> {
         }
     }
     Ok(())
+}
+
+/// Removes a backend's own data directory (inside its namespace) and everything in it; a
+/// directory that is already gone is fine, so cleanup can run twice.
+pub fn remove_dir_if_present(dir: &Path) -> BResult<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Sums allocated and apparent bytes of every file under `paths`.
@@ -198,14 +207,11 @@ impl Backend for FsBackend {
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
-        disk_usage_of(&[self.root.clone()])
+        disk_usage_of(std::slice::from_ref(&self.root))
     }
 
     fn cleanup(&self) -> BResult<()> {
-        match fs::remove_dir_all(&self.root) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        remove_dir_if_present(&self.root)
     }
 }
 

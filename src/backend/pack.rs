@@ -110,10 +110,7 @@ impl Backend for PackBackend {
     fn cleanup(&self) -> BResult<()> {
         // Close first so the lock is released; sessions still alive keep only unlinked files.
         self.store.lock().expect("pack backend lock").take();
-        match std::fs::remove_dir_all(&self.dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        super::fs::remove_dir_if_present(&self.dir)
     }
 }
 

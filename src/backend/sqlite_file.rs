@@ -165,10 +165,7 @@ impl Backend for SqliteFileBackend {
 
     fn cleanup(&self) -> BResult<()> {
         remove_database(&self.db)?;
-        match fs::remove_dir_all(&self.files) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        super::fs::remove_dir_if_present(&self.files)
     }
 }
 

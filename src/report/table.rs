@@ -44,13 +44,15 @@ struct Cell {
 }
 
 type GroupKey = (String, String, u32); // workload, phase, threads
+/// Rows of one group: (size in bytes, size label) → target → cell.
+type Rows = BTreeMap<(u64, String), BTreeMap<String, Cell>>;
 
 /// Renders the report as text tables.
 pub fn render(report: &RunReport) -> String {
     let mut out = String::new();
     header(report, &mut out);
     let targets: Vec<String> = ordered_targets(&report.cases);
-    let mut groups: BTreeMap<(usize, GroupKey), BTreeMap<(u64, String), BTreeMap<String, Cell>>> = BTreeMap::new();
+    let mut groups: BTreeMap<(usize, GroupKey), Rows> = BTreeMap::new();
     let mut group_order: Vec<GroupKey> = Vec::new();
     for case in &report.cases {
         let phases: Vec<String> = if case.phases.is_empty() { vec!["(no phase)".into()] } else { case.phases.iter().map(|p| p.phase.clone()).collect() };
@@ -119,7 +121,7 @@ fn dedup<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     v
 }
 
-fn render_group(targets: &[String], rows: &BTreeMap<(u64, String), BTreeMap<String, Cell>>, out: &mut String) {
+fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
     let present: Vec<&String> = targets.iter().filter(|t| rows.values().any(|r| r.contains_key(*t))).collect();
     let mut lines: Vec<Vec<String>> = vec![std::iter::once("size".to_string()).chain(present.iter().map(|t| t.to_string())).chain(["winner".into()]).collect()];
     for ((size_bytes, label), cells) in rows {

@@ -44,7 +44,7 @@ impl KeyTable {
     /// The last stored (generation, size) of `key`, if present.
     pub fn get(&self, key: u64) -> Option<(u32, u64)> {
         let v = self.state[key as usize].load(Ordering::Relaxed);
-        (v & PRESENT != 0).then(|| (((v >> SIZE_BITS) & GENERATION_MASK) as u32, v & SIZE_MASK))
+        (v & PRESENT != 0).then_some((((v >> SIZE_BITS) & GENERATION_MASK) as u32, v & SIZE_MASK))
     }
 
     /// Bytes of all present objects.

@@ -29,7 +29,8 @@ fn zeta(n: u64, theta: f64) -> f64 {
 impl Zipf {
     /// Constants for `n` items and exponent `theta`; cached because zeta(n) costs O(n).
     pub fn shared(n: u64, theta: f64) -> Arc<Zipf> {
-        static CACHE: OnceLock<Mutex<HashMap<(u64, u64), Arc<Zipf>>>> = OnceLock::new();
+        type Cache = Mutex<HashMap<(u64, u64), Arc<Zipf>>>; // (n, theta bits) → constants
+        static CACHE: OnceLock<Cache> = OnceLock::new();
         let cache = CACHE.get_or_init(Default::default);
         let key = (n, theta.to_bits());
         if let Some(z) = cache.lock().expect("zipf cache").get(&key) {

@@ -36,7 +36,7 @@ fn validate_lists_cases_or_locates_the_mistake() {
     std::fs::write(dir.path().join("opt.toml"), SIM_JOB.replace("backend = \"sim\"", "backend = \"sim\"\nlatncy = \"1ms\"")).unwrap();
     let out = stowbench(dir.path(), &["validate", "opt.toml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out).contains("opt.toml:2") && text(&out).contains("Did you mean \"latency\""), "{}", text(&out));
+    assert!(text(&out).contains("opt.toml:4:1") && text(&out).contains("Did you mean \"latency\""), "{}", text(&out));
 }
 
 #[test]

@@ -25,12 +25,22 @@ pub struct Options {
     pub origin: String,
     /// The raw options table.
     pub table: toml::Table,
+    /// Where each option key was written, e.g. "job.toml:14:1", for messages about that key.
+    pub key_origins: std::collections::BTreeMap<String, String>,
 }
 
 impl Options {
     /// Options for `target` from a table.
     pub fn new(target: &str, origin: &str, table: toml::Table) -> Self {
-        Options { target: target.to_string(), origin: origin.to_string(), table }
+        Options { target: target.to_string(), origin: origin.to_string(), table, key_origins: Default::default() }
+    }
+
+    /// Where `key` was written, or where the target was, for messages.
+    fn context_of(&self, key: &str) -> String {
+        match self.key_origins.get(key) {
+            Some(at) => format!("{at}: target \"{}\"", self.target),
+            None => self.context(),
+        }
     }
 
     fn context(&self) -> String {
@@ -51,7 +61,7 @@ impl Options {
                     .unwrap_or_default();
                 return Err(format!(
                     "{}: unknown option \"{key}\" for backend {backend}.{hint} Its options are: {}",
-                    self.context(),
+                    self.context_of(key),
                     names.join(", ")
                 ));
             }
@@ -60,7 +70,7 @@ impl Options {
     }
 
     fn bad(&self, name: &str, why: impl std::fmt::Display) -> String {
-        format!("{}: option \"{name}\": {why}", self.context())
+        format!("{}: option \"{name}\": {why}", self.context_of(name))
     }
 
     /// A string option.

@@ -341,10 +341,37 @@ fn build_targets(job: &JobSpec, ctx: &Ctx) -> Result<Vec<TargetPlan>, String> {
             return Err(ctx.at(start, "target, name", format!("\"{name}\" is used twice; give each [[target]] a distinct name = \"...\"")));
         }
         let (line, _) = line_col(ctx.text, start);
-        let options = Options::new(&name, &format!("{}:{line}", ctx.source), t.options.clone());
+        let mut options = Options::new(&name, &format!("{}:{line}", ctx.source), t.options.clone());
+        options.key_origins = key_positions(ctx, spanned.span(), t.options.keys());
         targets.push(TargetPlan { options_json: options.redacted_json(), name, backend: t.backend.clone(), options });
     }
     Ok(targets)
+}
+
+/// Where each of `keys` is written inside the table at `span`: "file:line:column".
+fn key_positions<'k>(ctx: &Ctx, span: std::ops::Range<usize>, keys: impl Iterator<Item = &'k String>) -> std::collections::BTreeMap<String, String> {
+    // The span of an array-of-tables entry may cover only its header: search from the header to
+    // the next table header instead.
+    let start = span.start.min(ctx.text.len());
+    let rest = &ctx.text[start..];
+    let header_end = rest.find('\n').map_or(rest.len(), |i| i + 1);
+    let body_end = rest[header_end..].find("\n[").map_or(rest.len(), |i| header_end + i + 1);
+    let table = &rest[..body_end.max(span.end.saturating_sub(start).min(rest.len()))];
+    let mut positions = std::collections::BTreeMap::new();
+    for key in keys {
+        let mut offset = 0;
+        for line in table.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            let written = trimmed.strip_prefix(key.as_str()).is_some_and(|rest| rest.trim_start().starts_with('='));
+            if written {
+                let (l, c) = line_col(ctx.text, span.start + offset + (line.len() - trimmed.len()));
+                positions.insert(key.clone(), format!("{}:{l}:{c}", ctx.source));
+                break;
+            }
+            offset += line.len();
+        }
+    }
+    positions
 }
 
 fn parse_key_order(name: &str, theta: f64) -> Result<KeyOrder, String> {

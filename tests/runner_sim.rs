@@ -168,3 +168,15 @@ fn an_interrupt_keeps_every_finished_case() {
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-")).collect();
     assert!(leftovers.is_empty(), "the run's namespace is removed even after an interrupt");
 }
+
+#[test]
+fn a_panicking_backend_fails_its_case_not_the_run() {
+    let job = "version = 1\n[[target]]\nname = \"buggy\"\nbackend = \"sim\"\npanic_at = 5\n[[target]]\nbackend = \"sim\"\n\
+        [[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 20\nphases = [\"put\"]\n";
+    let run = run_job(job).unwrap();
+    assert_eq!(run.exit_code, 1);
+    let buggy = &run.report.cases[0];
+    assert_eq!(buggy.status, "failed");
+    assert!(buggy.failure.as_ref().unwrap().contains("injected panic at operation 5"), "{:?}", buggy.failure);
+    assert_eq!(run.report.cases[1].status, "ok", "the next case still runs");
+}

@@ -33,6 +33,7 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "corrupt_every", default: "0", help: "every Nth get of a session returns one flipped byte (0: never)" },
     OptionDoc { name: "max_object_bytes", default: "", help: "refuse objects larger than this (to test limits)" },
     OptionDoc { name: "growth_per_object", default: "0ns", help: "extra put time per object already stored (to test growth curves)" },
+    OptionDoc { name: "panic_at", default: "0", help: "the Nth operation of a session panics, like a backend bug (0: never)" },
 ];
 
 #[derive(Debug, Clone)]
@@ -46,6 +47,7 @@ struct SimConfig {
     corrupt_every: u64,
     max_object_bytes: Option<u64>,
     growth_per_object_ns: u64,
+    panic_at: u64,
 }
 
 /// The sim backend for one case.
@@ -79,6 +81,7 @@ fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, Str
         corrupt_every: options.u64("corrupt_every", 0)?,
         max_object_bytes: (max != u64::MAX).then_some(max),
         growth_per_object_ns: options.duration("growth_per_object", Nanos(0))?.0,
+        panic_at: options.u64("panic_at", 0)?,
     };
     Ok(Box::new(SimBackend { config, store: Default::default(), options: options.clone() }))
 }
@@ -136,6 +139,7 @@ impl SimSession {
     /// Spends the simulated time of one operation and injects a fault when it is due.
     fn spend(&mut self, base_ns: u64, bytes: u64) -> BResult<()> {
         self.ops += 1;
+        assert!(self.ops != self.config.panic_at, "sim: injected panic at operation {}", self.ops);
         let ns = base_ns + (bytes as u128 * self.config.per_mib_ns as u128 / (1 << 20)) as u64;
         if self.config.virtual_clock {
             VirtualClock::advance(ns);

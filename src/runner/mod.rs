@@ -98,6 +98,14 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
 
 /// Builds every target once and checks every case's sizes against its limits, before any data.
 fn preflight(plan: &Plan, root: &Namespace) -> Result<(), String> {
+    if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
+        if !sampler::is_root() {
+            return Err(format!(
+                "workload \"{}\" asks for cache = \"cold\", which drops the page cache and needs root; run as root or use cache = \"warm\"",
+                w.name
+            ));
+        }
+    }
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend)?;
         let ns = root.child(&format!("preflight-{i}"))?;
@@ -198,7 +206,7 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
         result.connect_ns.push(run.clock.now_ns() - t);
     }
     if workload.preload {
-        result.preload = Some(run.preload(&mut sessions));
+        result.preload = Some(run.preload(&mut sessions)?);
     }
     for phase in &workload.phases {
         if interrupted.load(Ordering::Relaxed) {
@@ -208,10 +216,10 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
             sampler::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
-            run.phase(phase, warmup, &mut sessions);
+            run.phase(phase, warmup, &mut sessions)?;
         }
         let stop = phase::effective_stop(phase.stop, case.objects);
-        let measured = run.phase(phase, stop, &mut sessions);
+        let measured = run.phase(phase, stop, &mut sessions)?;
         result.phases.push(measured);
     }
     result.resources = sampler.finish();
@@ -255,11 +263,11 @@ impl CaseRun<'_> {
         }
     }
 
-    fn phase(&mut self, phase: &PhasePlan, stop: Stop, sessions: &mut [Box<dyn Session>]) -> PhaseResult {
+    fn phase(&mut self, phase: &PhasePlan, stop: Stop, sessions: &mut [Box<dyn Session>]) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let ctx = self.context(phase, stop);
         let planned = stop.count;
-        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned));
+        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
         let (checked, mismatches, first) = ctx.verification.into_inner().expect("verification lock");
         self.verification.checked += checked;
         self.verification.mismatches += mismatches;
@@ -271,10 +279,10 @@ impl CaseRun<'_> {
         let errors: u64 = merged.ops.values().map(|o| o.errors.values().sum::<u64>()).sum();
         self.attempted += merged.ops.values().map(|o| o.count).sum::<u64>() + errors;
         self.failed_ops += errors;
-        merged
+        Ok(merged)
     }
 
-    fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> PreloadResult {
+    fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
         let put = PhasePlan {
             label: "preload".into(),
             mix: vec![(Op::Put, 1)],
@@ -284,15 +292,15 @@ impl CaseRun<'_> {
         };
         let t = self.clock.now_ns();
         let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() });
-        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)));
+        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
-        PreloadResult {
+        Ok(PreloadResult {
             ops: put.map(|p| p.count).unwrap_or(0),
             bytes: put.map(|p| p.bytes).unwrap_or(0),
             elapsed_ns: self.clock.now_ns() - t,
             errors: put.map(|p| p.errors.values().sum()).unwrap_or(0),
-        }
+        })
     }
 
     /// Decides the case's status: verification mismatches and the error budget.

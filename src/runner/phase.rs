@@ -71,8 +71,9 @@ pub fn effective_stop(stop: Stop, objects: u64) -> Stop {
     }
 }
 
-/// Runs the phase on `sessions` (one thread each); returns per-worker stats.
-pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], on_wait: impl Fn()) -> Vec<WorkerStats> {
+/// Runs the phase on `sessions` (one thread each); returns per-worker stats, or what a worker
+/// thread panicked with (a backend bug), so the case fails instead of the whole run.
+pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
     let barrier = Barrier::new(sessions.len());
     let origin = if ctx.clock.is_virtual() { 0 } else { ctx.clock.now_ns() };
     let width = ctx.index_width();
@@ -95,7 +96,16 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], on_wait: impl 
             on_wait();
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        handles.into_iter().map(|h| h.join().expect("worker threads do not panic")).collect()
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(w, h)| {
+                h.join().map_err(|panic| {
+                    let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                    format!("worker {w} panicked in phase {}: {}", ctx.phase.label, what.unwrap_or_else(|| "(no message)".into()))
+                })
+            })
+            .collect()
     })
 }
 

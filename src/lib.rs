@@ -5,5 +5,6 @@
 
 pub mod backend;
 pub mod clock;
+pub mod fio;
 pub mod suggest;
 pub mod units;

@@ -136,6 +136,7 @@ pub fn run(args: &FioArgs) -> Result<i32, String> {
                 eprintln!("[{done}/{total}] {}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
                 results.push(r);
             }
+            Err(e @ FioError::Interrupted { .. }) => eprintln!("[{done}/{total}] {}: {e}", case.id),
             Err(e) => {
                 eprintln!("[{done}/{total}] {}: FAILED: {e}", case.id);
                 failures += 1;
@@ -148,8 +149,10 @@ pub fn run(args: &FioArgs) -> Result<i32, String> {
         }
         true
     });
-    println!("{}", render_table(&results));
-    println!("{}", render_charts(&iops_vs_iodepth(&results, chart_threads)));
+    if !results.is_empty() {
+        println!("{}", render_table(&results));
+        println!("{}", render_charts(&iops_vs_iodepth(&results, chart_threads)));
+    }
     if let Some(path) = &args.csv {
         write_atomic(path, &charts_csv(&iops_vs_iodepth(&results, chart_threads))).map_err(|e| e.to_string())?;
     }
@@ -294,21 +297,28 @@ fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioErr
     if checker.is_some() {
         std::fs::create_dir_all(&scratch).map_err(|e| FioError::io(&scratch, e))?;
     }
+    let mut checked = 0usize;
     let result = (|| {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
         for case in &cases {
             let job = render_job(case, &planned_path(case, &args.work_dir, run_id));
-            println!("# ---- {} ----\n{job}", case.id);
+            // A closed pipe (`| head`) ends the listing quietly instead of panicking in println!.
+            if writeln!(stdout, "# ---- {} ----\n{job}", case.id).is_err() {
+                return Ok(0);
+            }
             if checker.is_some() {
                 let path = scratch.join(format!("{}.fio", case.job_name()));
                 std::fs::write(&path, &job).map_err(|e| FioError::io(&path, e))?;
                 parse_only(&fio, &path, &case.id, &job)?;
+                checked += 1;
             }
         }
         Ok(0)
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     match &checker {
-        Some(version) => eprintln!("{} job files; {version} --parse-only accepted all", cases.len()),
+        Some(version) => eprintln!("{} job files; {version} --parse-only accepted {checked} of them", cases.len()),
         None => eprintln!("{} job files; fio is not installed, so they were not checked with --parse-only", cases.len()),
     }
     result

@@ -78,6 +78,9 @@ pub fn parse_only(program: &Path, job_path: &Path, case_id: &str, job_file: &str
 
 /// Runs one case on a prepared target and returns its result.
 pub fn run_case(case: &FioCase, target: &PreparedTarget, options: &RunOptions) -> Result<FioCaseResult, FioError> {
+    if stop_requested(options) {
+        return Err(FioError::Interrupted { case_id: case.id.clone() });
+    }
     let version = fio_version(&options.fio_program)?;
     check_target_for_case(case, target)?;
     let job_file = render_job(case, target.data_path());
@@ -106,6 +109,11 @@ pub fn run_case(case: &FioCase, target: &PreparedTarget, options: &RunOptions) -
         .map_err(|e| FioError::FioMissing { detail: e.to_string() })?;
     let status = supervise(child, case, options)?;
     let wall_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    // A terminal's Ctrl-C reaches fio too, which then exits "successfully" with a shortened run:
+    // such a result is partial and must not be reported as a measurement.
+    if stop_requested(options) {
+        return Err(FioError::Interrupted { case_id: case.id.clone() });
+    }
     let messages = std::fs::read_to_string(&log_path).unwrap_or_default().trim().to_string();
     if !status.success() {
         return Err(FioError::FioFailed { case_id: case.id.clone(), status: status.to_string(), stderr: messages, job_file });
@@ -140,8 +148,7 @@ fn supervise(mut child: Child, case: &FioCase, options: &RunOptions) -> Result<E
             Ok(None) => {}
             Err(e) => break Err(FioError::io(Path::new("fio"), e)),
         }
-        let stop_requested = options.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) || registry::interrupted();
-        if stop_requested {
+        if stop_requested(options) {
             stop_child(&mut child, libc::SIGINT);
             break Err(FioError::Interrupted { case_id: case.id.clone() });
         }
@@ -153,6 +160,11 @@ fn supervise(mut child: Child, case: &FioCase, options: &RunOptions) -> Result<E
     };
     registry::remove_fio_pid(pid);
     outcome
+}
+
+/// Whether the caller's stop flag is set or an interrupt cleanup has started.
+fn stop_requested(options: &RunOptions) -> bool {
+    options.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) || registry::interrupted()
 }
 
 /// Sends `signal`, gives fio 5 s to finish writing, then kills it; always reaps the child.
@@ -250,6 +262,9 @@ pub fn run_sweep(
     fio_version(&options.fio_program)?;
     let cases = super::case::expand(sweep);
     for spec in &sweep.target {
+        if stop_requested(options) {
+            return Err(FioError::Interrupted { case_id: "(between targets)".into() });
+        }
         let mut target = prepare_target(spec, work_dir, run_id)?;
         for case in cases.iter().filter(|c| &c.target == spec) {
             let outcome = run_case(case, &target, options);

@@ -32,6 +32,9 @@ pub struct TargetFacts {
     pub device: Option<PathBuf>,
     /// The sparse file behind the loop device.
     pub backing_file: Option<PathBuf>,
+    /// Whether the loop device does direct I/O on its backing file, as the kernel reports it
+    /// (without it the host's page cache sits under every "direct" I/O of the made filesystem).
+    pub loop_direct_io: Option<bool>,
     /// The exact mkfs command that made the filesystem.
     pub mkfs_command: Option<String>,
     /// The mkfs options the user asked for.
@@ -163,6 +166,7 @@ fn dir_facts(label: &str, data: &Path) -> TargetFacts {
         made_by_stowbench: false,
         device: mount.as_ref().filter(|m| m.source.starts_with("/dev/")).map(|m| PathBuf::from(&m.source)),
         backing_file: None,
+        loop_direct_io: None,
         mkfs_command: None,
         mkfs_options: None,
         mount_options_requested: None,
@@ -245,6 +249,7 @@ fn made_fs_facts(made: &MadeFs, ns_dir: &Path) -> TargetFacts {
         made_by_stowbench: true,
         device: None,
         backing_file: None,
+        loop_direct_io: None,
         mkfs_command: None,
         mkfs_options: (made.fs != FsKind::Tmpfs).then(|| made.mkfs_options.to_string()),
         mount_options_requested: Some(made.mount_options.to_string()),
@@ -280,13 +285,16 @@ fn attach_and_format(made: &MadeFs, id: u64, ns_dir: &Path, facts: &mut TargetFa
     registry::update(id, |o| o.image = Some(image.clone()));
     let image_str = image.display().to_string();
     let dev = registry::guarded(|| {
-        let out = sys::run_tool("losetup", &["--find", "--show", &image_str])?;
+        // Direct I/O from the loop device to its file keeps the host's page cache out of the numbers.
+        let out = sys::run_tool("losetup", &["--find", "--show", "--direct-io=on", &image_str])?;
         let dev = PathBuf::from(out.trim());
         registry::update(id, |o| o.loop_dev = Some(dev.clone()));
         Ok(dev)
     })?;
     facts.device = Some(dev.clone());
     facts.backing_file = Some(image.clone());
+    let loop_name = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    facts.loop_direct_io = sys::sysfs(format!("/sys/class/block/{loop_name}/loop/dio")).map(|v| v == "1");
     let dev_str = dev.display().to_string();
     let mut args: Vec<String> = default_mkfs_args(made).into_iter().map(String::from).collect();
     args.extend(made.mkfs_options.split_whitespace().map(String::from));
@@ -357,6 +365,7 @@ fn prepare_device(device: &Path, confirm: &Path, label: &str, work_dir: &Path, r
         made_by_stowbench: false,
         device: Some(device.to_path_buf()),
         backing_file: None,
+        loop_direct_io: None,
         mkfs_command: None,
         mkfs_options: None,
         mount_options_requested: None,

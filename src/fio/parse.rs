@@ -70,7 +70,8 @@ pub struct DirectionStats {
     pub slat_ns_mean: f64,
     /// Mean completion latency (nanoseconds).
     pub clat_ns_mean: f64,
-    /// Which latency the percentiles describe: "lat" (total) or "clat" (completion only).
+    /// Which latency the percentiles describe: "lat" (total), "clat" (completion only) or "none"
+    /// (no I/O in this direction).
     pub percentiles_of: String,
     /// Median latency (nanoseconds), of the kind named by `percentiles_of`.
     pub lat_ns_p50: Option<u64>,
@@ -159,10 +160,13 @@ fn parse_direction(dir: &Value) -> DirectionStats {
     let clat = dir.get("clat_ns");
     let slat = dir.get("slat_ns");
     // With lat_percentiles=1 fio puts percentiles (and json+ bins) under lat_ns; by default under clat_ns.
-    let (source_name, source) = if lat.and_then(|l| l.get("percentile")).is_some() {
+    let has_percentiles = |v: Option<&Value>| v.and_then(|l| l.get("percentile")).is_some();
+    let (source_name, source) = if has_percentiles(lat) {
         ("lat", lat)
-    } else {
+    } else if has_percentiles(clat) {
         ("clat", clat)
+    } else {
+        ("none", None)
     };
     let percentiles_ns: BTreeMap<String, u64> =
         source.and_then(|s| s.get("percentile")).map(parse_percentiles).unwrap_or_default();

@@ -113,6 +113,7 @@ fn result_from_fixture(name: &str, fs: FsKind, rw: &str, iodepth: u32, numjobs: 
         ioengine: stowbench::fio::IoEngine::Libaio,
         rwmixread: 50,
         share_files: false,
+        repeat: 1,
         extra: Default::default(),
     };
     let case: FioCase = expand(&sweep).remove(0);
@@ -177,4 +178,18 @@ fn charts_group_by_block_size_with_one_series_per_fs_and_rw() {
     let csv = charts_csv(&charts);
     assert_eq!(csv.lines().count(), 1 + 4);
     assert!(csv.lines().nth(1).unwrap().starts_with("8192,4,\"ext4 randread\",ext4,ext4,randread,67108864,1,1,4,"));
+}
+
+#[test]
+fn repeats_become_one_point_with_mean_and_range() {
+    let first = result_from_fixture("null-randread-j2-qd4.json", FsKind::Xfs, "randread", 4, 4);
+    let mut second = first.clone();
+    second.repeat_index = 2;
+    second.iops = first.iops / 2.0;
+    let charts = iops_vs_iodepth(&[first.clone(), second.clone()], 4);
+    let point = &charts[0].series[0].points[0];
+    assert_eq!(point.repeats, 2);
+    assert!((point.iops - first.iops * 0.75).abs() < 1e-6);
+    assert_eq!((point.iops_min, point.iops_max), (second.iops, first.iops));
+    assert!(render_charts(&charts).contains('['), "the range is shown when there are repeats");
 }

@@ -190,7 +190,7 @@ fn golden_job_files_pass_fio_parse_only() {
 fn parse_errors_name_the_field() {
     let base = |extra: &str| format!("[[fio]]\nname = \"t\"\ntarget = \"/tmp\"\nrw = [\"randread\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"\n{extra}");
     assert!(problem(&base("iodepht = [1]")).contains("unknown field `iodepht`"));
-    assert!(problem(&format!("[[fio]]\nname = \"t\"\ntarget = \"/tmp\"\nrw = [\"reed\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"")).contains("unknown rw mode \"reed\""));
+    assert!(problem("[[fio]]\nname = \"t\"\ntarget = \"/tmp\"\nrw = [\"reed\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"").contains("unknown rw mode \"reed\""));
     let fio_style = "[[fio]]\nname = \"t\"\ntarget = \"/tmp\"\nrw = [\"read\"]\nbs = [\"2.6m\"]\nsize = \"1MiB\"";
     assert!(problem(fio_style).contains("unknown unit \"m\""), "{}", problem(fio_style));
     let target = |t: &str| format!("[[fio]]\nname = \"t\"\ntarget = {t}\nrw = [\"read\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"");
@@ -235,4 +235,21 @@ fn validation_errors_name_the_field_and_the_fix() {
         assert!(message.contains(&format!("field `{field}`")), "{body}\n=> {message}");
         assert!(message.contains(hint), "{body}\n=> {message} (expected hint \"{hint}\")");
     }
+}
+
+#[test]
+fn repeats_are_whole_passes_with_their_own_ids() {
+    let sweep = one("[[fio]]\nname = \"r\"\ntarget = \"/tmp\"\nrw = [\"read\"]\nbs = [\"4KiB\"]\niodepth = [1, 2]\nsize = \"1MiB\"\nrepeat = 2");
+    sweep.validate().unwrap();
+    let ids: Vec<String> = expand(&sweep).into_iter().map(|c| c.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "fio/r/dir/read/bs4KiB/j1/qd1/f1/s1MiB/r1",
+            "fio/r/dir/read/bs4KiB/j1/qd2/f1/s1MiB/r1",
+            "fio/r/dir/read/bs4KiB/j1/qd1/f1/s1MiB/r2",
+            "fio/r/dir/read/bs4KiB/j1/qd2/f1/s1MiB/r2",
+        ]
+    );
+    assert!(problem("[[fio]]\nname = \"r\"\ntarget = \"/tmp\"\nrw = [\"read\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"\nrepeat = 0").contains("field `repeat`"));
 }

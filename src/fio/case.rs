@@ -45,6 +45,8 @@ pub struct FioCase {
     pub share_files: bool,
     /// Extra raw fio options.
     pub extra: BTreeMap<String, String>,
+    /// Which run of this combination (1-based; 1 when the sweep does not repeat).
+    pub repeat_index: u32,
 }
 
 impl FioCase {
@@ -70,13 +72,16 @@ impl FioCase {
 pub fn expand(sweep: &FioSweep) -> Vec<FioCase> {
     let mut cases = Vec::new();
     for target in &sweep.target {
-        for &size in &sweep.size {
-            for &nrfiles in &sweep.nrfiles {
-                for &bs in &sweep.bs {
-                    for &rw in &sweep.rw {
-                        for &numjobs in &sweep.numjobs {
-                            for &iodepth in &sweep.iodepth {
-                                cases.push(make_case(sweep, target, size, nrfiles, bs, rw, numjobs, iodepth));
+        for repeat_index in 1..=sweep.repeat.max(1) {
+            for &size in &sweep.size {
+                for &nrfiles in &sweep.nrfiles {
+                    for &bs in &sweep.bs {
+                        for &rw in &sweep.rw {
+                            for &numjobs in &sweep.numjobs {
+                                for &iodepth in &sweep.iodepth {
+                                    let axes = Axes { size, nrfiles, bs, rw, numjobs, iodepth, repeat_index };
+                                    cases.push(make_case(sweep, target, axes));
+                                }
                             }
                         }
                     }
@@ -87,18 +92,20 @@ pub fn expand(sweep: &FioSweep) -> Vec<FioCase> {
     cases
 }
 
-#[allow(clippy::too_many_arguments)]
-fn make_case(
-    sweep: &FioSweep,
-    target: &TargetSpec,
+/// One point of the matrix.
+struct Axes {
     size: ByteSize,
     nrfiles: u32,
     bs: ByteSize,
     rw: RwMode,
     numjobs: u32,
     iodepth: u32,
-) -> FioCase {
-    let id = format!(
+    repeat_index: u32,
+}
+
+fn make_case(sweep: &FioSweep, target: &TargetSpec, axes: Axes) -> FioCase {
+    let Axes { size, nrfiles, bs, rw, numjobs, iodepth, repeat_index } = axes;
+    let mut id = format!(
         "fio/{}/{}/{}/bs{}/j{numjobs}/qd{iodepth}/f{nrfiles}/s{}",
         sweep.name,
         target.label(),
@@ -106,6 +113,9 @@ fn make_case(
         bs.label(),
         size.label()
     );
+    if sweep.repeat > 1 {
+        id.push_str(&format!("/r{repeat_index}"));
+    }
     FioCase {
         id,
         sweep_name: sweep.name.clone(),
@@ -124,5 +134,6 @@ fn make_case(
         ioengine: sweep.ioengine,
         share_files: sweep.share_files,
         extra: sweep.extra.clone(),
+        repeat_index,
     }
 }

@@ -77,6 +77,9 @@ pub struct FioArgs {
     /// All threads share one set of files.
     #[arg(long)]
     pub share_files: bool,
+    /// Runs of every combination; charts show the mean and the range.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
     /// Extra raw fio option key=value (repeatable), checked by fio --parse-only.
     #[arg(long = "fio-option")]
     pub fio_option: Vec<String>,
@@ -195,6 +198,7 @@ impl FioArgs {
             ioengine: IoEngine::parse(&self.ioengine).map_err(|e| bad("ioengine", e))?,
             rwmixread: self.rwmixread,
             share_files: self.share_files,
+            repeat: self.repeat,
             extra: self.extra_options()?,
         })
     }

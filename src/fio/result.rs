@@ -38,6 +38,8 @@ pub struct FioCaseResult {
     pub size_bytes: u64,
     /// Whether all threads shared one set of files.
     pub share_files: bool,
+    /// Which run of this combination (1-based).
+    pub repeat_index: u32,
     /// Requested measured time (nanoseconds).
     pub runtime_requested_ns: u64,
     /// Requested warm-up time (nanoseconds).
@@ -119,6 +121,7 @@ impl FioCaseResult {
             nrfiles: case.nrfiles,
             size_bytes: case.size.bytes(),
             share_files: case.share_files,
+            repeat_index: case.repeat_index,
             runtime_requested_ns: case.runtime.0,
             ramp_time_ns: case.ramp_time.0,
             direct: case.direct,

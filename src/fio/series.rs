@@ -40,18 +40,25 @@ pub struct Series {
     pub points: Vec<Point>,
 }
 
-/// One measured point.
+/// One point: the mean over the repeats of one combination, with their spread.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Point {
     /// Outstanding I/O per thread (x axis).
     pub iodepth: u32,
     /// Outstanding I/O over all threads.
     pub outstanding_io_total: u64,
-    /// Operations per second (read + write).
+    /// Runs behind the point (count).
+    pub repeats: u32,
+    /// Mean operations per second (read + write) over the repeats.
     pub iops: f64,
-    /// Bytes per second (read + write).
+    /// Lowest run's operations per second.
+    pub iops_min: f64,
+    /// Highest run's operations per second.
+    pub iops_max: f64,
+    /// Mean bytes per second (read + write) over the repeats.
     pub bw_bytes_per_s: u64,
-    /// 99th percentile latency of the reads, or of the writes for write-only patterns (nanoseconds).
+    /// Worst 99th percentile latency among the repeats, of the reads (or of the writes for
+    /// write-only patterns) (nanoseconds).
     pub lat_ns_p99: Option<u64>,
 }
 
@@ -93,17 +100,11 @@ fn make_series(members: &[&FioCaseResult], sizes_vary: bool, files_vary: bool) -
     if files_vary {
         name = format!("{name} {} files", first.nrfiles);
     }
-    let mut points: Vec<Point> = members
-        .iter()
-        .map(|r| Point {
-            iodepth: r.iodepth,
-            outstanding_io_total: r.outstanding_io_total,
-            iops: r.iops,
-            bw_bytes_per_s: r.bw_bytes_per_s,
-            lat_ns_p99: r.read.as_ref().or(r.write.as_ref()).and_then(|d| d.lat_ns_p99),
-        })
-        .collect();
-    points.sort_by_key(|p| p.iodepth);
+    let mut by_depth: BTreeMap<u32, Vec<&FioCaseResult>> = BTreeMap::new();
+    for r in members {
+        by_depth.entry(r.iodepth).or_default().push(r);
+    }
+    let points: Vec<Point> = by_depth.into_iter().map(|(iodepth, runs)| make_point(iodepth, &runs)).collect();
     Series {
         name,
         target_label: first.target_label.clone(),
@@ -115,9 +116,24 @@ fn make_series(members: &[&FioCaseResult], sizes_vary: bool, files_vary: bool) -
     }
 }
 
+fn make_point(iodepth: u32, runs: &[&FioCaseResult]) -> Point {
+    let n = runs.len() as f64;
+    let iops: Vec<f64> = runs.iter().map(|r| r.iops).collect();
+    Point {
+        iodepth,
+        outstanding_io_total: runs[0].outstanding_io_total,
+        repeats: runs.len() as u32,
+        iops: iops.iter().sum::<f64>() / n,
+        iops_min: iops.iter().copied().fold(f64::INFINITY, f64::min),
+        iops_max: iops.iter().copied().fold(0.0, f64::max),
+        bw_bytes_per_s: (runs.iter().map(|r| r.bw_bytes_per_s as f64).sum::<f64>() / n).round() as u64,
+        lat_ns_p99: runs.iter().filter_map(|r| r.read.as_ref().or(r.write.as_ref()).and_then(|d| d.lat_ns_p99)).max(),
+    }
+}
+
 /// A plain-text table of results, one row per case, columns aligned.
 pub fn render_table(results: &[FioCaseResult]) -> String {
-    let header = ["target", "fs", "rw", "bs", "jobs", "qd", "files", "size", "IOPS", "bandwidth", "lat p50", "lat p99", "lat p99.9"];
+    let header = ["target", "fs", "rw", "bs", "jobs", "qd", "files", "size", "run", "IOPS", "bandwidth", "lat p50", "lat p99", "lat p99.9"];
     let rows: Vec<Vec<String>> = results.iter().map(table_row).collect();
     align(&header, &rows)
 }
@@ -140,6 +156,7 @@ fn table_row(r: &FioCaseResult) -> Vec<String> {
         r.iodepth.to_string(),
         r.nrfiles.to_string(),
         ByteSize(r.size_bytes).label(),
+        r.repeat_index.to_string(),
         format!("{:.0}", r.iops),
         format_rate_bytes(r.bw_bytes_per_s as f64),
         lat(|d| d.lat_ns_p50),
@@ -164,6 +181,13 @@ pub fn render_charts(charts: &[Chart]) -> String {
             .map(|depth| {
                 let mut row = vec![depth.to_string()];
                 row.extend(chart.series.iter().map(|s| match s.points.iter().find(|p| p.iodepth == *depth) {
+                    Some(p) if p.repeats > 1 => format!(
+                        "{:.0} [{:.0}–{:.0}] ({})",
+                        p.iops,
+                        p.iops_min,
+                        p.iops_max,
+                        format_rate_bytes(p.bw_bytes_per_s as f64)
+                    ),
                     Some(p) => format!("{:.0} ({})", p.iops, format_rate_bytes(p.bw_bytes_per_s as f64)),
                     None => "-".into(),
                 }));
@@ -178,16 +202,18 @@ pub fn render_charts(charts: &[Chart]) -> String {
 
 /// Charts as CSV (one row per point) for spreadsheets and plotting tools.
 pub fn charts_csv(charts: &[Chart]) -> String {
-    let mut out = String::from("bs_bytes,numjobs,series,target,fs,rw,size_bytes,nrfiles,iodepth,outstanding_io_total,iops,bw_bytes_per_s,lat_ns_p99\n");
+    let mut out = String::from(
+        "bs_bytes,numjobs,series,target,fs,rw,size_bytes,nrfiles,iodepth,outstanding_io_total,repeats,iops,iops_min,iops_max,bw_bytes_per_s,lat_ns_p99\n",
+    );
     for chart in charts {
         for s in &chart.series {
             for p in &s.points {
                 let p99 = p.lat_ns_p99.map(|v| v.to_string()).unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "{},{},\"{}\",{},{},{},{},{},{},{},{:.3},{},{}",
+                    "{},{},\"{}\",{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{}",
                     chart.bs_bytes, chart.numjobs, s.name, s.target_label, s.fs, s.rw, s.size_bytes, s.nrfiles,
-                    p.iodepth, p.outstanding_io_total, p.iops, p.bw_bytes_per_s, p99
+                    p.iodepth, p.outstanding_io_total, p.repeats, p.iops, p.iops_min, p.iops_max, p.bw_bytes_per_s, p99
                 );
             }
         }

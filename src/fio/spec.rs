@@ -57,6 +57,10 @@ pub struct FioSweep {
     /// All threads share one set of files instead of one set each. Default false (fio's default).
     #[serde(default)]
     pub share_files: bool,
+    /// Runs of every combination (count, default 1); repeats of a target run as whole passes over
+    /// its matrix, so they are spread in time rather than back to back.
+    #[serde(default = "default_repeat")]
+    pub repeat: u32,
     /// Extra raw fio options, added to every job file as `key=value` and checked by `fio --parse-only`.
     #[serde(default, deserialize_with = "extra_map")]
     pub extra: BTreeMap<String, String>,
@@ -73,6 +77,9 @@ fn default_ramp_time() -> Nanos {
 }
 fn default_true() -> bool {
     true
+}
+fn default_repeat() -> u32 {
+    1
 }
 fn default_rwmixread() -> u8 {
     50

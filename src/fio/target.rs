@@ -203,7 +203,7 @@ fn require_tool(tool: &str) -> Result<(), FioError> {
 
 fn prepare_made_fs(made: &MadeFs, work_dir: &Path, run_id: &str) -> Result<PreparedTarget, FioError> {
     if !sys::is_root() {
-        return Err(FioError::NotRoot { what: format!("making a {} filesystem for the run", made.fs) });
+        return Err(FioError::NotRoot { what: format!("making the {} filesystem for the run", made.fs) });
     }
     let mut tools = vec!["mount", "umount"];
     let mkfs_tool = format!("mkfs.{}", made.fs);

@@ -30,7 +30,7 @@ impl FioSweep {
         self.check_targets()?;
         self.check_extra()?;
         let cases = self.target.len() * self.size.len() * self.nrfiles.len() * self.bs.len() * self.rw.len()
-            * self.numjobs.len() * self.iodepth.len();
+            * self.numjobs.len() * self.iodepth.len() * self.repeat.max(1) as usize;
         if cases > MAX_CASES {
             return Err(self.invalid(
                 "rw/bs/numjobs/iodepth/nrfiles/size/target",
@@ -89,6 +89,9 @@ impl FioSweep {
         }
         if let Some(dup) = first_duplicate(self.size.iter()) {
             return Err(self.invalid("size", format!("{dup} is listed twice; list each size once")));
+        }
+        if self.repeat == 0 || self.repeat > 100 {
+            return Err(self.invalid("repeat", format!("{} is out of range; use 1 to 100", self.repeat)));
         }
         if self.rwmixread > 100 {
             return Err(self.invalid("rwmixread", format!("{} is not a percentage; use 0 to 100", self.rwmixread)));

@@ -200,6 +200,7 @@ fn parse_errors_name_the_field() {
     assert!(problem(&target("{ device = \"/dev/sdz\" }")).contains("confirm_device = \"/dev/sdz\""));
     assert!(problem(&target("{ dir = \"/a\", fs = \"xfs\" }")).contains("exactly one of"));
     assert!(problem(&target("\"/tmp\"\nruntime = \"30\"")).contains("no unit"));
+    assert!(problem(&target("5")).contains("neither a directory path"));
 }
 
 #[test]

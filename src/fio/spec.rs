@@ -407,18 +407,16 @@ fn set_label(spec: &mut TargetSpec, new: String) {
 
 impl<'de> Deserialize<'de> for TargetSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Path(PathBuf),
-            Table(serde_json::Value),
-        }
-        match Either::deserialize(d)? {
-            Either::Path(path) => Ok(TargetSpec::dir(path)),
-            Either::Table(value) => {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(path) => Ok(TargetSpec::dir(path)),
+            value @ serde_json::Value::Object(_) => {
                 let raw: RawTarget = serde_json::from_value(value).map_err(|e| de::Error::custom(format!("target: {e}")))?;
                 TargetSpec::from_raw(raw).map_err(|e| de::Error::custom(format!("target: {e}")))
             }
+            other => Err(de::Error::custom(format!(
+                "target {other} is neither a directory path (\"/srv/bench\") nor a table like \
+                 {{ fs = \"xfs\", size = \"2GiB\" }} or {{ device = \"/dev/sdz\", confirm_device = \"/dev/sdz\" }}"
+            ))),
         }
     }
 }

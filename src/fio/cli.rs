@@ -1,0 +1,358 @@
+//! `stowbench fio`: a fio sweep from command-line flags, run (or printed with `--dry-run`), shown as
+//! a table and chart series, and written as JSON after every case so a crash loses nothing.
+//!
+//! The flags build the same `FioSweep` a `[[fio]]` table would, so both paths share validation.
+//! This module prints and writes only the files it is asked to (`--json`, `--csv`).
+
+use super::case::{expand, FioCase};
+use super::error::FioError;
+use super::registry;
+use super::render::render_job;
+use super::result::FioCaseResult;
+use super::run::{fio_version, parse_only, run_sweep, RunOptions};
+use super::series::{charts_csv, iops_vs_iodepth, render_charts, render_table};
+use super::spec::{FioSweep, FsKind, IoEngine, RwMode, TargetSpec};
+use crate::units::{ByteSize, Nanos};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Flags of `stowbench fio`. Lists are comma-separated; `A..B` doubles from A up to B (1..64).
+#[derive(clap::Args, Debug, Clone)]
+pub struct FioArgs {
+    /// Sweep name, part of every case id.
+    #[arg(long, default_value = "cli")]
+    pub name: String,
+    /// Access patterns: read, write, randread, randwrite, rw, randrw, randrw:70 (70 % reads).
+    #[arg(long, default_value = "randread")]
+    pub rw: String,
+    /// Block sizes with units, e.g. 8KiB,64KiB,512KiB or 4KiB..1MiB.
+    #[arg(long, default_value = "4KiB")]
+    pub bs: String,
+    /// Thread counts, e.g. 1,4 or 1..64.
+    #[arg(long, default_value = "1")]
+    pub numjobs: String,
+    /// Outstanding I/O per thread, e.g. 1..128.
+    #[arg(long, default_value = "1")]
+    pub iodepth: String,
+    /// Files per thread, e.g. 1,2,4,8,16.
+    #[arg(long, default_value = "1")]
+    pub nrfiles: String,
+    /// Bytes of file data per thread (split over nrfiles), e.g. 64MiB or 50MB,1GiB.
+    #[arg(long, default_value = "256MiB")]
+    pub size: String,
+    /// Measured time per case, e.g. 30s.
+    #[arg(long, default_value = "30s")]
+    pub runtime: String,
+    /// Warm-up per case before measuring, e.g. 2s.
+    #[arg(long, default_value = "2s")]
+    pub ramp_time: String,
+    /// Existing directories to test (repeatable); stowbench works in a marked subdirectory.
+    #[arg(long)]
+    pub target: Vec<PathBuf>,
+    /// Filesystems to make for the run (root only): ext4,xfs,btrfs,tmpfs.
+    #[arg(long)]
+    pub fs: Option<String>,
+    /// Size of each made filesystem.
+    #[arg(long, default_value = "2GiB")]
+    pub fs_size: String,
+    /// Extra mkfs options for made filesystems (one string, split on spaces).
+    #[arg(long, default_value = "")]
+    pub mkfs_options: String,
+    /// Mount options for made filesystems, e.g. noatime.
+    #[arg(long, default_value = "")]
+    pub mount_options: String,
+    /// fio ioengine: libaio, io_uring, psync, sync, posixaio, null.
+    #[arg(long, default_value = "libaio")]
+    pub ioengine: String,
+    /// Read percentage for mixed patterns without one.
+    #[arg(long, default_value_t = 50)]
+    pub rwmixread: u8,
+    /// Buffered I/O instead of O_DIRECT.
+    #[arg(long)]
+    pub no_direct: bool,
+    /// Stop when the files are covered instead of running for the whole runtime.
+    #[arg(long)]
+    pub no_time_based: bool,
+    /// All threads share one set of files.
+    #[arg(long)]
+    pub share_files: bool,
+    /// Runs of every combination; charts show the mean and the range.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Extra raw fio option key=value (repeatable), checked by fio --parse-only.
+    #[arg(long = "fio-option")]
+    pub fio_option: Vec<String>,
+    /// Print the job files (checked with fio --parse-only when fio is installed) and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write results and chart series as JSON to this file (rewritten after every case).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write chart series as CSV to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Raw block device to test; destroys its contents on writes.
+    #[arg(long)]
+    pub device: Option<PathBuf>,
+    /// Must repeat --device exactly.
+    #[arg(long)]
+    pub confirm_device: Option<PathBuf>,
+    /// Thread count the charts are drawn at (default: the CPU count if swept, else the first numjobs).
+    #[arg(long)]
+    pub thread_count_for_charts: Option<u32>,
+    /// Directory for loop images, job files and fio output of made filesystems.
+    #[arg(long, default_value = "stowbench-results")]
+    pub work_dir: PathBuf,
+    /// Ask fio for plain json (no latency histogram bins).
+    #[arg(long)]
+    pub no_histogram: bool,
+    /// Time limit per case, e.g. 10m (default: ramp + runtime + 60 s + layout time).
+    #[arg(long)]
+    pub timeout: Option<String>,
+}
+
+/// Runs `stowbench fio`; returns the exit code (0 ok, 1 a case failed, 130 interrupted) or a
+/// message for bad input (exit 2).
+pub fn run(args: &FioArgs) -> Result<i32, String> {
+    let sweep = args.to_sweep().map_err(|e| e.to_string())?;
+    sweep.validate().map_err(|e| e.to_string())?;
+    let run_id = run_id();
+    if args.dry_run {
+        return dry_run(&sweep, args, &run_id).map_err(|e| e.to_string());
+    }
+    let options = RunOptions {
+        histogram: !args.no_histogram,
+        timeout: args.timeout.as_deref().map(|t| Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| format!("--timeout: {e}"))?,
+        ..RunOptions::default()
+    };
+    let version = fio_version(&options.fio_program).map_err(|e| e.to_string())?;
+    let total = expand(&sweep).len();
+    eprintln!("stowbench fio: {total} cases with {version}, run {run_id}");
+    let mut results: Vec<FioCaseResult> = Vec::new();
+    let mut failures = 0usize;
+    let chart_threads = args.chart_threads(&sweep);
+    let outcome = run_sweep(&sweep, &args.work_dir, &run_id, &options, |(case, result)| {
+        let done = results.len() + failures + 1;
+        match result {
+            Ok(r) => {
+                eprintln!("[{done}/{total}] {}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
+                results.push(r);
+            }
+            Err(e @ FioError::Interrupted { .. }) => eprintln!("[{done}/{total}] {}: {e}", case.id),
+            Err(e) => {
+                eprintln!("[{done}/{total}] {}: FAILED: {e}", case.id);
+                failures += 1;
+            }
+        }
+        if let Some(path) = &args.json {
+            if let Err(e) = write_json(path, &run_id, &sweep, &results, chart_threads) {
+                eprintln!("stowbench fio: {e}");
+            }
+        }
+        true
+    });
+    if !results.is_empty() {
+        println!("{}", render_table(&results));
+        println!("{}", render_charts(&iops_vs_iodepth(&results, chart_threads)));
+    }
+    if let Some(path) = &args.csv {
+        write_atomic(path, &charts_csv(&iops_vs_iodepth(&results, chart_threads))).map_err(|e| e.to_string())?;
+    }
+    match outcome {
+        Err(FioError::Interrupted { .. }) => Ok(130),
+        Err(e) if e.exit_code() == 2 => Err(e.to_string()),
+        Err(e) => {
+            eprintln!("stowbench fio: {e}");
+            Ok(1)
+        }
+        Ok(()) if failures > 0 => Ok(1),
+        Ok(()) => Ok(if registry::interrupted() { 130 } else { 0 }),
+    }
+}
+
+impl FioArgs {
+    /// The sweep these flags describe (not yet validated).
+    pub fn to_sweep(&self) -> Result<FioSweep, FioError> {
+        let bad = |field: &str, message: String| FioError::Invalid { sweep: self.name.clone(), field: format!("--{field}"), message };
+        let sizes = |field: &str, text: &str| parse_list(text, |t| ByteSize::parse(t).map(|b| b.0).map_err(|e| e.0), |b| ByteSize(b).label()).map(|v| v.into_iter().map(ByteSize).collect::<Vec<_>>()).map_err(|e| bad(field, e));
+        let counts = |field: &str, text: &str| {
+            parse_list(text, |t| t.parse::<u64>().map_err(|_| format!("\"{t}\" is not a whole number")), |n| n.to_string())
+                .and_then(|v| v.into_iter().map(|n| u32::try_from(n).map_err(|_| format!("{n} is too large"))).collect::<Result<Vec<u32>, String>>())
+                .map_err(|e| bad(field, e))
+        };
+        let rw = split(&self.rw).map(RwMode::parse).collect::<Result<Vec<_>, _>>().map_err(|e| bad("rw", e))?;
+        Ok(FioSweep {
+            name: self.name.clone(),
+            target: self.targets()?,
+            rw,
+            bs: sizes("bs", &self.bs)?,
+            numjobs: counts("numjobs", &self.numjobs)?,
+            iodepth: counts("iodepth", &self.iodepth)?,
+            nrfiles: counts("nrfiles", &self.nrfiles)?,
+            size: sizes("size", &self.size)?,
+            runtime: Nanos::parse(&self.runtime).map_err(|e| bad("runtime", e.0))?,
+            ramp_time: Nanos::parse(&self.ramp_time).map_err(|e| bad("ramp-time", e.0))?,
+            direct: !self.no_direct,
+            time_based: !self.no_time_based,
+            ioengine: IoEngine::parse(&self.ioengine).map_err(|e| bad("ioengine", e))?,
+            rwmixread: self.rwmixread,
+            share_files: self.share_files,
+            repeat: self.repeat,
+            extra: self.extra_options()?,
+        })
+    }
+
+    fn targets(&self) -> Result<Vec<TargetSpec>, FioError> {
+        let bad = |field: &str, message: String| FioError::Invalid { sweep: self.name.clone(), field: format!("--{field}"), message };
+        let mut targets: Vec<TargetSpec> = Vec::new();
+        for (i, path) in self.target.iter().enumerate() {
+            let label = if self.target.len() > 1 { format!("dir{}", i + 1) } else { "dir".to_string() };
+            targets.push(TargetSpec::Dir { path: path.clone(), label });
+        }
+        if let Some(list) = &self.fs {
+            let size = ByteSize::parse(&self.fs_size).map_err(|e| bad("fs-size", e.0))?;
+            for name in split(list) {
+                let fs = FsKind::parse(name).map_err(|e| bad("fs", e))?;
+                let mkfs_options = if fs == FsKind::Tmpfs { String::new() } else { self.mkfs_options.clone() };
+                targets.push(TargetSpec::Fs { fs, size, mkfs_options, mount_options: self.mount_options.clone(), label: fs.name().into() });
+            }
+        }
+        match (&self.device, &self.confirm_device) {
+            (Some(device), Some(confirm)) => targets.push(TargetSpec::device(device.clone(), confirm.clone())),
+            (Some(device), None) => {
+                return Err(bad("confirm-device", format!("writing to {} destroys its contents; repeat the path with --confirm-device {}", device.display(), device.display())))
+            }
+            (None, Some(_)) => return Err(bad("confirm-device", "given without --device".into())),
+            (None, None) => {}
+        }
+        if targets.is_empty() {
+            return Err(bad("target", "no target: give --target DIR, --fs ext4,xfs (as root) or --device with --confirm-device".into()));
+        }
+        Ok(targets)
+    }
+
+    fn extra_options(&self) -> Result<BTreeMap<String, String>, FioError> {
+        self.fio_option
+            .iter()
+            .map(|kv| {
+                kv.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| FioError::Invalid {
+                    sweep: self.name.clone(),
+                    field: "--fio-option".into(),
+                    message: format!("\"{kv}\" is not key=value, e.g. --fio-option fsync=1"),
+                })
+            })
+            .collect()
+    }
+
+    /// The thread count charts are drawn at.
+    pub fn chart_threads(&self, sweep: &FioSweep) -> u32 {
+        if let Some(n) = self.thread_count_for_charts {
+            return n;
+        }
+        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        if sweep.numjobs.contains(&cpus) { cpus } else { sweep.numjobs[0] }
+    }
+}
+
+fn split(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// Parses "a,b,c" and doubling ranges "A..B" (A, 2A, 4A, … up to B).
+pub fn parse_list(text: &str, parse: impl Fn(&str) -> Result<u64, String>, show: impl Fn(u64) -> String) -> Result<Vec<u64>, String> {
+    let mut values = Vec::new();
+    for item in split(text) {
+        match item.split_once("..") {
+            Some((low, high)) => {
+                let (low, high) = (parse(low.trim())?, parse(high.trim())?);
+                if low == 0 || high < low {
+                    return Err(format!("range \"{item}\" must go up from a value above zero"));
+                }
+                let mut value = low;
+                while value <= high {
+                    values.push(value);
+                    value = value.saturating_mul(2);
+                }
+                if values.last() != Some(&high) {
+                    return Err(format!("range \"{item}\" doubles from {} and misses {}; end it on a doubling of the start", show(low), show(high)));
+                }
+            }
+            None => values.push(parse(item)?),
+        }
+    }
+    if values.is_empty() {
+        return Err("is empty".into());
+    }
+    Ok(values)
+}
+
+fn run_id() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
+    format!("{secs}-{}", std::process::id())
+}
+
+/// Prints every job file, checked by `fio --parse-only` when fio is installed; runs nothing.
+fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioError> {
+    let cases = expand(sweep);
+    let fio = PathBuf::from("fio");
+    let checker = fio_version(&fio).ok();
+    let scratch = std::env::temp_dir().join(format!("stowbench-fio-dry-run-{run_id}"));
+    if checker.is_some() {
+        std::fs::create_dir_all(&scratch).map_err(|e| FioError::io(&scratch, e))?;
+    }
+    let mut checked = 0usize;
+    let result = (|| {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        for case in &cases {
+            let job = render_job(case, &planned_path(case, &args.work_dir, run_id));
+            // A closed pipe (`| head`) ends the listing quietly instead of panicking in println!.
+            if writeln!(stdout, "# ---- {} ----\n{job}", case.id).is_err() {
+                return Ok(0);
+            }
+            if checker.is_some() {
+                let path = scratch.join(format!("{}.fio", case.job_name()));
+                std::fs::write(&path, &job).map_err(|e| FioError::io(&path, e))?;
+                parse_only(&fio, &path, &case.id, &job)?;
+                checked += 1;
+            }
+        }
+        Ok(0)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    match &checker {
+        Some(version) => eprintln!("{} job files; {version} --parse-only accepted {checked} of them", cases.len()),
+        None => eprintln!("{} job files; fio is not installed, so they were not checked with --parse-only", cases.len()),
+    }
+    result
+}
+
+/// Where a case's I/O would go, without preparing anything.
+fn planned_path(case: &FioCase, work_dir: &Path, run_id: &str) -> PathBuf {
+    let ns = format!("stowbench-fio-{}-{}", crate::backend::namespace::safe_name(run_id), case.target.label());
+    match &case.target {
+        TargetSpec::Dir { path, .. } => path.join(ns).join("data"),
+        TargetSpec::Fs { .. } => work_dir.join(ns).join("mnt").join("data"),
+        TargetSpec::Device { device, .. } => device.clone(),
+    }
+}
+
+fn write_json(path: &Path, run_id: &str, sweep: &FioSweep, results: &[FioCaseResult], threads: u32) -> Result<(), FioError> {
+    let doc = serde_json::json!({
+        "schema": "stowbench-fio-results/1",
+        "run_id": run_id,
+        "sweep": sweep,
+        "results": results,
+        "charts": iops_vs_iodepth(results, threads),
+    });
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| FioError::io(path, e))?;
+    write_atomic(path, &text)
+}
+
+/// Writes to a temporary name and renames, so a reader never sees half a file.
+fn write_atomic(path: &Path, text: &str) -> Result<(), FioError> {
+    let tmp = path.with_extension("tmp-stowbench");
+    std::fs::write(&tmp, text).map_err(|e| FioError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| FioError::io(path, e))
+}

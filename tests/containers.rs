@@ -197,6 +197,35 @@ pub fn data_persists_after_reopen(name: &str, opts: &str) {
     }
 }
 
+/// A put whose body ends early keeps the old value, also once the backend is closed and reopened
+/// (for zip with flush = "none", closing is when the central directory is written).
+pub fn failed_overwrite_survives_reopen(name: &str, opts: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let backend = make(name, opts, tmp.path());
+        let mut s = backend.open_session(0).unwrap();
+        put(s.as_mut(), "k", &payload(1, 300_000));
+        put(s.as_mut(), "other", &payload(2, 1000));
+        for claimed in [4000u64, 2 * 1024 * 1024 + 5] {
+            let short = payload(3, claimed as usize / 2);
+            assert!(s.put("k", &mut Cursor::new(&short), claimed).is_err(), "{name}: a short body must fail");
+            assert!(s.put("fresh", &mut Cursor::new(&short), claimed).is_err(), "{name}: a short body must fail");
+            assert!(get(s.as_mut(), "k").unwrap() == payload(1, 300_000), "{name}: old value lost");
+        }
+    }
+    let mut expected = payload(1, 300_000);
+    for round in 0..2u64 {
+        let backend = make(name, opts, tmp.path());
+        let mut s = backend.open_session(0).unwrap();
+        assert!(get(s.as_mut(), "k").unwrap() == expected, "{name} round {round}: old value lost after reopen");
+        assert_eq!(s.head("k").unwrap(), expected.len() as u64);
+        assert_eq!(get(s.as_mut(), "other").unwrap(), payload(2, 1000));
+        assert_eq!(get(s.as_mut(), "fresh"), Err(ErrorKind::NotFound), "{name}: a failed put left a value");
+        expected = payload(10 + round, 5000);
+        put(s.as_mut(), "k", &expected);
+    }
+}
+
 macro_rules! container_tests {
     ($module:ident, $name:expr, $options:expr) => {
         mod $module {
@@ -227,6 +256,10 @@ macro_rules! container_tests {
             #[test]
             fn data_persists_after_reopen() {
                 super::data_persists_after_reopen($name, $options)
+            }
+            #[test]
+            fn failed_overwrite_survives_reopen() {
+                super::failed_overwrite_survives_reopen($name, $options)
             }
         }
     };
@@ -272,7 +305,13 @@ fn zip_archive_is_readable_by_the_standard_reader() {
     put(s.as_mut(), "a/b", &payload(2, 7000));
     put(s.as_mut(), "c", &payload(3, 10));
     s.delete("c").unwrap();
-    // With flush = per-put the file is a complete archive after every operation.
+    // A failed overwrite: the old value comes back as a fresh entry, and the aborted body's
+    // megabyte is cut off rather than left trailing the central directory.
+    let short = payload(4, 1024 * 1024);
+    assert!(s.put("a/b", &mut Cursor::new(&short), 2 * 1024 * 1024).is_err());
+    let archive_bytes = std::fs::metadata(tmp.path().join("zip/store.zip")).unwrap().len();
+    assert!(archive_bytes < 64 * 1024, "{archive_bytes} bytes: the aborted body was left in the archive");
+    // With flush = per-put the file is a complete archive after every operation, failed ones too.
     let mut archive = ::zip::ZipArchive::new(std::fs::File::open(tmp.path().join("zip/store.zip")).unwrap()).unwrap();
     assert_eq!(archive.len(), 1);
     let mut entry = archive.by_name(&stowbench::backend::zip::entry_name("a/b")).unwrap();
@@ -297,6 +336,75 @@ fn cfb_file_is_a_valid_compound_file() {
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut stream, &mut bytes).unwrap();
     assert_eq!(bytes, payload(1, 50_000));
+}
+
+/// If a failed overwrite cannot bring the old value back (here its bytes were damaged on disk, so
+/// the copy fails its CRC-32), the error says so and the key is gone rather than half-restored.
+#[test]
+fn zip_failed_restore_is_reported_and_removes_the_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = make("zip", "", tmp.path());
+    let mut s = backend.open_session(0).unwrap();
+    let old = payload(1, 5000);
+    put(s.as_mut(), "k", &old);
+    let path = tmp.path().join("zip/store.zip");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.windows(old.len()).position(|w| w == old.as_slice()).expect("stored entries hold the bytes as they are");
+    bytes[at + 100] ^= 0xFF;
+    std::os::unix::fs::FileExt::write_all_at(&std::fs::OpenOptions::new().write(true).open(&path).unwrap(), &bytes[at + 100..at + 101], (at + 100) as u64).unwrap();
+    let err = s.put("k", &mut Cursor::new(payload(2, 10)), 20).unwrap_err();
+    assert!(err.message.contains("restoring the old value failed") && err.message.contains("CRC-32"), "{err}");
+    assert_eq!(s.head("k").unwrap_err().kind, ErrorKind::NotFound);
+    put(s.as_mut(), "k", b"again");
+    assert_eq!(get(s.as_mut(), "k").unwrap(), b"again");
+    drop(s);
+    drop(backend);
+    let backend = make("zip", "", tmp.path());
+    assert_eq!(get(backend.open_session(0).unwrap().as_mut(), "k").unwrap(), b"again");
+}
+
+/// The crash window of cfb's two-slot put: a newer value committed in slot B while slot A still
+/// holds the older one, plus an interrupted put (uncommitted slot) for another key. After a
+/// reopen the newer committed value is read, the uncommitted one ignored, and the next puts
+/// reuse the stale slots and leave one slot per key.
+#[test]
+fn cfb_reads_the_newer_committed_slot_after_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file_path = tmp.path().join("cfb/store.cfb");
+    {
+        let backend = make("cfb", "", tmp.path());
+        let mut s = backend.open_session(0).unwrap();
+        put(s.as_mut(), "k", &payload(1, 10_000)); // slot A, generation 1
+        put(s.as_mut(), "u", &payload(2, 300));
+    }
+    {
+        // What a process killed mid-put leaves behind, written with the crate directly.
+        let mut cfb = ::cfb::open_rw(&file_path).unwrap();
+        let [_, k_b] = stowbench::backend::cfb::slot_paths("k");
+        std::io::Write::write_all(&mut cfb.create_new_stream(&k_b).unwrap(), &payload(3, 7000)).unwrap();
+        cfb.set_state_bits(&k_b, 2).unwrap(); // committed, but slot A not yet removed
+        let [_, u_b] = stowbench::backend::cfb::slot_paths("u");
+        std::io::Write::write_all(&mut cfb.create_new_stream(&u_b).unwrap(), &payload(4, 100)).unwrap(); // never committed
+        cfb.flush().unwrap();
+    }
+    let backend = make("cfb", "", tmp.path());
+    let mut s = backend.open_session(0).unwrap();
+    assert_eq!(get(s.as_mut(), "k").unwrap(), payload(3, 7000), "the newer committed slot must win");
+    assert_eq!(s.head("k").unwrap(), 7000);
+    assert_eq!(get(s.as_mut(), "u").unwrap(), payload(2, 300), "an uncommitted slot must be ignored");
+    assert_eq!(s.head("u").unwrap(), 300);
+    put(s.as_mut(), "k", &payload(5, 20_000));
+    put(s.as_mut(), "u", &payload(6, 50));
+    assert_eq!(get(s.as_mut(), "k").unwrap(), payload(5, 20_000));
+    assert_eq!(get(s.as_mut(), "u").unwrap(), payload(6, 50));
+    drop(s);
+    drop(backend);
+    let cfb = ::cfb::CompoundFile::open_strict(std::fs::File::open(&file_path).unwrap()).unwrap();
+    for key in ["k", "u"] {
+        let left: Vec<_> = stowbench::backend::cfb::slot_paths(key).into_iter().filter(|path| cfb.exists(path)).collect();
+        assert_eq!(left.len(), 1, "{key}: one slot must remain, found {left:?}");
+        assert!(cfb.entry(&left[0]).unwrap().state_bits() != 0, "{key}: the remaining slot must be committed");
+    }
 }
 
 /// A container file cut short (a crash mid-put) is refused with an error naming the file; no panic.

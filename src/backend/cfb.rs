@@ -8,8 +8,12 @@
 //! Keys map reversibly to stream paths (see `stream_path`), because CFB names are at most 31
 //! UTF-16 units, may not contain `/ \ : !` and compare case-insensitively. The crate writes every
 //! sector change through to the file as it happens (its `flush` only flushes the OS handle), so
-//! the one durability choice is `fsync`. CFB has no journal: a crash in the middle of a put can
-//! leave the file damaged. That is a property of the format, stated in `docs/backends/cfb.md`.
+//! the one durability choice is `fsync`. CFB has no rename, so a put never writes over the current
+//! value: each key has two stream slots, a put fills the one not holding the value and commits it
+//! by its state bits (see `slot_paths`); a failed put leaves the old value as it was. CFB has no
+//! journal either: a power loss in the middle of a put can leave the file damaged. That is a
+//! property of the format, stated in `docs/backends/cfb.md`. This module must never truncate or
+//! write into the stream that holds a key's current value.
 
 use super::options::{OptionDoc, Options};
 use super::{copy_exact, BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
@@ -69,11 +73,12 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     }))
 }
 
-/// The stream path of `key`: `/<fan>/+<30 hex>/…/=<≤30 hex>`. The key's UTF-8 bytes in lowercase
-/// hex are cut into 30-digit pieces; every piece but the last names a storage (prefix `+`), the
-/// last names the stream (prefix `=`), so a stream can never collide with a storage and
-/// case-insensitive comparison cannot merge two keys. `<fan>` is the low byte of the key's xxh3
-/// in hex: 256 top-level storages keep each directory tree small. The mapping is reversible.
+/// The stream path of `key` (its slot A): `/<fan>/+<30 hex>/…/=<≤30 hex>`. The key's UTF-8
+/// bytes in lowercase hex are cut into 30-digit pieces; every piece but the last names a storage
+/// (prefix `+`), the last names the stream (prefix `=`; `#` for slot B, see `slot_paths`), so a
+/// stream can never collide with a storage and case-insensitive comparison cannot merge two keys.
+/// `<fan>` is the low byte of the key's xxh3 in hex: 256 top-level storages keep each directory
+/// tree small. The mapping is reversible.
 pub fn stream_path(key: &str) -> String {
     let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
     let fan = xxhash_rust::xxh3::xxh3_64(key.as_bytes()) & 0xff;
@@ -89,15 +94,72 @@ pub fn stream_path(key: &str) -> String {
     path
 }
 
-/// The key of a stream path made by `stream_path`, if it is one.
+/// The two stream paths (slot A, slot B) that can hold `key`'s value: `stream_path(key)` and the
+/// same with the stream's prefix `=` replaced by `#`. A slot's state bits say what it holds: 0 =
+/// an uncommitted (interrupted or failed) put, ignored; otherwise the put's generation (1, 2, …
+/// per key). The committed slot with the newer generation is the value; see `docs/backends/cfb.md`.
+pub fn slot_paths(key: &str) -> [String; 2] {
+    let a = stream_path(key);
+    let cut = a.rfind("/=").expect("stream_path ends in a '=' stream name");
+    let b = format!("{}/#{}", &a[..cut], &a[cut + 2..]);
+    [a, b]
+}
+
+/// The key of a stream path made by `stream_path` or `slot_paths`, if it is one.
 pub fn key_of(path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split('/').skip(2).collect();
+    let (stream, storages) = parts.split_last()?;
     let mut hex = String::new();
-    for part in path.split('/').skip(2) {
-        hex.push_str(part.strip_prefix('+').or_else(|| part.strip_prefix('='))?);
+    for storage in storages {
+        hex.push_str(storage.strip_prefix('+')?);
     }
+    hex.push_str(stream.strip_prefix('=').or_else(|| stream.strip_prefix('#'))?);
     let bytes: Option<Vec<u8>> =
         (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
     String::from_utf8(bytes?).ok()
+}
+
+/// What one slot's directory entry says: the put generation (state bits; 0 = uncommitted) and
+/// the stream's length in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    generation: u32,
+    len_bytes: u64,
+}
+
+/// Both slots of a key, as found in the directory (`None`: no such stream).
+fn read_slots(file: &CompoundFile<File>, paths: &[String; 2]) -> BResult<[Option<Slot>; 2]> {
+    let read = |path: &String| match file.entry(path) {
+        Ok(entry) if entry.is_stream() => Ok(Some(Slot { generation: entry.state_bits(), len_bytes: entry.len() })),
+        Ok(_) => Err(BackendError::new(ErrorKind::Corrupt, format!("{path} is a storage where stowbench keeps a stream"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    };
+    Ok([read(&paths[0])?, read(&paths[1])?])
+}
+
+/// Which slot holds the current value: the committed one, or of two committed (a crash between
+/// a put's commit and its removal of the old slot) the newer.
+fn current_slot(slots: &[Option<Slot>; 2]) -> Option<usize> {
+    let committed = |i: usize| slots[i].filter(|slot| slot.generation != 0);
+    match (committed(0), committed(1)) {
+        (Some(a), Some(b)) => Some(if is_newer(b.generation, a.generation) { 1 } else { 0 }),
+        (Some(_), None) => Some(0),
+        (None, Some(_)) => Some(1),
+        (None, None) => None,
+    }
+}
+
+/// The generation after `previous`: +1, wrapping from `u32::MAX` to 1 (0 means uncommitted).
+fn next_generation(previous: u32) -> u32 {
+    previous.checked_add(1).unwrap_or(1)
+}
+
+/// Whether generation `a` is newer than `b`. Serial-number arithmetic (RFC 1982) rather than
+/// `a > b`, so the order survives the wrap after 2^32 - 1 puts to one key; the two slots' numbers
+/// are never more than one apart.
+fn is_newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
 }
 
 fn parent_of(path: &str) -> &str {
@@ -158,9 +220,9 @@ impl Backend for CfbBackend {
                 .collect(),
             options,
             durability: if self.fsync {
-                "fdatasync of the compound file after each put and delete; no journal: a crash mid-put can damage the file".into()
+                "fdatasync of the compound file after each put and delete; a put commits a second stream slot, so a failed put keeps the old value; no journal: a power loss mid-put can damage the file".into()
             } else {
-                "none: sectors reach the page cache as written; no journal: a crash mid-put can damage the file".into()
+                "none: sectors reach the page cache as written; a put commits a second stream slot, so a failed put keeps the old value; no journal: a power loss mid-put can damage the file".into()
             },
             data_paths: vec![self.dir.clone()],
         }
@@ -215,57 +277,71 @@ impl CfbSession {
     }
 }
 
-fn not_found_or(e: std::io::Error, key: &str) -> BackendError {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        BackendError::not_found(key)
-    } else {
-        e.into()
-    }
-}
-
 impl Session for CfbSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        let path = stream_path(key);
+        let paths = slot_paths(key);
         let fsync = self.fsync;
         let mut guard = self.handle()?;
         let handle = guard.as_mut().expect("handle() checked");
-        handle.file.create_storage_all(parent_of(&path))?;
-        let mut stream = handle.file.create_stream(&path)?;
+        handle.file.create_storage_all(parent_of(&paths[0]))?;
+        let slots = read_slots(&handle.file, &paths)?;
+        let current = current_slot(&slots);
+        let target = if current == Some(0) { 1 } else { 0 };
+        // The target never holds the current value: at most an interrupted put's leftover or,
+        // after a crash between commit and cleanup, the older of two committed values.
+        if slots[target].is_some() {
+            handle.file.remove_stream(&paths[target])?;
+        }
+        let mut stream = handle.file.create_new_stream(&paths[target])?; // state bits 0: uncommitted
         let copied = copy_exact(body, &mut stream, len).and_then(|()| Ok(stream.flush()?));
         drop(stream);
         if let Err(e) = copied {
-            // The stream was rewritten in place (CFB has no rename): remove it rather than leave
-            // a half-written value visible.
-            let _ = handle.file.remove_stream(&path);
-            return Err(BackendError::new(e.kind, format!("{}; the key was removed (its old value was already truncated)", e.message)));
+            let cleanup = match handle.file.remove_stream(&paths[target]) {
+                Ok(()) => String::new(),
+                Err(r) => format!("; its partial stream could not be removed ({r}) and stays, marked uncommitted and ignored"),
+            };
+            return Err(BackendError::new(e.kind, format!("{}; the old value is untouched{cleanup}", e.message)));
+        }
+        let generation = next_generation(current.and_then(|i| slots[i]).map_or(0, |slot| slot.generation));
+        handle.file.set_state_bits(&paths[target], generation)?;
+        if let Some(old) = current {
+            handle.file.remove_stream(&paths[old]).map_err(|e| cfb_error(e, "the new value is committed, but removing the old one failed"))?;
         }
         Self::sync(fsync, handle)
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let path = stream_path(key);
+        let paths = slot_paths(key);
         let mut guard = self.handle()?;
         let handle = guard.as_mut().expect("handle() checked");
-        let mut stream = handle.file.open_stream(&path).map_err(|e| not_found_or(e, key))?;
+        let current = current_slot(&read_slots(&handle.file, &paths)?).ok_or_else(|| BackendError::not_found(key))?;
+        let mut stream = handle.file.open_stream(&paths[current])?;
         let len = stream.len();
         copy_exact(&mut stream, sink, len)?;
         Ok(len)
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
-        let path = stream_path(key);
+        let paths = slot_paths(key);
         let fsync = self.fsync;
         let mut guard = self.handle()?;
         let handle = guard.as_mut().expect("handle() checked");
-        handle.file.remove_stream(&path).map_err(|e| not_found_or(e, key))?;
+        let slots = read_slots(&handle.file, &paths)?;
+        let current = current_slot(&slots).ok_or_else(|| BackendError::not_found(key))?;
+        // The other slot first: if this stops half-way, the value is still whole or gone.
+        let other = 1 - current;
+        if slots[other].is_some() {
+            handle.file.remove_stream(&paths[other])?;
+        }
+        handle.file.remove_stream(&paths[current])?;
         Self::sync(fsync, handle)
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
-        let path = stream_path(key);
+        let paths = slot_paths(key);
         let guard = self.handle()?;
-        let entry = guard.as_ref().expect("handle() checked").file.entry(&path).map_err(|e| not_found_or(e, key))?;
-        Ok(entry.len())
+        let slots = read_slots(&guard.as_ref().expect("handle() checked").file, &paths)?;
+        current_slot(&slots).and_then(|i| slots[i]).map(|slot| slot.len_bytes).ok_or_else(|| BackendError::not_found(key))
     }
 
     fn wait_ns(&self) -> u64 {
@@ -286,7 +362,29 @@ mod tests {
                 assert!(name.encode_utf16().count() <= 31 && !name.contains([':', '!', '\\']), "{key:?} -> {path}");
             }
             assert_eq!(key_of(&path).as_deref(), Some(key), "{path}");
+            let [a, b] = slot_paths(key);
+            assert_eq!(a, path);
+            assert_ne!(a.to_uppercase(), b.to_uppercase(), "the two slots must not compare equal");
+            assert!(b.rsplit('/').next().is_some_and(|name| name.starts_with('#') && name.encode_utf16().count() <= 31), "{b}");
+            assert_eq!(key_of(&b).as_deref(), Some(key), "{b}");
         }
         assert_ne!(stream_path("a").to_uppercase(), stream_path("A").to_uppercase());
+        assert_eq!(key_of("/00/=61/=62"), None, "only the last name may be a stream");
+    }
+
+    #[test]
+    fn the_newer_committed_slot_wins_and_uncommitted_ones_are_ignored() {
+        let slot = |generation| Some(Slot { generation, len_bytes: 1 });
+        assert_eq!(current_slot(&[None, None]), None);
+        assert_eq!(current_slot(&[slot(0), slot(0)]), None);
+        assert_eq!(current_slot(&[slot(0), slot(4)]), Some(1));
+        assert_eq!(current_slot(&[slot(4), slot(0)]), Some(0));
+        assert_eq!(current_slot(&[slot(4), slot(5)]), Some(1));
+        assert_eq!(current_slot(&[slot(6), slot(5)]), Some(0));
+        // Across the wrap: u32::MAX is followed by 1, never by 0 (uncommitted).
+        assert_eq!(next_generation(u32::MAX), 1);
+        assert_eq!(next_generation(0), 1);
+        assert_eq!(current_slot(&[slot(u32::MAX), slot(1)]), Some(1));
+        assert_eq!(current_slot(&[slot(1), slot(u32::MAX)]), Some(0));
     }
 }

@@ -7,8 +7,11 @@
 //! (O(entries) bytes) — the zip crate cannot write it without closing the writer, so it is also
 //! re-read; with `flush = "none"` it is written once, when the backend closes. Overwrite and
 //! delete drop the old entry from the central directory; its bytes stay in the file as dead space
-//! (counted in disk usage) until the archive is rewritten. One writer at a time (waits reported in
-//! `wait_ns`); reads go straight to the entry's bytes by offset, check the CRC-32, and never wait.
+//! (counted in disk usage) until the archive is rewritten. A failed put never costs the old value:
+//! its partial entry is cut off and, for an overwrite, the old bytes come back as a fresh copy
+//! (`ZipSession::recover_failed_put`). This module must never write over an indexed entry's bytes.
+//! One writer at a time (waits reported in `wait_ns`); reads go straight to the entry's bytes by
+//! offset, check the CRC-32, and never wait.
 
 use super::options::{OptionDoc, Options};
 use super::{copy_exact, BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
@@ -173,20 +176,96 @@ fn reopen_writer(file: File, append_at: u64) -> BResult<ZipWriter<File>> {
     Ok(zip)
 }
 
+/// The error once a failed central-directory write has consumed the crate's writer.
+fn writer_lost() -> BackendError {
+    BackendError::new(ErrorKind::Other, "zip writer unusable: an earlier central-directory write failed; reopen the backend")
+}
+
 impl Writer {
-    fn zip(&mut self) -> &mut ZipWriter<File> {
-        self.zip.as_mut().expect("the writer is always reopened after a central-directory write")
+    fn zip(&mut self) -> BResult<&mut ZipWriter<File>> {
+        self.zip.as_mut().ok_or_else(writer_lost)
     }
 
     /// Writes the central directory (making the archive valid), optionally fdatasyncs, reopens.
     fn write_central_directory(&mut self, fsync: bool) -> BResult<()> {
-        let zip = self.zip.take().expect("writer present");
+        let zip = self.zip.take().ok_or_else(writer_lost)?;
         let file = zip.finish().map_err(|e| zip_error(e, "cannot write the central directory"))?;
         if fsync {
             file.sync_data()?;
         }
         self.zip = Some(reopen_writer(file, self.append_at)?);
         Ok(())
+    }
+
+    /// Appends a stored entry `name` holding `len` bytes of `body` at `append_at` (and, if
+    /// `expected_crc32` is given, fails unless the bytes match it). On failure the partial entry
+    /// is dropped and the file cut back to `append_at`: nothing of it remains.
+    fn append_entry(&mut self, name: &str, body: &mut dyn Read, len: u64, expected_crc32: Option<u32>) -> BResult<Entry> {
+        let written = self.write_entry_bytes(name, body, len).and_then(|entry| match expected_crc32 {
+            Some(crc32) if crc32 != entry.crc32 => Err(BackendError::new(ErrorKind::Corrupt, "the bytes fail their CRC-32")),
+            _ => Ok(entry),
+        });
+        match written {
+            Ok(entry) => {
+                self.append_at = entry.data_start + entry.len;
+                Ok(entry)
+            }
+            Err(e) => match self.discard_open_entry() {
+                Ok(()) => Err(e),
+                Err(cut) => Err(BackendError::new(e.kind, format!("{}; cutting the partial entry off failed too: {cut}", e.message))),
+            },
+        }
+    }
+
+    fn write_entry_bytes(&mut self, name: &str, body: &mut dyn Read, len: u64) -> BResult<Entry> {
+        let options = SimpleFileOptions::default().compression_method(CompressionMethod::Stored).large_file(len >= u32::MAX as u64);
+        let zip = self.zip()?;
+        zip.start_file(name, options).map_err(|e| zip_error(e, "cannot start the entry"))?;
+        let mut position: &File = zip.get_ref().ok_or_else(|| BackendError::new(ErrorKind::Other, "zip writer closed mid-entry"))?;
+        let data_start = position.stream_position()?;
+        let mut crc_writer = CrcWriter { inner: zip, crc: crc32fast::Hasher::new() };
+        copy_exact(body, &mut crc_writer, len)?;
+        Ok(Entry { data_start, len, crc32: crc_writer.crc.finalize() })
+    }
+
+    /// Drops the entry being written (if any) and truncates the file to `append_at`, so neither
+    /// its bytes nor the old central directory past it are left for a reader to trip over.
+    fn discard_open_entry(&mut self) -> BResult<()> {
+        let append_at = self.append_at;
+        let zip = self.zip()?;
+        // `abort_file` with no entry open would drop the last *finished* entry instead.
+        if zip.is_writing_file() {
+            zip.abort_file().map_err(|e| zip_error(e, "cannot drop the partial entry"))?;
+        }
+        let mut file: &File = zip.get_ref().ok_or_else(|| BackendError::new(ErrorKind::Other, "zip writer closed mid-entry"))?;
+        file.set_len(append_at)?;
+        file.seek(SeekFrom::Start(append_at))?;
+        Ok(())
+    }
+
+    /// Appends a fresh entry `name` whose bytes are copied from `old`'s data region (positioned
+    /// reads through `reader`, bounded buffer), checked against `old.crc32`. The failure path of
+    /// an overwrite uses it to bring the old value back: see `ZipSession::put`.
+    fn append_copy(&mut self, name: &str, reader: &File, old: Entry) -> BResult<Entry> {
+        let mut source = RegionReader { file: reader, at: old.data_start, left: old.len };
+        self.append_entry(name, &mut source, old.len, Some(old.crc32))
+    }
+}
+
+/// Reads `left` bytes of a file from offset `at` with positioned reads (no shared offset moves).
+struct RegionReader<'a> {
+    file: &'a File,
+    at: u64,
+    left: u64,
+}
+
+impl Read for RegionReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.file.read_at(&mut buf[..want], self.at)?;
+        self.at += n as u64;
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 
@@ -300,6 +379,39 @@ impl ZipSession {
         self.wait_ns += started.elapsed().as_nanos() as u64;
         Ok(guard)
     }
+
+    /// After a failed put (its partial entry already cut off): brings back the old value, if
+    /// there was one, and rewrites the central directory with `flush = "per-put"` (the put's
+    /// local header overwrote it). Returns the error to report.
+    ///
+    /// The old value is restored by appending a copy of its bytes as a fresh entry of the same
+    /// name (checked against its CRC-32). The crate offers no cheaper way: `hide_file` forgets
+    /// the entry's record, `deep_copy_file` needs the source still in the writer's directory,
+    /// and `shallow_copy_file` would give one set of bytes two names (the local header would
+    /// disagree with the central directory). Only this rare path pays the copy; a successful
+    /// overwrite writes the new bytes once. If the copy fails too, the key is removed and the
+    /// error says so: the index never points at bytes that are not a whole, checked value.
+    fn recover_failed_put(archive: &Archive, writer: &mut Writer, key: &str, name: &str, old: Option<Entry>, failure: BackendError) -> BackendError {
+        let mut message = failure.message;
+        if let Some(old) = old {
+            match writer.append_copy(name, &archive.reader, old) {
+                Ok(restored) => {
+                    archive.index.write().expect("zip index lock").insert(key.to_string(), restored);
+                    message.push_str("; the old value is kept");
+                }
+                Err(e) => {
+                    archive.index.write().expect("zip index lock").remove(key);
+                    message.push_str(&format!("; restoring the old value failed too ({}), so the key was removed", e.message));
+                }
+            }
+        }
+        if archive.flush_per_put {
+            if let Err(e) = writer.write_central_directory(archive.fsync) {
+                message.push_str(&format!("; rewriting the central directory failed too: {}", e.message));
+            }
+        }
+        BackendError::new(failure.kind, message)
+    }
 }
 
 impl Session for ZipSession {
@@ -307,30 +419,25 @@ impl Session for ZipSession {
         let name = entry_name(key);
         let archive = self.archive.clone();
         let mut writer = self.writer()?;
-        let replacing = archive.index.read().expect("zip index lock").contains_key(key);
-        if replacing {
-            writer.zip().hide_file(&name).map_err(|e| zip_error(e, "cannot drop the old entry"))?;
+        let old = archive.index.read().expect("zip index lock").get(key).copied();
+        let zip = writer.zip()?; // an unusable writer fails here, before anything changes
+        if old.is_some() {
+            // The crate refuses a second entry of the same name and cannot rename or un-hide one,
+            // so the old entry leaves the writer's directory before the new one is written. Its
+            // bytes stay where they are (everything is appended after `append_at`), and the index
+            // keeps pointing at them until the new entry is complete.
+            zip.hide_file(&name).map_err(|e| zip_error(e, "cannot drop the old entry"))?;
         }
-        let options = SimpleFileOptions::default().compression_method(CompressionMethod::Stored).large_file(len >= u32::MAX as u64);
-        let zip = writer.zip();
-        zip.start_file(name.as_str(), options).map_err(|e| zip_error(e, "cannot start the entry"))?;
-        let mut position: &File = zip.get_ref().expect("writer open");
-        let data_start = position.stream_position()?;
-        let mut crc_writer = CrcWriter { inner: zip, crc: crc32fast::Hasher::new() };
-        if let Err(e) = copy_exact(body, &mut crc_writer, len) {
-            let _ = writer.zip().abort_file();
-            if replacing {
-                archive.index.write().expect("zip index lock").remove(key);
+        match writer.append_entry(&name, body, len, None) {
+            Ok(entry) => {
+                if archive.flush_per_put {
+                    writer.write_central_directory(archive.fsync)?;
+                }
+                archive.index.write().expect("zip index lock").insert(key.to_string(), entry);
+                Ok(())
             }
-            return Err(BackendError::new(e.kind, format!("{}{}", e.message, if replacing { "; the key was removed (its old entry was already dropped)" } else { "" })));
+            Err(e) => Err(Self::recover_failed_put(&archive, &mut writer, key, &name, old, e)),
         }
-        let crc32 = crc_writer.crc.finalize();
-        writer.append_at = data_start + len;
-        if archive.flush_per_put {
-            writer.write_central_directory(archive.fsync)?;
-        }
-        archive.index.write().expect("zip index lock").insert(key.to_string(), Entry { data_start, len, crc32 });
-        Ok(())
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
@@ -358,7 +465,7 @@ impl Session for ZipSession {
         if !archive.index.read().expect("zip index lock").contains_key(key) {
             return Err(BackendError::not_found(key));
         }
-        writer.zip().hide_file(&entry_name(key)).map_err(|e| zip_error(e, "cannot drop the entry"))?;
+        writer.zip()?.hide_file(&entry_name(key)).map_err(|e| zip_error(e, "cannot drop the entry"))?;
         archive.index.write().expect("zip index lock").remove(key);
         if archive.flush_per_put {
             writer.write_central_directory(archive.fsync)?;

@@ -44,6 +44,8 @@ pub enum Command {
     },
     /// List the backends, their options and defaults.
     Backends,
+    /// Run a fio sweep (rw × block size × threads × queue depth × files × targets) and chart it.
+    Fio(crate::fio::cli::FioArgs),
     /// Rewrite a pack store's live objects into new files, reclaiming deleted and overwritten space.
     Compact {
         /// The pack directory (a `pack` target's data directory, kept with `run --keep`).
@@ -115,6 +117,7 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
             print!("{}", list_backends());
             Ok(0)
         }
+        Command::Fio(args) => crate::fio::cli::run(&args),
         Command::Cleanup { dir } => cleanup(&dir),
         Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| format!("compact {}: {}", dir.display(), e.message)).map(|r| {
             println!(
@@ -194,9 +197,17 @@ fn validate(path: &Path) -> Result<i32, String> {
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
-    println!("{}: ok — {} target(s), {} workload(s), {} case(s)", path.display(), plan.targets.len(), plan.workloads.len(), plan.cases.len());
-    for case in &plan.cases {
-        println!("  {}", case.id);
+    let fio_cases: Vec<crate::fio::FioCase> = plan.fio.iter().flat_map(crate::fio::expand).collect();
+    println!(
+        "{}: ok — {} target(s), {} workload(s), {} case(s), {} fio case(s)",
+        path.display(),
+        plan.targets.len(),
+        plan.workloads.len(),
+        plan.cases.len(),
+        fio_cases.len()
+    );
+    for id in plan.cases.iter().map(|c| &c.id).chain(fio_cases.iter().map(|c| &c.id)) {
+        println!("  {id}");
     }
     Ok(0)
 }
@@ -220,6 +231,12 @@ pub fn list_backends() -> String {
 }
 
 fn cleanup(dir: &Path) -> Result<i32, String> {
+    // fio targets left by a killed run first: their mounts and loop devices must go before the
+    // directories holding them.
+    let fio_cleaned = crate::fio::registry::cleanup_leftovers(dir).map_err(|e| e.to_string())?;
+    for path in &fio_cleaned {
+        println!("removed fio target {}", path.display());
+    }
     if namespace::is_owned(dir) {
         namespace::remove(dir)?;
         println!("removed {}", dir.display());
@@ -236,7 +253,7 @@ fn cleanup(dir: &Path) -> Result<i32, String> {
             removed += 1;
         }
     }
-    if removed == 0 {
+    if removed == 0 && fio_cleaned.is_empty() {
         return Err(format!(
             "{} carries no {} marker and holds no stowbench-* directory that does; nothing was removed",
             dir.display(),

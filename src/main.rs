@@ -13,6 +13,10 @@ fn main() {
             std::process::exit(130);
         }
         eprintln!("stowbench: interrupted; finishing the current operation and writing the report (Ctrl-C again to quit now)");
+        // Stops a running fio and unmounts/detaches what stowbench made for it (no-op otherwise).
+        if let Err(e) = stowbench::fio::target::cleanup_all_registered() {
+            eprintln!("stowbench: {e}");
+        }
     });
     let code = stowbench::cli::main_with_args(std::env::args().collect(), &INTERRUPTED);
     std::process::exit(code);

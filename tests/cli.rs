@@ -157,3 +157,42 @@ fn huge_objects_stream_through_the_runner_in_bounded_memory() {
         assert_eq!(case["disk"]["logical_bytes"], stowbench::units::ByteSize::parse(size).unwrap().0);
     }
 }
+
+/// fio cases and blob cases land in one report, with fio's version and the exact job file.
+#[test]
+fn fio_sweeps_in_a_job_file_land_in_the_same_report() {
+    if std::process::Command::new("fio").arg("--version").output().is_err() {
+        assert!(!common::in_ci(), "fio is missing in CI: scripts/services.sh install provides it");
+        eprintln!("SKIPPED: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let job = format!(
+        "{SIM_JOB}[[fio]]\nname = \"tiny\"\ntarget = \"{}\"\nrw = [\"randread\"]\nbs = [\"4KiB\"]\niodepth = [1]\nnumjobs = [1]\nsize = [\"8MiB\"]\nruntime = \"500ms\"\nramp_time = \"0s\"\nioengine = \"psync\"\n",
+        dir.path().display()
+    );
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "job.toml", "--no-progress"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let run_dir = std::fs::read_dir(dir.path().join("stowbench-results")).unwrap().next().unwrap().unwrap().path();
+    let report = common::assert_valid_report(&run_dir.join("report.json"));
+    assert_eq!(report["cases"].as_array().unwrap().len(), 2);
+    let fio = &report["fio_cases"][0];
+    assert!(fio["fio_version"].as_str().unwrap().starts_with("fio-"));
+    assert!(fio["job_file"].as_str().unwrap().contains("bs=4096"), "plain integer byte counts: {}", fio["job_file"]);
+    assert!(fio["iops"].as_f64().unwrap() > 0.0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fio cases (fio-"));
+}
+
+#[test]
+fn every_shipped_recipe_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipes = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&recipes).unwrap().flatten() {
+        let out = stowbench(dir.path(), &["validate", entry.path().to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}: {}", entry.path().display(), text(&out));
+        seen += 1;
+    }
+    assert!(seen >= 4);
+}

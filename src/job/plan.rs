@@ -218,6 +218,8 @@ pub struct Plan {
     pub workloads: Vec<Arc<WorkloadPlan>>,
     /// Every case, in run order.
     pub cases: Vec<CasePlan>,
+    /// fio sweeps, run after the object cases.
+    pub fio: Vec<crate::fio::FioSweep>,
 }
 
 /// Default seed, so two runs of the same job write the same bytes unless asked otherwise.
@@ -265,6 +267,25 @@ pub fn build(job: &JobSpec, source: &str, text: &str) -> Result<Plan, String> {
     let ctx = Ctx { source, text };
     if job.version != super::spec::JOB_VERSION {
         return Err(format!("{source}: version = {} is not supported; this stowbench reads version {}", job.version, super::spec::JOB_VERSION));
+    }
+    let mut fio = Vec::new();
+    for spanned in &job.fio {
+        let sweep = spanned.get_ref();
+        sweep.validate().map_err(|e| ctx.at(spanned.span().start, "fio", e))?;
+        fio.push(sweep.clone());
+    }
+    if job.targets.is_empty() && job.workloads.is_empty() && !fio.is_empty() {
+        return Ok(Plan {
+            name: job.name.clone().unwrap_or_else(|| "job".into()),
+            description: job.description.clone(),
+            source: source.to_string(),
+            seed: job.seed.unwrap_or(DEFAULT_SEED),
+            work_dir: job.work_dir.clone(),
+            targets: Vec::new(),
+            workloads: Vec::new(),
+            cases: Vec::new(),
+            fio,
+        });
     }
     if job.targets.is_empty() {
         return Err(format!("{source}: no [[target]] table; add one, e.g.\n[[target]]\nbackend = \"fs\""));
@@ -324,6 +345,7 @@ pub fn build(job: &JobSpec, source: &str, text: &str) -> Result<Plan, String> {
         targets,
         workloads,
         cases,
+        fio,
     })
 }
 

@@ -35,6 +35,9 @@ pub struct JobSpec {
     /// What to do to each store.
     #[serde(default, rename = "workload")]
     pub workloads: Vec<toml::Spanned<WorkloadSpec>>,
+    /// Raw block I/O sweeps run through fio.
+    #[serde(default, rename = "fio")]
+    pub fio: Vec<toml::Spanned<crate::fio::FioSweep>>,
 }
 
 /// A store to measure: a backend and its options (every other key of the table).

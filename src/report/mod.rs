@@ -30,6 +30,8 @@ pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path
         plan: serde_json::to_value(plan).unwrap_or_default(),
         environment: env::capture(work_dir),
         cases: Vec::new(),
+        fio_cases: Vec::new(),
+        fio_failures: Vec::new(),
         warnings: Vec::new(),
     }
 }

@@ -42,8 +42,23 @@ pub struct RunReport {
     pub environment: Environment,
     /// Finished cases, in run order.
     pub cases: Vec<CaseResult>,
+    /// Finished fio cases, in run order.
+    #[serde(default)]
+    pub fio_cases: Vec<crate::fio::FioCaseResult>,
+    /// fio cases that failed: case id and why.
+    #[serde(default)]
+    pub fio_failures: Vec<FioFailure>,
     /// Cautions about the numbers, for people.
     pub warnings: Vec<String>,
+}
+
+/// A fio case that did not produce a result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FioFailure {
+    /// The fio case id.
+    pub case_id: String,
+    /// What went wrong.
+    pub message: String,
 }
 
 /// The machine, kernel and software behind the numbers.

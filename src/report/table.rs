@@ -81,7 +81,30 @@ pub fn render(report: &RunReport) -> String {
         render_group(&targets, rows, &mut out);
     }
     footer(report, &mut out);
+    fio_section(report, &mut out);
     out
+}
+
+/// fio cases: a table of every case, then IOPS and MB/s against outstanding I/O per block size,
+/// at the thread count with the most cases (the published charts' layout).
+fn fio_section(report: &RunReport, out: &mut String) {
+    use crate::fio::series;
+    if report.fio_cases.is_empty() && report.fio_failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nfio cases ({}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
+    if !report.fio_cases.is_empty() {
+        let _ = writeln!(out, "{}", series::render_table(&report.fio_cases));
+        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+        for c in &report.fio_cases {
+            *counts.entry(c.numjobs).or_default() += 1;
+        }
+        let threads = counts.iter().max_by_key(|(n, count)| (**count, **n)).map(|(n, _)| *n).unwrap_or(1);
+        let _ = writeln!(out, "{}", series::render_charts(&series::iops_vs_iodepth(&report.fio_cases, threads)));
+    }
+    for f in &report.fio_failures {
+        let _ = writeln!(out, "  fio case {} failed: {}", f.case_id, f.message);
+    }
 }
 
 fn ordered_targets(cases: &[CaseResult]) -> Vec<String> {

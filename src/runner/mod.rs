@@ -84,7 +84,13 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
         crate::report::write_atomically(&opts.report_path, &report)?;
     }
     progress.done();
-    let was_interrupted = interrupted.load(Ordering::Relaxed);
+    for sweep in &plan.fio {
+        if interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report)?;
+    }
+    let was_interrupted = interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted();
     report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.warnings = crate::report::warnings::for_report(&report);
@@ -96,8 +102,44 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     Ok(RunOutcome { report, exit_code })
 }
 
+/// Runs one fio sweep, appending each case to the report file as it finishes; returns whether
+/// any fio case failed.
+fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, opts: &RunOptions, interrupted: &AtomicBool, report: &mut RunReport) -> Result<bool, String> {
+    use crate::fio::FioError;
+    let mut failed = false;
+    let outcome = crate::fio::run_sweep(sweep, &root.dir, run_id, &crate::fio::RunOptions::default(), |(case, result)| {
+        match result {
+            Ok(r) => {
+                if opts.progress {
+                    eprintln!("{}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
+                }
+                report.fio_cases.push(r);
+            }
+            Err(FioError::Interrupted { .. }) => {}
+            Err(e) => {
+                failed = true;
+                report.fio_failures.push(crate::report::model::FioFailure { case_id: case.id.clone(), message: e.to_string() });
+            }
+        }
+        if let Err(e) = crate::report::write_atomically(&opts.report_path, report) {
+            eprintln!("stowbench: {e}");
+        }
+        !interrupted.load(Ordering::Relaxed)
+    });
+    match outcome {
+        Ok(()) | Err(FioError::Interrupted { .. }) => Ok(failed),
+        Err(e) => {
+            report.fio_failures.push(crate::report::model::FioFailure { case_id: format!("fio/{}", sweep.name), message: e.to_string() });
+            Ok(true)
+        }
+    }
+}
+
 /// Builds every target once and checks every case's sizes against its limits, before any data.
 fn preflight(plan: &Plan, root: &Namespace) -> Result<(), String> {
+    if !plan.fio.is_empty() {
+        crate::fio::run::fio_version(&crate::fio::RunOptions::default().fio_program).map_err(|e| e.to_string())?;
+    }
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
         if !sampler::is_root() {
             return Err(format!(

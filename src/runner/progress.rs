@@ -1,19 +1,16 @@
 //! Live progress on stderr: a bar over cases with the current phase's operation count when stderr
-//! is a terminal; one line per finished case otherwise (so CI logs show where a run is).
+//! is a terminal, nothing otherwise (like hyperfine); a failed case is reported either way.
 
 use crate::job::CasePlan;
 use crate::report::model::CaseResult;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Progress display for one run.
 pub struct Progress {
     bar: Option<ProgressBar>,
     lines: bool,
-    total: u64,
-    finished: AtomicU64,
     current: Mutex<String>,
 }
 
@@ -30,7 +27,7 @@ impl Progress {
             );
             bar
         });
-        Progress { bar, lines: enabled && !terminal, total, finished: AtomicU64::new(0), current: Mutex::new(String::new()) }
+        Progress { bar, lines: enabled && !terminal, current: Mutex::new(String::new()) }
     }
 
     /// A case begins.
@@ -55,18 +52,8 @@ impl Progress {
 
     /// A case finished.
     pub fn finish_case(&self, result: &CaseResult) {
-        let finished = self.finished.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(bar) = &self.bar {
             bar.inc(1);
-        }
-        if self.lines {
-            eprintln!(
-                "[{finished}/{}] {} {} in {}",
-                self.total,
-                result.case_id,
-                result.status,
-                crate::units::format_nanos(result.wall_ns)
-            );
         }
         if result.status != "ok" {
             let why = result.failure.clone().unwrap_or_default();

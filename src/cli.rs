@@ -45,7 +45,7 @@ pub enum Command {
     /// List the backends, their options and defaults.
     Backends,
     /// Run a fio sweep (rw × block size × threads × queue depth × files × targets) and chart it.
-    Fio(crate::fio::cli::FioArgs),
+    Fio(Box<crate::fio::cli::FioArgs>),
     /// Rewrite a pack store's live objects into new files, reclaiming deleted and overwritten space.
     Compact {
         /// The pack directory (a `pack` target's data directory, kept with `run --keep`).

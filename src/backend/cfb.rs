@@ -243,10 +243,7 @@ impl Backend for CfbBackend {
 
     fn cleanup(&self) -> BResult<()> {
         lock(&self.shared)?.take();
-        match fs::remove_dir_all(&self.dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        super::fs::remove_dir_if_present(&self.dir)
     }
 }
 

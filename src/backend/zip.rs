@@ -341,10 +341,7 @@ impl Backend for ZipBackend {
 
     fn cleanup(&self) -> BResult<()> {
         self.archive.lock().expect("zip backend lock").take();
-        match fs::remove_dir_all(&self.dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-            _ => Ok(()),
-        }
+        super::fs::remove_dir_if_present(&self.dir)
     }
 }
 

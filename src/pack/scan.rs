@@ -71,22 +71,30 @@ pub fn header_at(file: &File, salt: u64, pos: u64, file_len: u64) -> io::Result<
     Ok(RecordHeader::decode(&bytes, salt, pos).filter(|h| pos.checked_add(h.total_bytes()).is_some_and(|end| end <= file_len)))
 }
 
-/// Reads the key and value of `header` and checks the body hash; the key if all is well.
-fn verified_key(file: &File, header: &RecordHeader, buf: &mut [u8]) -> io::Result<Option<String>> {
-    let mut key = vec![0u8; header.key_len as usize];
-    file.read_exact_at(&mut key, header.offset + RECORD_HEADER_BYTES)?;
+/// Streams the value of `header` from `file` into `sink` through `buf`, and returns the body hash
+/// of `key` + value: the one loop both the recovery scan and reads use.
+pub fn stream_value(file: &File, header: &RecordHeader, key: &[u8], buf: &mut [u8], sink: &mut dyn io::Write) -> io::Result<u64> {
     let mut hasher = Xxh3::new();
-    hasher.update(&key);
+    hasher.update(key);
     let mut at = header.value_offset();
     let mut left = header.value_len;
     while left > 0 {
         let n = buf.len().min(left as usize);
         file.read_exact_at(&mut buf[..n], at)?;
         hasher.update(&buf[..n]);
+        sink.write_all(&buf[..n])?;
         at += n as u64;
         left -= n as u64;
     }
-    if hasher.digest() != header.body_hash || (header.kind == RecordKind::Tombstone && header.value_len != 0) {
+    Ok(hasher.digest())
+}
+
+/// Reads the key and value of `header` and checks the body hash; the key if all is well.
+fn verified_key(file: &File, header: &RecordHeader, buf: &mut [u8]) -> io::Result<Option<String>> {
+    let mut key = vec![0u8; header.key_len as usize];
+    file.read_exact_at(&mut key, header.offset + RECORD_HEADER_BYTES)?;
+    let digest = stream_value(file, header, &key, buf, &mut io::sink())?;
+    if digest != header.body_hash || (header.kind == RecordKind::Tombstone && header.value_len != 0) {
         return Ok(None);
     }
     Ok(String::from_utf8(key).ok())

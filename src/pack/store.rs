@@ -218,19 +218,7 @@ impl PackStore {
 /// Streams the value of the record `header` (of `key`) from `file` into `sink`, verifying the hash.
 pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<()> {
     buf.resize(COPY_BUFFER_BYTES, 0);
-    let mut hasher = Xxh3::new();
-    hasher.update(key.as_bytes());
-    let mut at = header.value_offset();
-    let mut left = header.value_len;
-    while left > 0 {
-        let n = buf.len().min(left as usize);
-        file.read_exact_at(&mut buf[..n], at)?;
-        hasher.update(&buf[..n]);
-        sink.write_all(&buf[..n])?;
-        at += n as u64;
-        left -= n as u64;
-    }
-    if hasher.digest() != header.body_hash {
+    if super::scan::stream_value(file, header, key.as_bytes(), buf, sink)? != header.body_hash {
         return Err(BackendError::new(
             ErrorKind::Corrupt,
             format!("pack record of key \"{key}\" at offset {} fails its checksum (the bytes already streamed are wrong)", header.offset),

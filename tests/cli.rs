@@ -196,3 +196,41 @@ fn every_shipped_recipe_validates() {
     }
     assert!(seen >= 4);
 }
+
+/// Ctrl-C during `stowbench fio` on a filesystem made for the run: exit 130, and the mount, the
+/// loop device and the marked directory are all gone.
+#[test]
+fn sigint_during_fio_on_a_made_filesystem_leaves_nothing_mounted() {
+    let root = stowbench::sampler::is_root();
+    let fio = std::process::Command::new("fio").arg("--version").output().is_ok();
+    if !(root && fio) {
+        assert!(!common::in_ci(), "CI runs as root with fio installed (scripts/services.sh install)");
+        eprintln!("SKIPPED: needs root and fio");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let work = dir.path().to_str().unwrap().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["fio", "--fs", "ext4", "--fs-size", "128MiB", "--size", "32MiB", "--runtime", "60s", "--ramp-time", "0s", "--work-dir", &work])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mounted = || std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.contains(&work));
+    let started = std::time::Instant::now();
+    while !mounted() && started.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(mounted(), "the ext4 filesystem was mounted under the work dir");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(!mounted(), "nothing stays mounted");
+    let loops = Command::new("losetup").args(["--list", "--noheadings", "--output", "BACK-FILE"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&loops.stdout).contains(&work), "no loop device stays attached");
+    let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-fio")).count();
+    assert_eq!(leftovers, 0, "the marked target directory is removed");
+}

@@ -8,6 +8,8 @@
 pub mod fs;
 pub mod namespace;
 pub mod options;
+pub mod postgres;
+pub mod server;
 pub mod sim;
 pub mod sqlite;
 pub mod sqlite_file;
@@ -212,7 +214,7 @@ pub struct BackendKind {
 
 /// Every backend stowbench knows, in listing order. A new backend joins with one line here.
 pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, sim::KIND]
+    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, postgres::KIND, sim::KIND]
 }
 
 /// Finds a backend by name, or says which names exist (with a did-you-mean).

@@ -6,9 +6,12 @@
 //! `Read`/`Write`, so no backend ever needs a whole object in memory.
 
 pub mod fs;
+pub mod gridfs;
+pub mod mariadb;
 pub mod namespace;
 pub mod options;
 pub mod postgres;
+pub mod s3;
 pub mod server;
 pub mod sim;
 pub mod sqlite;
@@ -214,7 +217,7 @@ pub struct BackendKind {
 
 /// Every backend stowbench knows, in listing order. A new backend joins with one line here.
 pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, postgres::KIND, sim::KIND]
+    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, postgres::KIND, mariadb::KIND, s3::KIND, gridfs::KIND, sim::KIND]
 }
 
 /// Finds a backend by name, or says which names exist (with a did-you-mean).

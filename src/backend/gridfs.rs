@@ -102,9 +102,6 @@ fn read_build_info(client: &Client, s: &Shared) -> BResult<BTreeMap<String, Stri
             out.insert(key.to_string(), v.to_string());
         }
     }
-    if let Ok(features) = info.get_document("ferretdbFeatures") {
-        out.insert("ferretdbFeatures".into(), features.to_string());
-    }
     Ok(out)
 }
 

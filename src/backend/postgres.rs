@@ -137,7 +137,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
 fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String>), postgres::Error> {
     let version: String = client.query_one("SHOW server_version", &[])?.get(0);
     let rows = client.query(
-        "SELECT name, setting FROM pg_settings WHERE name IN \
+        "SELECT name, current_setting(name) FROM pg_settings WHERE name IN \
          ('synchronous_commit', 'fsync', 'full_page_writes', 'wal_sync_method', 'data_directory', 'shared_buffers', 'default_toast_compression')",
         &[],
     )?;
@@ -157,9 +157,9 @@ pub fn probe(uri: &str) -> Result<String, String> {
 impl Shared {
     fn connect(&self) -> BResult<Client> {
         let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
-        let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&e))?;
+        let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
         config.connect_timeout(std::time::Duration::from_nanos(self.connect_timeout.0)).application_name("stowbench");
-        let mut client = config.connect(NoTls).map_err(|e| fail(&e))?;
+        let mut client = config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))?;
         // Keys are written into COPY statements (which take no parameters) as '\x..' hex literals.
         client.batch_execute("SET standard_conforming_strings = on").map_err(|e| self.error(e))?;
         Ok(client)
@@ -179,7 +179,7 @@ impl Shared {
         };
         let text = match e.as_db_error() {
             Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => e.to_string(),
+            None => server::chain(&e),
         };
         BackendError::new(kind, format!("postgres: {}", self.endpoint.secrets.scrub(&text)))
     }

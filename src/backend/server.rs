@@ -346,6 +346,56 @@ pub fn context(backend: &str, endpoint: &Endpoint, what: &str) -> String {
     format!("{backend} at {} ({}): {}", endpoint.shown, endpoint.source, endpoint.secrets.scrub(what))
 }
 
+/// An error and its chain of causes, "a: b: c" (drivers often keep the useful part in a source).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text = format!("{text}: {next}");
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// How `stowbench backends` checks a server backend: the URI schemes it takes and its probe.
+struct Probe {
+    backend: &'static str,
+    uri_env: &'static str,
+    schemes: &'static [&'static str],
+    probe: fn(&str) -> Result<String, String>,
+}
+
+const PROBES: &[Probe] = &[
+    Probe { backend: "postgres", uri_env: "STOWBENCH_PG_URI", schemes: &["postgres://", "postgresql://"], probe: super::postgres::probe },
+    Probe { backend: "mariadb", uri_env: "STOWBENCH_MARIADB_URI", schemes: &["mysql://", "mariadb://"], probe: super::mariadb::probe },
+    Probe { backend: "s3", uri_env: "STOWBENCH_S3_ENDPOINT", schemes: &["http://", "https://"], probe: super::s3::probe },
+    Probe { backend: "gridfs", uri_env: "STOWBENCH_MONGO_URI", schemes: &["mongodb://", "mongodb+srv://"], probe: super::gridfs::probe },
+];
+
+/// For a server backend, one line saying whether its server answers and which version it is:
+/// the `uri` given on the command line when its scheme fits, else the default environment
+/// variable. None for backends without a server. Secrets never appear in the line.
+pub fn reachability(backend: &str, uri: Option<&str>) -> Option<String> {
+    let p = PROBES.iter().find(|p| p.backend == backend)?;
+    let given = uri.filter(|u| p.schemes.iter().any(|s| u.starts_with(s)));
+    let (uri, source) = match given {
+        Some(u) => (u.to_string(), "--uri".to_string()),
+        None => match std::env::var(p.uri_env) {
+            Ok(u) if !u.trim().is_empty() => (u.trim().to_string(), format!("env {}", p.uri_env)),
+            _ => return Some(format!("not configured: set {} or pass --uri {}...", p.uri_env, p.schemes[0])),
+        },
+    };
+    let secrets = Secrets::from_uri(&uri);
+    let shown = redact_uri(&uri);
+    Some(match (p.probe)(&uri) {
+        Ok(version) => format!("reachable at {shown} ({source}): {}", secrets.scrub(&version)),
+        Err(e) => format!("UNREACHABLE at {shown} ({source}): {}", secrets.scrub(&e)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

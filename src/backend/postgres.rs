@@ -108,7 +108,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
         None => ns.clone(),
     };
-    let table = format!("\"{}_objects\"", server::owned_name(ns)); // quoted: the name may start with a digit
+    // Quoted: the name may start with a digit. The mode is in the name, so no two layouts share one.
+    let table = format!("\"{}_{}\"", server::owned_name(ns), format!("{mode:?}").to_lowercase());
     let shared = Shared {
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
         mode,

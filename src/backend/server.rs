@@ -81,7 +81,10 @@ impl Endpoint {
             }
             return Ok(Some(pid as u32));
         }
-        let port = self.host_port(default_port).filter(|(h, _)| is_local_host(h)).map(|(_, p)| p);
+        let Some(port) = self.host_port(default_port).filter(|(h, _)| is_local_host(h)).map(|(_, p)| p) else {
+            return Ok(None); // a remote server's processes cannot be sampled from here
+        };
+        let port = Some(port);
         let from_env = self.companion_env(pid_env).and_then(|p| p.trim().parse::<u32>().ok()).filter(|p| pid_alive(*p));
         let listening = |pid: u32| port.is_none_or(|port| tree_listens_on(pid, port));
         Ok(from_env.filter(|p| listening(*p)).or(discovered.filter(|p| pid_alive(*p))).or_else(|| port.and_then(pid_listening_on)))
@@ -307,11 +310,13 @@ fn tree_listens_on(pid: u32, port: u16) -> bool {
     !inodes.is_empty() && crate::sampler::process_tree(pid).into_iter().any(|p| holds_socket(p, &inodes))
 }
 
-/// The names a case owns on a server: the namespace name plus a hash of the run id, so two runs
-/// (or a run kept with --keep) never share a table, prefix or bucket, and cleanup can only ever
-/// reach the current case's own objects. At most 48 characters of [a-z0-9_].
+/// The names a case owns on a server: the namespace name plus a hash of the run id and the
+/// namespace directory (unique on this machine while it exists), so two runs, two cases, or two
+/// test processes pointed at one server never share a table, prefix or bucket, and cleanup can
+/// only reach the current namespace's own objects. At most 48 characters of [a-z0-9_].
 pub fn owned_name(ns: &Namespace) -> String {
-    let salt = xxhash_rust::xxh3::xxh3_64(ns.run_id.as_bytes()) as u32;
+    let identity = format!("{}\n{}", ns.run_id, ns.dir.display());
+    let salt = xxhash_rust::xxh3::xxh3_64(identity.as_bytes()) as u32;
     let mut base = ns.name.clone();
     base.truncate(38);
     format!("{base}_{salt:08x}")
@@ -417,6 +422,14 @@ mod tests {
         assert_eq!(host_port("mongodb://[::1]/", 27017), Some(("::1".into(), 27017)));
         assert_eq!(host_port("http://localhost:9000", 80), Some(("localhost".into(), 9000)));
         assert!(is_local_host("127.0.0.1") && !is_local_host("db.example.com"));
+    }
+
+    #[test]
+    fn owned_names_differ_per_namespace_directory() {
+        let ns = |dir: &str| Namespace { run_id: "same-run".into(), dir: PathBuf::from(dir), name: "case".into() };
+        let (a, b) = (owned_name(&ns("/tmp/a/ns")), owned_name(&ns("/tmp/b/ns")));
+        assert!(a != b && a.starts_with("case_") && a.len() <= 48, "{a} {b}");
+        assert_eq!(a, owned_name(&ns("/tmp/a/ns")), "stable for one namespace");
     }
 
     #[test]

@@ -89,7 +89,7 @@ fn postgres_lo_leaves_no_orphans() {
         return;
     }
     let f = fixture("postgres", "mode = \"lo\"");
-    let table = format!("{}_objects", f.owned());
+    let table = format!("{}_lo", f.owned());
     let mut s = f.session(0);
     put(&mut *s, "k", 1, 300_000);
     let first = super::inspect::pg_loid(&table, "k");

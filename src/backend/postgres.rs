@@ -291,7 +291,7 @@ impl Backend for PgBackend {
             reported += large_object_bytes(&mut client, s)?;
         }
         if s.mode == Mode::File {
-            let files = super::fs::disk_usage_of(&[s.files_root.clone()])?;
+            let files = super::fs::disk_usage_of(std::slice::from_ref(&s.files_root))?;
             usage.allocated_bytes += files.allocated_bytes;
             usage.apparent_bytes += files.apparent_bytes;
             usage.files += files.files;
@@ -424,7 +424,7 @@ impl PgSession {
         let corrupt = |what: &str| BackendError::new(ErrorKind::Corrupt, format!("postgres: malformed COPY binary stream: {what}"));
         let mut head = [0u8; 19];
         reader.read_exact(&mut head)?;
-        if &head[..11] != &COPY_HEADER[..11] {
+        if head[..11] != COPY_HEADER[..11] {
             return Err(corrupt("bad signature"));
         }
         let ext_len = u32::from_be_bytes([head[15], head[16], head[17], head[18]]);

@@ -16,7 +16,7 @@ use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabiliti
 use crate::units::{ByteSize, Nanos};
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::options::{ClientOptions, GridFsBucketOptions, WriteConcern};
-use mongodb::sync::gridfs::GridFsBucket;
+use mongodb::sync::gridfs::{FilesCollectionDocument, GridFsBucket};
 use mongodb::sync::{Client, Database};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -254,8 +254,7 @@ fn number(doc: &Document, key: &str) -> u64 {
 }
 
 struct GridFsSession {
-    /// Owns the connection pool the bucket uses.
-    #[allow(dead_code)]
+    /// The connection pool the bucket and the chunk reads use.
     client: Client,
     bucket: GridFsBucket,
     shared: Arc<Shared>,
@@ -268,7 +267,7 @@ fn newest_first() -> Document {
 
 impl GridFsSession {
     /// The current (newest) revision of `key`.
-    fn current(&self, key: &str) -> BResult<mongodb::sync::gridfs::FilesCollectionDocument> {
+    fn current(&self, key: &str) -> BResult<FilesCollectionDocument> {
         let s = &self.shared;
         let found = self.bucket.find_one(doc! { "filename": key }).sort(newest_first()).run().map_err(|e| s.error(e))?;
         found.ok_or_else(|| BackendError::not_found(key))
@@ -293,6 +292,42 @@ impl GridFsSession {
     }
 }
 
+/// Bytes of chunks one reply may carry. The driver's own download stream leaves the batch size
+/// to the server, and FerretDB then answers with one reply larger than the driver accepts
+/// (48 MB) for big files; chunks are therefore read with an explicit batch size.
+const BATCH_BYTES: u64 = 8 << 20;
+
+impl GridFsSession {
+    /// Streams the chunks of `file` into `sink`, checking order and sizes as the spec requires.
+    fn download(&self, file: &FilesCollectionDocument, sink: &mut dyn Write) -> BResult<()> {
+        let s = &self.shared;
+        let chunks = self.client.database(&s.database).collection::<Document>(&format!("{}.chunks", s.bucket));
+        let size = u64::from(file.chunk_size_bytes.max(1));
+        let count = file.length.div_ceil(size);
+        let batch = (BATCH_BYTES / size).clamp(1, 10_000) as u32;
+        let cursor = chunks.find(doc! { "files_id": file.id.clone() }).sort(doc! { "n": 1 }).batch_size(batch).run().map_err(|e| s.error(e))?;
+        let mut n = 0u64;
+        for chunk in cursor {
+            let chunk = chunk.map_err(|e| s.error(e))?;
+            let data = match chunk.get("data") {
+                Some(Bson::Binary(b)) => &b.bytes,
+                _ => return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} has no binary data", file.filename))),
+            };
+            let want = size.min(file.length.saturating_sub(n * size));
+            if n >= count || number(&chunk, "n") != n || data.len() as u64 != want {
+                return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} is out of order, extra or {} bytes instead of {want}", file.filename, data.len())));
+            }
+            sink.write_all(data)?;
+            n += 1;
+        }
+        if n < count {
+            // The revision's chunks vanished mid-read: a concurrent overwrite deleted it.
+            return Err(BackendError::new(ErrorKind::Conflict, format!("gridfs: chunk {n} of {:?} is missing (deleted by an overwrite?)", file.filename)));
+        }
+        Ok(())
+    }
+}
+
 impl Session for GridFsSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         let s = self.shared.clone();
@@ -307,12 +342,8 @@ impl Session for GridFsSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let s = self.shared.clone();
         let file = self.current(key)?;
-        let mut download = self.bucket.open_download_stream(file.id).run().map_err(|e| s.error(e))?;
-        // The driver reports missing chunks as I/O errors from read(): a concurrent overwrite
-        // deleted this revision mid-read.
-        super::copy_exact(&mut download, sink, file.length).map_err(|e| if e.kind == ErrorKind::Io { BackendError::new(ErrorKind::Conflict, e.message) } else { e })?;
+        self.download(&file, sink)?;
         Ok(file.length)
     }
 

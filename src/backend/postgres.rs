@@ -1,9 +1,10 @@
 //! `postgres`: objects in PostgreSQL, stored one of three ways (option `mode`):
 //!
 //! - `bytea`: one row per object in a `bytea` column, written with `COPY ... FROM STDIN (FORMAT
-//!   binary)` and read with `COPY (SELECT ...) TO STDOUT (FORMAT binary)`, so the client streams
-//!   both ways. The column's storage is EXTERNAL by default (TOASTed, not compressed) so random
-//!   payloads are not run through pglz for nothing.
+//!   binary)`, so the body streams to the server; read whole when it is at most `chunk_size`,
+//!   else in `substring` slices inside one snapshot, so client memory stays at one slice. The
+//!   column's storage is EXTERNAL by default (TOASTed, not compressed) so random payloads are not
+//!   run through pglz for nothing.
 //! - `lo`: the bytes in a large object written and read in `chunk_size` pieces (`lowrite`,
 //!   `loread`) inside one transaction; the row holds its oid. Overwrite and delete unlink the old
 //!   large object in the same transaction, so none is ever orphaned.
@@ -41,7 +42,7 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
     OptionDoc { name: "mode", default: "bytea", help: "bytea (row column), lo (large object), file (row + file beside it)" },
     OptionDoc { name: "storage", default: "external", help: "bytea column storage: external (uncompressed TOAST) or default (the server's, compresses)" },
-    OptionDoc { name: "chunk_size", default: "1MiB", help: "lo mode: bytes per lowrite/loread call" },
+    OptionDoc { name: "chunk_size", default: "1MiB", help: "bytes per lowrite/loread call (lo) and per substring slice of larger bytea reads" },
     OptionDoc { name: "fsync", default: "true", help: "file mode: fsync each file and its directory (as durable as the committed row)" },
     OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory for the content files" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
@@ -57,7 +58,7 @@ const LO_MAX_BYTES: u64 = 4 * (1 << 40);
 /// lo_open modes from libpq-fs.h.
 const INV_WRITE: i32 = 0x20000;
 const INV_READ: i32 = 0x40000;
-/// Signature, flags and header-extension length of COPY's binary format.
+/// Signature, flags and header-extension length of COPY's binary format (for puts).
 const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -160,10 +161,7 @@ impl Shared {
         let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
         let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
         config.connect_timeout(std::time::Duration::from_nanos(self.connect_timeout.0)).application_name("stowbench");
-        let mut client = config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))?;
-        // Keys are written into COPY statements (which take no parameters) as '\x..' hex literals.
-        client.batch_execute("SET standard_conforming_strings = on").map_err(|e| self.error(e))?;
-        Ok(client)
+        config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))
     }
 
     /// Maps a driver error to a kind, with secrets scrubbed from its message.
@@ -183,12 +181,6 @@ impl Shared {
             None => server::chain(&e),
         };
         BackendError::new(kind, format!("postgres: {}", self.endpoint.secrets.scrub(&text)))
-    }
-
-    /// `key` as a bytea hex literal: no quoting rules to get wrong, any byte allowed.
-    fn literal(key: &str) -> String {
-        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
-        format!("'\\x{hex}'::bytea")
     }
 
     /// Refuses a put above the declared limit before reading any of its body.
@@ -229,7 +221,7 @@ impl Backend for PgBackend {
             if s.mode == Mode::Bytea {
                 map.insert("storage".into(), if self.external_storage { "external" } else { "default" }.into());
             }
-            if s.mode == Mode::Lo {
+            if s.mode != Mode::File {
                 map.insert("chunk_size".into(), s.chunk_bytes.into());
             }
             if s.mode == Mode::File {
@@ -419,29 +411,36 @@ impl PgSession {
 
     fn get_bytea(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
         let s = self.shared.clone();
-        let sql = format!("COPY (SELECT data FROM {} WHERE key = {}) TO STDOUT (FORMAT binary)", s.table, Shared::literal(key));
-        let mut reader = self.client.copy_out(&sql).map_err(|e| s.error(e))?;
-        let corrupt = |what: &str| BackendError::new(ErrorKind::Corrupt, format!("postgres: malformed COPY binary stream: {what}"));
-        let mut head = [0u8; 19];
-        reader.read_exact(&mut head)?;
-        if head[..11] != COPY_HEADER[..11] {
-            return Err(corrupt("bad signature"));
+        let e = |e| s.error(e);
+        let chunk = s.chunk_bytes as i32;
+        // A value of at most chunk_size comes back whole from one statement (one snapshot).
+        let sql = format!("SELECT CASE WHEN octet_length(data) <= $2 THEN data END FROM {} WHERE key = $1", s.table);
+        let row = self.client.query_opt(&sql, &[&key.as_bytes(), &chunk]).map_err(e)?;
+        let Some(row) = row else { return Err(BackendError::not_found(key)) };
+        if let Some(data) = row.get::<_, Option<&[u8]>>(0) {
+            sink.write_all(data)?;
+            return Ok(data.len() as u64);
         }
-        let ext_len = u32::from_be_bytes([head[15], head[16], head[17], head[18]]);
-        std::io::copy(&mut (&mut reader).take(ext_len as u64), &mut std::io::sink())?;
-        let mut count = [0u8; 2];
-        reader.read_exact(&mut count)?;
-        if i16::from_be_bytes(count) == -1 {
-            return Err(BackendError::not_found(key));
+        // A larger one is read in chunk_size slices inside one read-only REPEATABLE READ
+        // transaction: client memory stays at one slice (a row or COPY message would carry the
+        // whole value) and a concurrent overwrite cannot mix versions. With EXTERNAL storage a
+        // slice reads only the TOAST chunks it needs.
+        let mut tx = self.client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().map_err(e)?;
+        let row = tx.query_opt(&format!("SELECT octet_length(data) FROM {} WHERE key = $1", s.table), &[&key.as_bytes()]).map_err(e)?;
+        let Some(row) = row else { return Err(BackendError::not_found(key)) };
+        let len: i32 = row.get(0);
+        let slice = format!("SELECT substring(data FROM $2 FOR $3) FROM {} WHERE key = $1", s.table);
+        let mut done: i32 = 0;
+        while done < len {
+            let row = tx.query_one(&slice, &[&key.as_bytes(), &(done + 1), &chunk]).map_err(e)?;
+            let data: &[u8] = row.get(0);
+            if data.is_empty() {
+                return Err(BackendError::new(ErrorKind::Corrupt, format!("postgres: value of {key:?} ended at {done} of {len} bytes")));
+            }
+            sink.write_all(data)?;
+            done += data.len() as i32;
         }
-        let mut len = [0u8; 4];
-        reader.read_exact(&mut len)?;
-        let len = i32::from_be_bytes(len);
-        if i16::from_be_bytes(count) != 1 || len < 0 {
-            return Err(corrupt("expected one non-null column"));
-        }
-        super::copy_exact(&mut reader, sink, len as u64)?;
-        std::io::copy(&mut reader, &mut std::io::sink())?; // the trailer; leaves the connection ready
+        tx.commit().map_err(e)?;
         Ok(len as u64)
     }
 

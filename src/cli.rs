@@ -42,8 +42,13 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// List the backends, their options and defaults.
-    Backends,
+    /// List the backends, their options and defaults, and whether each server answers.
+    Backends {
+        /// A server URI to check (postgres://, mysql://, http(s):// for S3, mongodb://); without
+        /// it the STOWBENCH_*_URI / STOWBENCH_S3_ENDPOINT environment variables are checked.
+        #[arg(long)]
+        uri: Option<String>,
+    },
     /// Run a fio sweep (rw × block size × threads × queue depth × files × targets) and chart it.
     Fio(Box<crate::fio::cli::FioArgs>),
     /// Rewrite a pack store's live objects into new files, reclaiming deleted and overwritten space.
@@ -113,8 +118,8 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
             print!("{}", render(&r, format));
             0
         }),
-        Command::Backends => {
-            print!("{}", list_backends());
+        Command::Backends { uri } => {
+            print!("{}", list_backends_checked(uri.as_deref()));
             Ok(0)
         }
         Command::Fio(args) => crate::fio::cli::run(&args),
@@ -218,10 +223,19 @@ fn tempfile_dir() -> Result<PathBuf, String> {
 
 /// The text of `stowbench backends`.
 pub fn list_backends() -> String {
+    list_backends_checked(None)
+}
+
+/// The text of `stowbench backends`, with a line per server backend saying whether its server
+/// (at `uri`, or named by its environment variable) answers, and its version.
+pub fn list_backends_checked(uri: Option<&str>) -> String {
     let mut out = String::new();
     for kind in backend::registry() {
         let tool = if kind.is_test_tool { " [test tool]" } else { "" };
         out += &format!("{}{tool}: {}\n", kind.name, kind.summary);
+        if let Some(line) = backend::server::reachability(kind.name, uri) {
+            out += &format!("    server: {line}\n");
+        }
         for o in kind.options {
             let default = if o.default.is_empty() { "(none)" } else { o.default };
             out += &format!("    {:<20} default {:<18} {}\n", o.name, default, o.help);

@@ -7,9 +7,14 @@
 
 pub mod cfb;
 pub mod fs;
+pub mod gridfs;
+pub mod mariadb;
 pub mod namespace;
 pub mod options;
 pub mod pack;
+pub mod postgres;
+pub mod s3;
+pub mod server;
 pub mod sim;
 pub mod sqlite;
 pub mod sqlite_file;
@@ -215,7 +220,7 @@ pub struct BackendKind {
 
 /// Every backend stowbench knows, in listing order. A new backend joins with one line here.
 pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, sim::KIND]
+    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, postgres::KIND, mariadb::KIND, s3::KIND, gridfs::KIND, sim::KIND]
 }
 
 /// Finds a backend by name, or says which names exist (with a did-you-mean).

@@ -148,13 +148,16 @@ impl Options {
         }
     }
 
-    /// The effective options as JSON, for the report (secret-bearing names are redacted).
+    /// The effective options as JSON, for the report: values of secret-bearing names are
+    /// redacted, and so is the password inside any URI (`postgres://u:<redacted>@host/db`).
     pub fn redacted_json(&self) -> serde_json::Value {
         let mut map = serde_json::Map::new();
         for (k, v) in &self.table {
             let lowered = k.to_lowercase();
             let value = if lowered.contains("password") || lowered.contains("secret") || lowered.contains("token") {
-                serde_json::Value::String("<redacted>".into())
+                serde_json::Value::String(super::server::REDACTED.into())
+            } else if let toml::Value::String(text) = v {
+                serde_json::Value::String(super::server::redact(text))
             } else {
                 serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
             };

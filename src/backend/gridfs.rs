@@ -1,0 +1,358 @@
+//! `gridfs`: objects as GridFS files (MongoDB wire protocol) through the official driver's sync API.
+//!
+//! A put streams the body into an upload stream, which inserts `chunk_size` chunk documents as
+//! they fill and the files document last, at close: until then readers see the previous
+//! revision. Then older revisions of the same name are deleted (upload new, then delete old), so a
+//! key never disappears during an overwrite. The current value of a key is its newest revision by
+//! (uploadDate, _id); a get finds it and streams its chunks into the sink. The GridFS bucket is
+//! named after the case's namespace and run, so cleanup drops only this case's two collections.
+//!
+//! On this machine the server is FerretDB on SQLite, a stand-in for MongoDB: its numbers are
+//! FerretDB's, not MongoDB's (see docs/backends/gridfs.md).
+
+use super::options::{OptionDoc, Options};
+use super::server::{self, Endpoint};
+use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use crate::units::{ByteSize, Nanos};
+use mongodb::bson::{doc, Bson, Document};
+use mongodb::options::{ClientOptions, GridFsBucketOptions, WriteConcern};
+use mongodb::sync::gridfs::{FilesCollectionDocument, GridFsBucket};
+use mongodb::sync::{Client, Database};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "gridfs",
+    summary: "GridFS over the MongoDB wire protocol (MongoDB, or FerretDB as a stand-in)",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const URI_ENV: &str = "STOWBENCH_MONGO_URI";
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "uri", default: "", help: "connection URI mongodb://user:password@host:port/ (password redacted everywhere)" },
+    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
+    OptionDoc { name: "database", default: "<URI's database> or stowbench", help: "database holding the GridFS bucket" },
+    OptionDoc { name: "chunk_size", default: "255KiB", help: "GridFS chunk size (bytes per chunk document; at most 15MiB)" },
+    OptionDoc { name: "journal", default: "false", help: "write concern j:true (each chunk and file document waits for the journal)" },
+    OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting (and selecting a server) after this long" },
+    OptionDoc { name: "server_pid", default: "<found>", help: "server pid for CPU/memory figures (default: STOWBENCH_MONGO_PID, or the port's listener)" },
+    OptionDoc { name: "data_dir", default: "<found>", help: "server's local data directory, for allocated bytes (default: STOWBENCH_MONGO_DATA)" },
+];
+
+/// A chunk document must stay under MongoDB's 16 MiB document limit.
+const CHUNK_MAX_BYTES: u64 = 15 << 20;
+
+struct Shared {
+    endpoint: Endpoint,
+    connect_timeout: Nanos,
+    database: String,
+    bucket: String,
+    chunk_bytes: u32,
+    journal: bool,
+}
+
+/// The gridfs backend for one case.
+pub struct GridFsBackend {
+    shared: Arc<Shared>,
+    admin: Client,
+    build_info: BTreeMap<String, String>,
+    server_pid: Option<u32>,
+    data_dir: Option<PathBuf>,
+    options: Options,
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("gridfs", OPTIONS)?;
+    let endpoint = server::endpoint(options, "gridfs", URI_ENV)?;
+    let chunk = options.size("chunk_size", ByteSize(255 * 1024))?.0;
+    if !(1024..=CHUNK_MAX_BYTES).contains(&chunk) {
+        return Err(format!("target \"{}\": option \"chunk_size\" is {chunk} bytes; use 1KiB to 15MiB (a chunk is one document, at most 16 MiB)", options.target));
+    }
+    let mut shared = Shared {
+        connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
+        database: String::new(),
+        bucket: server::owned_name(ns),
+        chunk_bytes: chunk as u32,
+        journal: options.bool("journal", false)?,
+        endpoint,
+    };
+    let admin = shared.connect().map_err(|e| e.message)?;
+    let from_uri = admin.default_database().map(|d| d.name().to_string());
+    shared.database = options.string("database", from_uri.as_deref().unwrap_or("stowbench"))?;
+    let build_info = read_build_info(&admin, &shared).map_err(|e| e.message)?;
+    let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_MONGO_PID", 27017, None)?;
+    let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_MONGO_DATA", None)?;
+    Ok(Box::new(GridFsBackend { shared: Arc::new(shared), admin, build_info, server_pid, data_dir, options: options.clone() }))
+}
+
+/// Server version facts from buildInfo (FerretDB adds its own version next to the MongoDB one it
+/// emulates).
+fn read_build_info(client: &Client, s: &Shared) -> BResult<BTreeMap<String, String>> {
+    let info = client.database("admin").run_command(doc! { "buildInfo": 1 }).run().map_err(|e| s.error(e))?;
+    let mut out = BTreeMap::new();
+    for key in ["version", "ferretdbVersion", "gitVersion"] {
+        if let Ok(v) = info.get_str(key) {
+            out.insert(key.to_string(), v.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.
+pub fn probe(uri: &str) -> Result<String, String> {
+    let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
+    let shared = Shared {
+        endpoint: server::endpoint(&options, "gridfs", URI_ENV)?,
+        connect_timeout: Nanos(5_000_000_000),
+        database: String::new(),
+        bucket: String::new(),
+        chunk_bytes: 0,
+        journal: false,
+    };
+    let info = read_build_info(&shared.connect().map_err(|e| e.message)?, &shared).map_err(|e| e.message)?;
+    Ok(match info.get("ferretdbVersion") {
+        Some(f) => format!("FerretDB {f} (MongoDB {} wire protocol; a stand-in, not MongoDB)", info.get("version").cloned().unwrap_or_default()),
+        None => format!("MongoDB {}", info.get("version").cloned().unwrap_or_default()),
+    })
+}
+
+impl Shared {
+    fn connect(&self) -> BResult<Client> {
+        let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("gridfs", &self.endpoint, &format!("cannot connect: {e}")));
+        let mut opts = ClientOptions::parse(&self.endpoint.uri).run().map_err(|e| fail(&e))?;
+        let timeout = Duration::from_nanos(self.connect_timeout.0);
+        opts.connect_timeout = Some(timeout);
+        opts.server_selection_timeout = Some(timeout);
+        opts.app_name = Some("stowbench".into());
+        Client::with_options(opts).map_err(|e| fail(&e))
+    }
+
+    fn bucket(&self, client: &Client) -> GridFsBucket {
+        let mut builder = GridFsBucketOptions::builder().bucket_name(self.bucket.clone()).chunk_size_bytes(self.chunk_bytes).build();
+        if self.journal {
+            builder.write_concern = Some(WriteConcern::builder().journal(true).build());
+        }
+        client.database(&self.database).gridfs_bucket(builder)
+    }
+
+    fn database(&self, client: &Client) -> Database {
+        client.database(&self.database)
+    }
+
+    fn error(&self, e: mongodb::error::Error) -> BackendError {
+        use mongodb::error::{ErrorKind as M, GridFsErrorKind as G};
+        let kind = match e.kind.as_ref() {
+            M::GridFs(G::FileNotFound { .. }) => ErrorKind::NotFound,
+            M::GridFs(G::MissingChunk { .. }) => ErrorKind::Conflict, // deleted by a concurrent overwrite
+            M::GridFs(_) => ErrorKind::Corrupt,
+            M::Io(_) | M::ServerSelection { .. } | M::ConnectionPoolCleared { .. } | M::DnsResolve { .. } => ErrorKind::Connection,
+            M::Command(c) if c.code == 50 => ErrorKind::Timeout,
+            M::Command(c) if c.code == 112 || c.code == 11000 => ErrorKind::Conflict,
+            _ => ErrorKind::Other,
+        };
+        BackendError::new(kind, format!("gridfs: {}", self.endpoint.secrets.scrub(&e.to_string())))
+    }
+}
+
+impl Backend for GridFsBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let s = &self.shared;
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("uri".into(), s.endpoint.shown.clone().into());
+            map.insert("uri_source".into(), s.endpoint.source.clone().into());
+            map.insert("database".into(), s.database.clone().into());
+            map.insert("bucket".into(), s.bucket.clone().into());
+            map.insert("chunk_size".into(), s.chunk_bytes.into());
+            map.insert("journal".into(), s.journal.into());
+        }
+        let mut versions = BTreeMap::new();
+        for (k, v) in &self.build_info {
+            versions.insert(format!("server_{k}"), v.clone());
+        }
+        versions.insert("mongodb-crate".into(), server::locked_version("mongodb"));
+        let durability = if s.journal {
+            "every chunk and the files document acknowledged with write concern j:true (journaled)"
+        } else {
+            "every chunk and the files document acknowledged with the client's default write concern (w:1, no journal wait)"
+        };
+        BackendInfo { backend: "gridfs".into(), versions, options, durability: durability.into(), data_paths: self.data_dir.iter().cloned().collect() }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        let s = &self.shared;
+        // The driver creates the GridFS indexes on a bucket's first upload; creating them here
+        // keeps that cost out of the first measured put.
+        let db = s.database(&self.admin);
+        let indexes = [(format!("{}.files", s.bucket), doc! { "filename": 1, "uploadDate": 1 }), (format!("{}.chunks", s.bucket), doc! { "files_id": 1, "n": 1 })];
+        for (i, (collection, keys)) in indexes.into_iter().enumerate() {
+            let unique = i == 1;
+            let spec = doc! { "createIndexes": collection, "indexes": [ { "key": keys, "name": if unique { "files_id_1_n_1" } else { "filename_1_uploadDate_1" }, "unique": unique } ] };
+            db.run_command(spec).run().map_err(|e| s.error(e))?;
+        }
+        Ok(())
+    }
+
+    fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
+        let client = self.shared.connect()?;
+        Ok(Box::new(GridFsSession { bucket: self.shared.bucket(&client), client, shared: self.shared.clone() }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        let s = &self.shared;
+        let db = s.database(&self.admin);
+        let mut reported = 0u64;
+        let mut wired_tiger_files = Vec::new();
+        for suffix in ["files", "chunks"] {
+            let stats = db.run_command(doc! { "collStats": format!("{}.{suffix}", s.bucket) }).run().map_err(|e| s.error(e))?;
+            reported += number(&stats, "storageSize") + number(&stats, "totalIndexSize");
+            if let (Some(dir), Ok(uri)) = (&self.data_dir, stats.get_document("wiredTiger").and_then(|w| w.get_str("uri"))) {
+                if let Some(table) = uri.strip_prefix("statistics:table:") {
+                    wired_tiger_files.push(dir.join(format!("{table}.wt")));
+                }
+            }
+        }
+        let mut usage = match &self.data_dir {
+            Some(_) if !wired_tiger_files.is_empty() => server::usage_of_files(&wired_tiger_files),
+            // FerretDB/SQLite keeps a whole database in one file (and its WAL): count the database.
+            Some(dir) => server::usage_of_files(&["sqlite", "sqlite-wal", "sqlite-shm"].map(|ext| dir.join(format!("{}.{ext}", s.database)))),
+            None => DiskUsage::default(),
+        };
+        usage.server_reported_bytes = Some(reported);
+        Ok(usage)
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        let s = &self.shared;
+        s.bucket(&self.admin).drop().run().map_err(|e| s.error(e))
+    }
+
+    fn server_pids(&self) -> Vec<u32> {
+        self.server_pid.into_iter().collect()
+    }
+}
+
+/// A numeric field of a command reply, whatever BSON number type the server chose.
+fn number(doc: &Document, key: &str) -> u64 {
+    match doc.get(key) {
+        Some(Bson::Int32(v)) => *v as u64,
+        Some(Bson::Int64(v)) => *v as u64,
+        Some(Bson::Double(v)) => *v as u64,
+        _ => 0,
+    }
+}
+
+struct GridFsSession {
+    /// The connection pool the bucket and the chunk reads use.
+    client: Client,
+    bucket: GridFsBucket,
+    shared: Arc<Shared>,
+}
+
+/// Newest revision first: the one a get returns and the order overwrites delete in.
+fn newest_first() -> Document {
+    doc! { "uploadDate": -1, "_id": -1 }
+}
+
+impl GridFsSession {
+    /// The current (newest) revision of `key`.
+    fn current(&self, key: &str) -> BResult<FilesCollectionDocument> {
+        let s = &self.shared;
+        let found = self.bucket.find_one(doc! { "filename": key }).sort(newest_first()).run().map_err(|e| s.error(e))?;
+        found.ok_or_else(|| BackendError::not_found(key))
+    }
+
+    /// Deletes the revisions of `key` older than `mine` (never a newer one a concurrent writer made).
+    fn delete_older(&self, key: &str, mine: &Bson) -> BResult<()> {
+        let s = &self.shared;
+        let me = self.bucket.find_one(doc! { "_id": mine.clone() }).run().map_err(|e| s.error(e))?;
+        let Some(me) = me else { return Ok(()) }; // a newer writer already replaced it
+        let date = me.upload_date;
+        let older = doc! { "filename": key, "$or": [ { "uploadDate": { "$lt": date } }, { "uploadDate": date, "_id": { "$lt": mine.clone() } } ] };
+        let cursor = self.bucket.find(older).run().map_err(|e| s.error(e))?;
+        for file in cursor {
+            let file = file.map_err(|e| s.error(e))?;
+            match self.bucket.delete(file.id).run() {
+                Err(e) if matches!(e.kind.as_ref(), mongodb::error::ErrorKind::GridFs(mongodb::error::GridFsErrorKind::FileNotFound { .. })) => {}
+                other => other.map_err(|e| s.error(e))?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of chunks one reply may carry. The driver's own download stream leaves the batch size
+/// to the server, and FerretDB then answers with one reply larger than the driver accepts
+/// (48 MB) for big files; chunks are therefore read with an explicit batch size.
+const BATCH_BYTES: u64 = 8 << 20;
+
+impl GridFsSession {
+    /// Streams the chunks of `file` into `sink`, checking order and sizes as the spec requires.
+    fn download(&self, file: &FilesCollectionDocument, sink: &mut dyn Write) -> BResult<()> {
+        let s = &self.shared;
+        let chunks = self.client.database(&s.database).collection::<Document>(&format!("{}.chunks", s.bucket));
+        let size = u64::from(file.chunk_size_bytes.max(1));
+        let count = file.length.div_ceil(size);
+        let batch = (BATCH_BYTES / size).clamp(1, 10_000) as u32;
+        let cursor = chunks.find(doc! { "files_id": file.id.clone() }).sort(doc! { "n": 1 }).batch_size(batch).run().map_err(|e| s.error(e))?;
+        let mut n = 0u64;
+        for chunk in cursor {
+            let chunk = chunk.map_err(|e| s.error(e))?;
+            let data = match chunk.get("data") {
+                Some(Bson::Binary(b)) => &b.bytes,
+                _ => return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} has no binary data", file.filename))),
+            };
+            let want = size.min(file.length.saturating_sub(n * size));
+            if n >= count || number(&chunk, "n") != n || data.len() as u64 != want {
+                return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} is out of order, extra or {} bytes instead of {want}", file.filename, data.len())));
+            }
+            sink.write_all(data)?;
+            n += 1;
+        }
+        if n < count {
+            // The revision's chunks vanished mid-read: a concurrent overwrite deleted it.
+            return Err(BackendError::new(ErrorKind::Conflict, format!("gridfs: chunk {n} of {:?} is missing (deleted by an overwrite?)", file.filename)));
+        }
+        Ok(())
+    }
+}
+
+impl Session for GridFsSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let s = self.shared.clone();
+        let mut upload = self.bucket.open_upload_stream(key).run().map_err(|e| s.error(e))?;
+        let written = super::copy_exact(body, &mut upload, len).and_then(|()| upload.close().map_err(BackendError::from));
+        if let Err(e) = written {
+            let _ = upload.abort(); // removes the chunks written so far; no files document exists yet
+            return Err(e);
+        }
+        let mine = upload.id().clone();
+        self.delete_older(key, &mine)
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let file = self.current(key)?;
+        self.download(&file, sink)?;
+        Ok(file.length)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        let s = self.shared.clone();
+        self.bucket.delete_by_name(key).run().map_err(|e| s.error(e))
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        Ok(self.current(key)?.length)
+    }
+}

@@ -1,0 +1,278 @@
+//! `mariadb`: one row per object in an InnoDB `LONGBLOB` column (MariaDB or MySQL).
+//!
+//! A put is one autocommitted `INSERT ... ON DUPLICATE KEY UPDATE` (atomic: readers see the old or
+//! the new value, never a mix); a get is one `SELECT`. The MySQL protocol carries a row and a
+//! statement parameter whole, so the client holds one object in memory per operation: the
+//! largest object is the server's `max_allowed_packet`, read at construct and enforced before
+//! any data is written. The table is named after the case's namespace and run, so cleanup drops
+//! only this case's table.
+
+use super::options::{OptionDoc, Options};
+use super::server::{self, Endpoint};
+use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use crate::units::Nanos;
+use mysql::prelude::Queryable;
+use mysql::{Conn, Opts, OptsBuilder};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "mariadb",
+    summary: "MariaDB/MySQL: one InnoDB row per object in a LONGBLOB column",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const URI_ENV: &str = "STOWBENCH_MARIADB_URI";
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "uri", default: "", help: "connection URI mysql://user:password@host:port/db (password redacted everywhere)" },
+    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
+    OptionDoc { name: "engine", default: "InnoDB", help: "storage engine of the table" },
+    OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
+    OptionDoc { name: "server_pid", default: "<found>", help: "mariadbd pid for CPU/memory figures (default: STOWBENCH_MARIADB_PID, @@pid_file, or the port's listener)" },
+    OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: @@datadir, or STOWBENCH_MARIADB_DATA)" },
+];
+
+/// Bytes of a packet that are not the value: command, statement id, key and length headers.
+const PACKET_OVERHEAD_BYTES: u64 = 64 * 1024;
+
+struct Shared {
+    endpoint: Endpoint,
+    connect_timeout: Nanos,
+    table: String,
+    max_object_bytes: u64,
+}
+
+/// The mariadb backend for one case.
+pub struct MariaBackend {
+    shared: Arc<Shared>,
+    engine: String,
+    database: String,
+    max_allowed_packet: u64,
+    server_version: String,
+    settings: BTreeMap<String, String>,
+    server_pid: Option<u32>,
+    data_dir: Option<PathBuf>,
+    options: Options,
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("mariadb", OPTIONS)?;
+    let endpoint = server::endpoint(options, "mariadb", URI_ENV)?;
+    let engine = options.string("engine", "InnoDB")?;
+    if engine.is_empty() || !engine.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("target \"{}\": option \"engine\" = \"{engine}\" is not an engine name like InnoDB", options.target));
+    }
+    let mut shared = Shared {
+        endpoint,
+        connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
+        table: format!("{}_objects", server::owned_name(ns)),
+        max_object_bytes: 0,
+    };
+    let mut conn = shared.connect().map_err(|e| e.message)?;
+    let fail = |e: mysql::Error| server::context("mariadb", &shared.endpoint, &e.to_string());
+    let row: (String, u64, String, String) =
+        conn.query_first("SELECT VERSION(), @@global.max_allowed_packet, @@datadir, DATABASE()").map_err(fail)?.unwrap_or_default();
+    let (server_version, max_allowed_packet, datadir, database) = row;
+    if database.is_empty() {
+        return Err(format!("target \"{}\": the URI {} names no database; add one: mysql://user@host:port/DATABASE", options.target, shared.endpoint.shown));
+    }
+    let settings = read_settings(&mut conn).map_err(fail)?;
+    shared.max_object_bytes = max_allowed_packet.saturating_sub(PACKET_OVERHEAD_BYTES);
+    let pid_file: Option<String> = conn.query_first("SELECT @@pid_file").ok().flatten();
+    let discovered = pid_file.and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| t.trim().parse().ok());
+    let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_MARIADB_PID", 3306, discovered)?;
+    let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_MARIADB_DATA", Some(datadir))?;
+    Ok(Box::new(MariaBackend { shared: Arc::new(shared), engine, database, max_allowed_packet, server_version, settings, server_pid, data_dir, options: options.clone() }))
+}
+
+/// Settings that decide durability and limits (read, never changed).
+fn read_settings(conn: &mut Conn) -> Result<BTreeMap<String, String>, mysql::Error> {
+    let names = ["innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite", "innodb_flush_method", "innodb_log_file_size", "innodb_buffer_pool_size"];
+    let mut out = BTreeMap::new();
+    for name in names {
+        let value: Option<Option<String>> = conn.query_first(format!("SELECT CAST(@@global.{name} AS CHAR)")).ok();
+        if let Some(Some(v)) = value {
+            out.insert(name.to_string(), v);
+        }
+    }
+    Ok(out)
+}
+
+/// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.
+pub fn probe(uri: &str) -> Result<String, String> {
+    let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
+    let shared = Shared { endpoint: server::endpoint(&options, "mariadb", URI_ENV)?, connect_timeout: Nanos(5_000_000_000), table: String::new(), max_object_bytes: 0 };
+    let mut conn = shared.connect().map_err(|e| e.message)?;
+    let row: Option<(String, u64)> = conn.query_first("SELECT VERSION(), @@global.max_allowed_packet").map_err(|e| shared.error(e).message)?;
+    let (version, packet) = row.unwrap_or_default();
+    Ok(format!("MariaDB/MySQL {version} (max_allowed_packet {packet} bytes)"))
+}
+
+impl Shared {
+    fn connect(&self) -> BResult<Conn> {
+        let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("mariadb", &self.endpoint, &format!("cannot connect: {e}")));
+        let opts = Opts::from_url(&self.endpoint.uri).map_err(|e| fail(&e))?;
+        // TCP as the URI says: the crate would otherwise switch to the server's Unix socket when
+        // it finds one, which measures a different transport than the other server backends.
+        let opts = OptsBuilder::from_opts(opts).prefer_socket(false).tcp_connect_timeout(Some(std::time::Duration::from_nanos(self.connect_timeout.0)));
+        let mut conn = Conn::new(opts).map_err(|e| fail(&e))?;
+        // Read committed: an upsert takes no gap locks, so writers of different keys never deadlock.
+        conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").map_err(|e| self.error(e))?;
+        Ok(conn)
+    }
+
+    fn error(&self, e: mysql::Error) -> BackendError {
+        let kind = match &e {
+            mysql::Error::MySqlError(m) => match m.code {
+                1213 | 1020 => ErrorKind::Conflict,
+                1205 | 3024 => ErrorKind::Timeout,
+                1153 | 1118 | 1301 => ErrorKind::TooLarge,
+                1021 | 1114 | 3 => ErrorKind::Io,
+                _ => ErrorKind::Other,
+            },
+            mysql::Error::IoError(_) | mysql::Error::CodecError(_) => ErrorKind::Connection,
+            mysql::Error::DriverError(_) => ErrorKind::Connection,
+            _ => ErrorKind::Other,
+        };
+        BackendError::new(kind, format!("mariadb: {}", self.endpoint.secrets.scrub(&e.to_string())))
+    }
+}
+
+impl Backend for MariaBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_object_bytes: Some(self.shared.max_object_bytes),
+            max_object_hint: Some(format!(
+                "the server's max_allowed_packet is {} bytes and a LONGBLOB value travels in one packet; raise it \
+                 (mariadbd --max-allowed-packet=1G, or SET GLOBAL max_allowed_packet = 1073741824 and reconnect; 1 GiB is the most) \
+                 or use backend \"postgres\" with mode = \"lo\", \"s3\" or \"fs\" for larger objects",
+                self.max_allowed_packet
+            )),
+            ..Capabilities::default()
+        }
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let s = &self.shared;
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("uri".into(), s.endpoint.shown.clone().into());
+            map.insert("uri_source".into(), s.endpoint.source.clone().into());
+            map.insert("engine".into(), self.engine.clone().into());
+            map.insert("table".into(), format!("{}.{}", self.database, s.table).into());
+            map.insert("server_max_allowed_packet".into(), self.max_allowed_packet.into());
+            for (k, v) in &self.settings {
+                map.insert(format!("server_{k}"), v.clone().into());
+            }
+        }
+        let mut versions = BTreeMap::new();
+        versions.insert("mariadb".into(), self.server_version.clone());
+        versions.insert("mysql-crate".into(), server::locked_version("mysql"));
+        let get = |k: &str| self.settings.get(k).map(String::as_str).unwrap_or("?");
+        let durability = format!(
+            "autocommit of one statement per put; server innodb_flush_log_at_trx_commit = {}, sync_binlog = {}, log_bin = {}",
+            get("innodb_flush_log_at_trx_commit"),
+            get("sync_binlog"),
+            get("log_bin")
+        );
+        BackendInfo { backend: "mariadb".into(), versions, options, durability, data_paths: self.data_dir.iter().cloned().collect() }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        let s = &self.shared;
+        let sql = format!(
+            "CREATE TABLE IF NOT EXISTS `{}` (k VARBINARY(512) NOT NULL PRIMARY KEY, data LONGBLOB NOT NULL) ENGINE={}",
+            s.table, self.engine
+        );
+        s.connect()?.query_drop(sql).map_err(|e| s.error(e))
+    }
+
+    fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
+        Ok(Box::new(MariaSession { conn: self.shared.connect()?, shared: self.shared.clone() }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        let s = &self.shared;
+        let mut conn = s.connect()?;
+        // InnoDB's table statistics lag behind writes until recalculated.
+        conn.query_drop(format!("ANALYZE TABLE `{}`", s.table)).map_err(|e| s.error(e))?;
+        let reported: Option<u64> = conn
+            .exec_first(
+                "SELECT CAST(data_length + index_length AS UNSIGNED) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+                (&s.table,),
+            )
+            .map_err(|e| s.error(e))?;
+        let mut usage = match &self.data_dir {
+            Some(dir) => {
+                let base = dir.join(&self.database).join(&s.table);
+                server::usage_of_files(&[base.with_extension("ibd"), base.with_extension("MYD"), base.with_extension("MYI"), base.with_extension("MAD"), base.with_extension("MAI")])
+            }
+            None => DiskUsage::default(),
+        };
+        usage.server_reported_bytes = reported;
+        Ok(usage)
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        let s = &self.shared;
+        s.connect()?.query_drop(format!("DROP TABLE IF EXISTS `{}`", s.table)).map_err(|e| s.error(e))
+    }
+
+    fn server_pids(&self) -> Vec<u32> {
+        self.server_pid.into_iter().collect()
+    }
+}
+
+struct MariaSession {
+    conn: Conn,
+    shared: Arc<Shared>,
+}
+
+impl Session for MariaSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let s = self.shared.clone();
+        if len > s.max_object_bytes {
+            return Err(BackendError::new(
+                ErrorKind::TooLarge,
+                format!("mariadb: {len} bytes exceed {} (the server's max_allowed_packet less protocol overhead)", s.max_object_bytes),
+            ));
+        }
+        // The protocol sends a parameter whole: the value is read into memory first.
+        let mut value = Vec::with_capacity(len as usize);
+        body.take(len).read_to_end(&mut value)?;
+        if value.len() as u64 != len {
+            return Err(BackendError::new(ErrorKind::Io, format!("body ended {} bytes early", len - value.len() as u64)));
+        }
+        let sql = format!("INSERT INTO `{}` (k, data) VALUES (?, ?) ON DUPLICATE KEY UPDATE data = VALUES(data)", s.table);
+        self.conn.exec_drop(sql, (key.as_bytes(), value)).map_err(|e| s.error(e))
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let s = self.shared.clone();
+        let value: Option<Vec<u8>> = self.conn.exec_first(format!("SELECT data FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
+        let value = value.ok_or_else(|| BackendError::not_found(key))?;
+        sink.write_all(&value)?;
+        Ok(value.len() as u64)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        let s = self.shared.clone();
+        self.conn.exec_drop(format!("DELETE FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
+        if self.conn.affected_rows() == 0 {
+            return Err(BackendError::not_found(key));
+        }
+        Ok(())
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        let s = self.shared.clone();
+        let len: Option<u64> = self.conn.exec_first(format!("SELECT LENGTH(data) FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
+        len.ok_or_else(|| BackendError::not_found(key))
+    }
+}

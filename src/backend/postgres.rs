@@ -1,0 +1,564 @@
+//! `postgres`: objects in PostgreSQL, stored one of three ways (option `mode`):
+//!
+//! - `bytea`: one row per object in a `bytea` column, written with `COPY ... FROM STDIN (FORMAT
+//!   binary)`, so the body streams to the server; read whole when it is at most `chunk_size`,
+//!   else in `substring` slices inside one snapshot, so client memory stays at one slice. The
+//!   column's storage is EXTERNAL by default (TOASTed, not compressed) so random payloads are not
+//!   run through pglz for nothing.
+//! - `lo`: the bytes in a large object written and read in `chunk_size` pieces (`lowrite`,
+//!   `loread`) inside one transaction; the row holds its oid. Overwrite and delete unlink the old
+//!   large object in the same transaction, so none is ever orphaned.
+//! - `file`: the row holds key and size, the bytes live in a file beside it under the namespace
+//!   directory (written atomically like `fs`) — the FILESTREAM shape of experiment E1.
+//!
+//! Tables are named after the case's namespace and run (`server::owned_name`), so cleanup drops
+//! only this case's tables and large objects. Writers of one key are serialized by a transaction
+//! advisory lock so an overwrite never collides with another; readers see one committed value.
+
+use super::options::{OptionDoc, Options};
+use super::server::{self, Endpoint};
+use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use crate::units::{ByteSize, Nanos};
+use postgres::types::Oid;
+use postgres::{Client, IsolationLevel, NoTls};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "postgres",
+    summary: "PostgreSQL: bytea column streamed with COPY, large objects, or row + file (option mode)",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const URI_ENV: &str = "STOWBENCH_PG_URI";
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "uri", default: "", help: "connection URI postgres://user:password@host:port/db (password redacted everywhere)" },
+    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
+    OptionDoc { name: "mode", default: "bytea", help: "bytea (row column), lo (large object), file (row + file beside it)" },
+    OptionDoc { name: "storage", default: "external", help: "bytea column storage: external (uncompressed TOAST) or default (the server's, compresses)" },
+    OptionDoc { name: "chunk_size", default: "1MiB", help: "bytes per lowrite/loread call (lo) and per substring slice of larger bytea reads" },
+    OptionDoc { name: "fsync", default: "true", help: "file mode: fsync each file and its directory (as durable as the committed row)" },
+    OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory for the content files" },
+    OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
+    OptionDoc { name: "server_pid", default: "<found>", help: "postmaster pid for CPU/memory figures (default: STOWBENCH_PG_PID, postmaster.pid, or the port's listener)" },
+    OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: SHOW data_directory, or STOWBENCH_PG_DATA)" },
+];
+
+/// bytea values are capped at 1 GB by PostgreSQL, and the server builds each value whole in memory
+/// on COPY: refuse anything within 1 MB of that, before any data is written.
+const BYTEA_MAX_BYTES: u64 = 999_000_000;
+/// Large objects are capped at 4 TB by PostgreSQL.
+const LO_MAX_BYTES: u64 = 4 * (1 << 40);
+/// lo_open modes from libpq-fs.h.
+const INV_WRITE: i32 = 0x20000;
+const INV_READ: i32 = 0x40000;
+/// Signature, flags and header-extension length of COPY's binary format (for puts).
+const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Bytea,
+    Lo,
+    File,
+}
+
+/// What sessions share: how to connect and where the data goes.
+struct Shared {
+    endpoint: Endpoint,
+    connect_timeout: Nanos,
+    mode: Mode,
+    table: String,
+    lock_class: i32,
+    chunk_bytes: usize,
+    fsync: bool,
+    files_root: PathBuf,
+    max_bytes: Option<u64>,
+}
+
+/// The postgres backend for one case.
+pub struct PgBackend {
+    shared: Arc<Shared>,
+    external_storage: bool,
+    server_version: String,
+    settings: BTreeMap<String, String>,
+    server_pid: Option<u32>,
+    data_dir: Option<PathBuf>,
+    options: Options,
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("postgres", OPTIONS)?;
+    let endpoint = server::endpoint(options, "postgres", URI_ENV)?;
+    let mode = match options.choice("mode", &["bytea", "lo", "file"], "bytea")?.as_str() {
+        "lo" => Mode::Lo,
+        "file" => Mode::File,
+        _ => Mode::Bytea,
+    };
+    let external_storage = options.choice("storage", &["external", "default"], "external")? == "external";
+    let chunk = options.size("chunk_size", ByteSize(1 << 20))?.0;
+    if !(8192..=(256 << 20)).contains(&chunk) {
+        return Err(format!("target \"{}\": option \"chunk_size\" is {chunk} bytes; use 8KiB to 256MiB", options.target));
+    }
+    let files_ns = match options.opt_string("path")? {
+        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
+        None => ns.clone(),
+    };
+    // Quoted: the name may start with a digit. The mode is in the name, so no two layouts share one.
+    let table = format!("\"{}_{}\"", server::owned_name(ns), format!("{mode:?}").to_lowercase());
+    let shared = Shared {
+        connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
+        mode,
+        lock_class: xxhash_rust::xxh3::xxh3_64(table.as_bytes()) as i32,
+        table,
+        chunk_bytes: chunk as usize,
+        fsync: options.bool("fsync", true)?,
+        files_root: files_ns.dir.join("pgfiles"),
+        max_bytes: match mode {
+            Mode::Bytea => Some(BYTEA_MAX_BYTES),
+            Mode::Lo => Some(LO_MAX_BYTES),
+            Mode::File => None,
+        },
+        endpoint,
+    };
+    let mut client = shared.connect().map_err(|e| e.message)?;
+    let (server_version, settings) = read_settings(&mut client).map_err(|e| server::context("postgres", &shared.endpoint, &e.to_string()))?;
+    let pidfile = settings.get("data_directory").and_then(|d| std::fs::read_to_string(PathBuf::from(d).join("postmaster.pid")).ok());
+    let postmaster = pidfile.and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()));
+    let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_PG_PID", 5432, postmaster)?;
+    let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_PG_DATA", settings.get("data_directory").cloned())?;
+    Ok(Box::new(PgBackend { shared: Arc::new(shared), external_storage, server_version, settings, server_pid, data_dir, options: options.clone() }))
+}
+
+/// The server's version and the settings that decide durability (read, never changed).
+fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String>), postgres::Error> {
+    let version: String = client.query_one("SHOW server_version", &[])?.get(0);
+    let rows = client.query(
+        "SELECT name, current_setting(name) FROM pg_settings WHERE name IN \
+         ('synchronous_commit', 'fsync', 'full_page_writes', 'wal_sync_method', 'data_directory', 'shared_buffers', 'default_toast_compression')",
+        &[],
+    )?;
+    Ok((version, rows.iter().map(|r| (r.get(0), r.get(1))).collect()))
+}
+
+/// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.
+pub fn probe(uri: &str) -> Result<String, String> {
+    let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
+    let endpoint = server::endpoint(&options, "postgres", URI_ENV)?;
+    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), mode: Mode::Bytea, table: String::new(), lock_class: 0, chunk_bytes: 0, fsync: false, files_root: PathBuf::new(), max_bytes: None };
+    let mut client = shared.connect().map_err(|e| e.message)?;
+    let (version, _) = read_settings(&mut client).map_err(|e| shared.endpoint.secrets.scrub(&e.to_string()))?;
+    Ok(format!("PostgreSQL {version}"))
+}
+
+impl Shared {
+    fn connect(&self) -> BResult<Client> {
+        let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
+        let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
+        config.connect_timeout(std::time::Duration::from_nanos(self.connect_timeout.0)).application_name("stowbench");
+        config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))
+    }
+
+    /// Maps a driver error to a kind, with secrets scrubbed from its message.
+    fn error(&self, e: postgres::Error) -> BackendError {
+        use postgres::error::SqlState;
+        let kind = match e.code() {
+            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::LOCK_NOT_AVAILABLE => ErrorKind::Conflict,
+            Some(c) if *c == SqlState::QUERY_CANCELED => ErrorKind::Timeout,
+            Some(c) if *c == SqlState::PROGRAM_LIMIT_EXCEEDED || *c == SqlState::OUT_OF_MEMORY => ErrorKind::TooLarge,
+            Some(c) if c.code().starts_with("53") || c.code().starts_with("58") => ErrorKind::Io,
+            Some(_) => ErrorKind::Other,
+            None if e.is_closed() => ErrorKind::Connection,
+            None => ErrorKind::Connection,
+        };
+        let text = match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.code().code(), db.message()),
+            None => server::chain(&e),
+        };
+        BackendError::new(kind, format!("postgres: {}", self.endpoint.secrets.scrub(&text)))
+    }
+
+    /// Refuses a put above the declared limit before reading any of its body.
+    fn check_size(&self, len: u64) -> BResult<()> {
+        match self.max_bytes {
+            Some(max) if len > max => Err(BackendError::new(ErrorKind::TooLarge, format!("postgres {:?} mode stores at most {max} bytes per object; this one has {len}", self.mode))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Backend for PgBackend {
+    fn capabilities(&self) -> Capabilities {
+        let (max, hint) = match self.shared.mode {
+            Mode::Bytea => (
+                BYTEA_MAX_BYTES,
+                "PostgreSQL caps a bytea value at 1 GB and the server holds each value whole in memory while copying it; \
+                 stowbench refuses more than 999,000,000 bytes. Use mode = \"lo\" (large objects, up to 4 TB) or mode = \"file\"",
+            ),
+            Mode::Lo => (LO_MAX_BYTES, "PostgreSQL caps a large object at 4 TB; use mode = \"file\""),
+            Mode::File => (u64::MAX, ""),
+        };
+        Capabilities {
+            max_object_bytes: (max != u64::MAX).then_some(max),
+            max_object_hint: (!hint.is_empty()).then(|| hint.to_string()),
+            ..Capabilities::default()
+        }
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let s = &self.shared;
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("uri".into(), s.endpoint.shown.clone().into());
+            map.insert("uri_source".into(), s.endpoint.source.clone().into());
+            map.insert("mode".into(), format!("{:?}", s.mode).to_lowercase().into());
+            map.insert("table".into(), s.table.clone().into());
+            if s.mode == Mode::Bytea {
+                map.insert("storage".into(), if self.external_storage { "external" } else { "default" }.into());
+            }
+            if s.mode != Mode::File {
+                map.insert("chunk_size".into(), s.chunk_bytes.into());
+            }
+            if s.mode == Mode::File {
+                map.insert("fsync".into(), s.fsync.into());
+            }
+            for (k, v) in &self.settings {
+                map.insert(format!("server_{k}"), v.clone().into());
+            }
+        }
+        let mut versions = BTreeMap::new();
+        versions.insert("postgresql".into(), self.server_version.clone());
+        versions.insert("postgres-crate".into(), server::locked_version("postgres"));
+        let sync = self.settings.get("synchronous_commit").map(String::as_str).unwrap_or("?");
+        let fsync = self.settings.get("fsync").map(String::as_str).unwrap_or("?");
+        let mut durability = format!("commit of one transaction per put; server synchronous_commit = {sync}, fsync = {fsync}");
+        if s.mode == Mode::File {
+            durability += if s.fsync { "; content file fsynced with its directory before the row commits" } else { "; content file NOT fsynced (page cache only)" };
+        }
+        let mut data_paths: Vec<PathBuf> = self.data_dir.iter().cloned().collect();
+        if s.mode == Mode::File {
+            data_paths.insert(0, s.files_root.clone());
+        }
+        BackendInfo { backend: "postgres".into(), versions, options, durability, data_paths }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        let s = &self.shared;
+        let mut client = s.connect()?;
+        let columns = match s.mode {
+            Mode::Bytea => "key bytea PRIMARY KEY, data bytea NOT NULL",
+            Mode::Lo => "key bytea PRIMARY KEY, loid oid NOT NULL, size_bytes bigint NOT NULL",
+            Mode::File => "key bytea PRIMARY KEY, size_bytes bigint NOT NULL",
+        };
+        let mut sql = format!("CREATE TABLE IF NOT EXISTS {} ({columns});", s.table);
+        if s.mode == Mode::Bytea && self.external_storage {
+            sql += &format!("ALTER TABLE {} ALTER COLUMN data SET STORAGE EXTERNAL;", s.table);
+        }
+        client.batch_execute(&sql).map_err(|e| s.error(e))?;
+        if s.mode == Mode::File {
+            std::fs::create_dir_all(&s.files_root)?;
+        }
+        Ok(())
+    }
+
+    fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
+        Ok(Box::new(PgSession { client: self.shared.connect()?, shared: self.shared.clone(), worker }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        let s = &self.shared;
+        let mut client = s.connect()?;
+        let mut usage = match &self.data_dir {
+            Some(dir) => server::usage_of_files(&relation_files(&mut client, s, dir)?),
+            None => DiskUsage::default(),
+        };
+        let table_bytes: i64 = client.query_one("SELECT pg_total_relation_size($1::text::regclass)", &[&s.table]).map_err(|e| s.error(e))?.get(0);
+        let mut reported = table_bytes as u64;
+        if s.mode == Mode::Lo {
+            reported += large_object_bytes(&mut client, s)?;
+        }
+        if s.mode == Mode::File {
+            let files = super::fs::disk_usage_of(std::slice::from_ref(&s.files_root))?;
+            usage.allocated_bytes += files.allocated_bytes;
+            usage.apparent_bytes += files.apparent_bytes;
+            usage.files += files.files;
+        }
+        usage.server_reported_bytes = Some(reported);
+        Ok(usage)
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        let s = &self.shared;
+        let mut client = s.connect()?;
+        let mut tx = client.transaction().map_err(|e| s.error(e))?;
+        let exists: Option<String> = tx.query_one("SELECT to_regclass($1)::text", &[&s.table]).map_err(|e| s.error(e))?.get(0);
+        if exists.is_some() {
+            if s.mode == Mode::Lo {
+                tx.execute(&format!("SELECT lo_unlink(loid) FROM {}", s.table), &[]).map_err(|e| s.error(e))?;
+            }
+            tx.batch_execute(&format!("DROP TABLE {}", s.table)).map_err(|e| s.error(e))?;
+        }
+        tx.commit().map_err(|e| s.error(e))?;
+        if s.mode == Mode::File {
+            match std::fs::remove_dir_all(&s.files_root) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn server_pids(&self) -> Vec<u32> {
+        self.server_pid.into_iter().collect()
+    }
+}
+
+/// Files of our table, its TOAST table and all their indexes (every fork and 1 GB segment), and
+/// in lo mode of pg_largeobject and its index (shared by every large object in the database).
+fn relation_files(client: &mut Client, s: &Shared, data_dir: &std::path::Path) -> BResult<Vec<PathBuf>> {
+    let mut sql = String::from(
+        "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = $1::text::regclass), \
+         rels AS (SELECT oid FROM t UNION SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0 \
+         UNION SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t UNION SELECT reltoastrelid FROM t)",
+    );
+    if s.mode == Mode::Lo {
+        sql += " UNION SELECT 'pg_largeobject'::regclass::oid UNION SELECT indexrelid FROM pg_index WHERE indrelid = 'pg_largeobject'::regclass";
+    }
+    sql += ") SELECT pg_relation_filepath(oid) FROM rels";
+    let rows = client.query(&sql, &[&s.table]).map_err(|e| s.error(e))?;
+    let mut files = Vec::new();
+    for row in rows {
+        let Some(rel) = row.get::<_, Option<String>>(0) else { continue };
+        let path = data_dir.join(&rel);
+        let (Some(dir), Some(base)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { continue };
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            // The main file, its 1 GB segments ("N.1") and its forks ("N_fsm", "N_vm").
+            if name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('_')) {
+                files.push(entry.path());
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Bytes our large objects occupy in pg_largeobject as the server stores them (reading it needs
+/// superuser; without it, the byte count recorded in our rows is used instead).
+fn large_object_bytes(client: &mut Client, s: &Shared) -> BResult<u64> {
+    let exact = format!("SELECT coalesce(sum(pg_column_size(p.data)), 0)::bigint FROM pg_largeobject p WHERE p.loid IN (SELECT loid FROM {})", s.table);
+    match client.query_one(&exact, &[]) {
+        Ok(row) => Ok(row.get::<_, i64>(0) as u64),
+        Err(_) => {
+            let sum: i64 = client.query_one(&format!("SELECT coalesce(sum(size_bytes), 0)::bigint FROM {}", s.table), &[]).map_err(|e| s.error(e))?.get(0);
+            Ok(sum as u64)
+        }
+    }
+}
+
+struct PgSession {
+    client: Client,
+    shared: Arc<Shared>,
+    worker: usize,
+}
+
+/// Reads exactly `buf.len()` bytes or fails: the body must be as long as promised.
+fn read_full(body: &mut dyn Read, buf: &mut [u8], left_after: u64) -> BResult<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let n = body.read(&mut buf[filled..])?;
+        if n == 0 {
+            return Err(BackendError::new(ErrorKind::Io, format!("body ended {} bytes early", (buf.len() - filled) as u64 + left_after)));
+        }
+        filled += n;
+    }
+    Ok(())
+}
+
+impl PgSession {
+    /// Starts a write transaction holding the advisory lock of `key` (writers of one key queue).
+    fn write_tx(&mut self, key: &str) -> BResult<postgres::Transaction<'_>> {
+        let s = self.shared.clone();
+        let mut tx = self.client.transaction().map_err(|e| s.error(e))?;
+        let key_hash = xxhash_rust::xxh3::xxh3_64(key.as_bytes()) as i32;
+        tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&s.lock_class, &key_hash]).map_err(|e| s.error(e))?;
+        Ok(tx)
+    }
+
+    fn put_bytea(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let s = self.shared.clone();
+        let field_len = i32::try_from(len).map_err(|_| BackendError::new(ErrorKind::TooLarge, "bytea values are limited to 1 GB; use mode = \"lo\""))?;
+        let mut tx = self.write_tx(key)?;
+        tx.execute(&format!("DELETE FROM {} WHERE key = $1", s.table), &[&key.as_bytes()]).map_err(|e| s.error(e))?;
+        let mut writer = tx.copy_in(&format!("COPY {} (key, data) FROM STDIN (FORMAT binary)", s.table)).map_err(|e| s.error(e))?;
+        let mut head = COPY_HEADER.to_vec();
+        head.extend_from_slice(&2i16.to_be_bytes());
+        head.extend_from_slice(&(key.len() as i32).to_be_bytes());
+        head.extend_from_slice(key.as_bytes());
+        head.extend_from_slice(&field_len.to_be_bytes());
+        writer.write_all(&head)?;
+        super::copy_exact(body, &mut writer, len)?; // on error the writer is dropped: COPY and transaction abort
+        writer.write_all(&(-1i16).to_be_bytes())?;
+        writer.finish().map_err(|e| s.error(e))?;
+        tx.commit().map_err(|e| s.error(e))
+    }
+
+    fn get_bytea(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let s = self.shared.clone();
+        let e = |e| s.error(e);
+        let chunk = s.chunk_bytes as i32;
+        // A value of at most chunk_size comes back whole from one statement (one snapshot).
+        let sql = format!("SELECT CASE WHEN octet_length(data) <= $2 THEN data END FROM {} WHERE key = $1", s.table);
+        let row = self.client.query_opt(&sql, &[&key.as_bytes(), &chunk]).map_err(e)?;
+        let Some(row) = row else { return Err(BackendError::not_found(key)) };
+        if let Some(data) = row.get::<_, Option<&[u8]>>(0) {
+            sink.write_all(data)?;
+            return Ok(data.len() as u64);
+        }
+        // A larger one is read in chunk_size slices inside one read-only REPEATABLE READ
+        // transaction: client memory stays at one slice (a row or COPY message would carry the
+        // whole value) and a concurrent overwrite cannot mix versions. With EXTERNAL storage a
+        // slice reads only the TOAST chunks it needs.
+        let mut tx = self.client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().map_err(e)?;
+        let row = tx.query_opt(&format!("SELECT octet_length(data) FROM {} WHERE key = $1", s.table), &[&key.as_bytes()]).map_err(e)?;
+        let Some(row) = row else { return Err(BackendError::not_found(key)) };
+        let len: i32 = row.get(0);
+        let slice = format!("SELECT substring(data FROM $2 FOR $3) FROM {} WHERE key = $1", s.table);
+        let mut done: i32 = 0;
+        while done < len {
+            let row = tx.query_one(&slice, &[&key.as_bytes(), &(done + 1), &chunk]).map_err(e)?;
+            let data: &[u8] = row.get(0);
+            if data.is_empty() {
+                return Err(BackendError::new(ErrorKind::Corrupt, format!("postgres: value of {key:?} ended at {done} of {len} bytes")));
+            }
+            sink.write_all(data)?;
+            done += data.len() as i32;
+        }
+        tx.commit().map_err(e)?;
+        Ok(len as u64)
+    }
+
+    fn put_lo(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let s = self.shared.clone();
+        let mut buf = vec![0u8; s.chunk_bytes.min(len.max(1) as usize)];
+        let mut tx = self.write_tx(key)?;
+        let e = |e| s.error(e);
+        let oid: Oid = tx.query_one("SELECT lo_create(0)", &[]).map_err(e)?.get(0);
+        let fd: i32 = tx.query_one("SELECT lo_open($1, $2)", &[&oid, &INV_WRITE]).map_err(e)?.get(0);
+        let mut left = len;
+        while left > 0 {
+            let n = buf.len().min(left as usize);
+            read_full(body, &mut buf[..n], left - n as u64)?;
+            tx.query_one("SELECT lowrite($1, $2)", &[&fd, &&buf[..n]]).map_err(e)?;
+            left -= n as u64;
+        }
+        tx.query_one("SELECT lo_close($1)", &[&fd]).map_err(e)?;
+        let old = tx.query_opt(&format!("DELETE FROM {} WHERE key = $1 RETURNING loid", s.table), &[&key.as_bytes()]).map_err(e)?;
+        if let Some(old) = old {
+            tx.query_one("SELECT lo_unlink($1)", &[&old.get::<_, Oid>(0)]).map_err(e)?;
+        }
+        tx.execute(&format!("INSERT INTO {} (key, loid, size_bytes) VALUES ($1, $2, $3)", s.table), &[&key.as_bytes(), &oid, &(len as i64)]).map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    fn get_lo(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let s = self.shared.clone();
+        let e = |e| s.error(e);
+        // Repeatable read: the row and the large object come from one snapshot, so a concurrent
+        // overwrite (which unlinks the old object) cannot pull the object from under this read.
+        let mut tx = self.client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().map_err(e)?;
+        let row = tx.query_opt(&format!("SELECT loid, size_bytes FROM {} WHERE key = $1", s.table), &[&key.as_bytes()]).map_err(e)?;
+        let Some(row) = row else { return Err(BackendError::not_found(key)) };
+        let (oid, size): (Oid, i64) = (row.get(0), row.get(1));
+        let fd: i32 = tx.query_one("SELECT lo_open($1, $2)", &[&oid, &INV_READ]).map_err(e)?.get(0);
+        let chunk = s.chunk_bytes as i32;
+        let mut total = 0u64;
+        loop {
+            let row = tx.query_one("SELECT loread($1, $2)", &[&fd, &chunk]).map_err(e)?;
+            let data: &[u8] = row.get(0);
+            if data.is_empty() {
+                break;
+            }
+            sink.write_all(data)?;
+            total += data.len() as u64;
+        }
+        tx.commit().map_err(e)?;
+        if total != size as u64 {
+            return Err(BackendError::new(ErrorKind::Corrupt, format!("postgres: large object {oid} holds {total} bytes, its row says {size}")));
+        }
+        Ok(total)
+    }
+
+    fn file_path(&self, key: &str) -> PathBuf {
+        super::fs::fanout_path(&self.shared.files_root, key, 2)
+    }
+}
+
+impl Session for PgSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        self.shared.check_size(len)?;
+        match self.shared.mode {
+            Mode::Bytea => self.put_bytea(key, body, len),
+            Mode::Lo => self.put_lo(key, body, len),
+            Mode::File => {
+                let s = self.shared.clone();
+                super::fs::write_file_atomically(&self.file_path(key), body, len, s.fsync, self.worker)?;
+                let sql = format!("INSERT INTO {} (key, size_bytes) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET size_bytes = EXCLUDED.size_bytes", s.table);
+                self.client.execute(&sql, &[&key.as_bytes(), &(len as i64)]).map_err(|e| s.error(e))?;
+                Ok(())
+            }
+        }
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        match self.shared.mode {
+            Mode::Bytea => self.get_bytea(key, sink),
+            Mode::Lo => self.get_lo(key, sink),
+            Mode::File => {
+                self.head(key)?; // the row is the registration: no row, no object
+                let mut file = std::fs::File::open(self.file_path(key)).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => BackendError::not_found(key),
+                    _ => e.into(),
+                })?;
+                let len = file.metadata()?.len();
+                super::copy_exact(&mut file, sink, len)?;
+                Ok(len)
+            }
+        }
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        let s = self.shared.clone();
+        let mut tx = self.write_tx(key)?;
+        let returning = if s.mode == Mode::Lo { "loid" } else { "0::oid" };
+        let row = tx.query_opt(&format!("DELETE FROM {} WHERE key = $1 RETURNING {returning}", s.table), &[&key.as_bytes()]).map_err(|e| s.error(e))?;
+        let Some(row) = row else { return Err(BackendError::not_found(key)) };
+        if s.mode == Mode::Lo {
+            tx.query_one("SELECT lo_unlink($1)", &[&row.get::<_, Oid>(0)]).map_err(|e| s.error(e))?;
+        }
+        tx.commit().map_err(|e| s.error(e))?;
+        if s.mode == Mode::File {
+            match std::fs::remove_file(self.file_path(key)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        let s = self.shared.clone();
+        let sql = match s.mode {
+            Mode::Bytea => format!("SELECT octet_length(data)::bigint FROM {} WHERE key = $1", s.table),
+            _ => format!("SELECT size_bytes FROM {} WHERE key = $1", s.table),
+        };
+        let row = self.client.query_opt(&sql, &[&key.as_bytes()]).map_err(|e| s.error(e))?;
+        row.map(|r| r.get::<_, i64>(0) as u64).ok_or_else(|| BackendError::not_found(key))
+    }
+}

@@ -1,0 +1,407 @@
+//! `s3`: one object per key in an S3-compatible store (MinIO, AWS S3, Ceph RGW, ...), through
+//! the `object_store` crate with its retries turned off, so a failure is counted as a failure and
+//! never hidden inside a slow operation.
+//!
+//! A put below `multipart_threshold` is one PUT whose body is read into memory first (S3 needs
+//! the length and signature up front); at or above it, a multipart upload sends `part_size` parts
+//! one after another, so at most one part is in memory. A get streams the response body into the
+//! sink. Keys live under the prefix `<owned name>/`, so cleanup lists and deletes only this
+//! case's objects. Each session owns a single-threaded tokio runtime and its own HTTP connection
+//! pool, and blocks on it: no hand-off between threads sits inside a measured operation.
+
+use super::options::{OptionDoc, Options};
+use super::server::{self, Endpoint};
+use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use crate::units::{ByteSize, Nanos};
+use futures_util::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+
+/// Registry entry.
+pub const KIND: BackendKind = BackendKind {
+    name: "s3",
+    summary: "S3-compatible object store (MinIO, AWS, ...): one object per key under a run prefix",
+    options: OPTIONS,
+    construct,
+    is_test_tool: false,
+};
+
+const URI_ENV: &str = "STOWBENCH_S3_ENDPOINT";
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc { name: "uri", default: "", help: "endpoint URL, e.g. http://127.0.0.1:9000 (overrides uri_env)" },
+    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the endpoint URL" },
+    OptionDoc { name: "bucket", default: "$STOWBENCH_S3_BUCKET or stowbench", help: "bucket to write into (created if missing and create_bucket = true)" },
+    OptionDoc { name: "region", default: "$STOWBENCH_S3_REGION or us-east-1", help: "region used for request signing" },
+    OptionDoc { name: "access_key_env", default: "AWS_ACCESS_KEY_ID", help: "environment variable holding the access key id" },
+    OptionDoc { name: "secret_key_env", default: "AWS_SECRET_ACCESS_KEY", help: "environment variable holding the secret key (redacted everywhere)" },
+    OptionDoc { name: "create_bucket", default: "true", help: "create the bucket when it does not exist (a signed PUT); false: only check" },
+    OptionDoc { name: "multipart_threshold", default: "64MiB", help: "objects of at least this size go up as multipart uploads" },
+    OptionDoc { name: "part_size", default: "16MiB", help: "multipart part size (5MiB to 5GiB); one part is in memory at a time" },
+    OptionDoc { name: "request_timeout", default: "300s", help: "give up on one HTTP request after this long (no retries)" },
+    OptionDoc { name: "virtual_hosted", default: "false", help: "bucket in the host name (AWS style) instead of the path (MinIO style)" },
+    OptionDoc { name: "server_pid", default: "<found>", help: "server pid for CPU/memory figures (default: STOWBENCH_S3_PID, or the port's listener)" },
+    OptionDoc { name: "data_dir", default: "<found>", help: "MinIO's local data directory, for allocated bytes (default: STOWBENCH_S3_DATA)" },
+];
+
+/// S3's smallest part (all but the last) and largest part.
+const PART_MIN_BYTES: u64 = 5 << 20;
+const PART_MAX_BYTES: u64 = 5 << 30;
+/// S3's largest object (10,000 parts of at most 5 GiB make more, but the service caps at 5 TiB).
+const S3_MAX_OBJECT_BYTES: u64 = 5 << 40;
+
+struct Settings {
+    endpoint: Endpoint,
+    bucket: String,
+    region: String,
+    access_key: String,
+    secret_key: String,
+    virtual_hosted: bool,
+    request_timeout: Nanos,
+    prefix: String,
+    multipart_threshold_bytes: u64,
+    part_bytes: u64,
+}
+
+/// The s3 backend for one case.
+pub struct S3Backend {
+    settings: Arc<Settings>,
+    admin: Client,
+    server_header: String,
+    server_pid: Option<u32>,
+    data_dir: Option<PathBuf>,
+    options: Options,
+}
+
+/// A store and the runtime that drives its connections.
+struct Client {
+    runtime: Runtime,
+    store: AmazonS3,
+    settings: Arc<Settings>,
+}
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string())
+}
+
+fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_known("s3", OPTIONS)?;
+    let mut endpoint = server::endpoint(options, "s3", URI_ENV)?;
+    let key_env = options.string("access_key_env", "AWS_ACCESS_KEY_ID")?;
+    let secret_env = options.string("secret_key_env", "AWS_SECRET_ACCESS_KEY")?;
+    let missing = |name: &str| format!("target \"{}\": backend s3 needs the environment variable {name} (credentials are read only from the environment)", options.target);
+    let access_key = std::env::var(&key_env).map_err(|_| missing(&key_env))?;
+    let secret_key = std::env::var(&secret_env).map_err(|_| missing(&secret_env))?;
+    endpoint.secrets.add(&secret_key);
+    let part_bytes = options.size("part_size", ByteSize(16 << 20))?.0;
+    if !(PART_MIN_BYTES..=PART_MAX_BYTES).contains(&part_bytes) {
+        return Err(format!("target \"{}\": option \"part_size\" is {part_bytes} bytes; S3 parts are 5MiB to 5GiB", options.target));
+    }
+    let settings = Arc::new(Settings {
+        bucket: options.string("bucket", &env_or("STOWBENCH_S3_BUCKET", "stowbench"))?,
+        region: options.string("region", &env_or("STOWBENCH_S3_REGION", "us-east-1"))?,
+        access_key,
+        secret_key,
+        virtual_hosted: options.bool("virtual_hosted", false)?,
+        request_timeout: options.duration("request_timeout", Nanos(300_000_000_000))?,
+        prefix: server::owned_name(ns),
+        multipart_threshold_bytes: options.size("multipart_threshold", ByteSize(64 << 20))?.0.max(1),
+        part_bytes,
+        endpoint,
+    });
+    let admin = Client::new(settings.clone()).map_err(|e| e.message)?;
+    let server_header = admin.ensure_bucket(options.bool("create_bucket", true)?).map_err(|e| e.message)?;
+    let server_pid = settings.endpoint.server_pid(options, "STOWBENCH_S3_PID", 80, None)?;
+    let data_dir = settings.endpoint.data_dir(options, "STOWBENCH_S3_DATA", None)?;
+    Ok(Box::new(S3Backend { settings, admin, server_header, server_pid, data_dir, options: options.clone() }))
+}
+
+/// Probes an endpoint for `stowbench backends` (credentials from the default variables).
+pub fn probe(uri: &str) -> Result<String, String> {
+    let table = [("uri".to_string(), toml::Value::String(uri.into())), ("create_bucket".to_string(), toml::Value::Boolean(false))];
+    let options = Options::new("probe", "", table.into_iter().collect());
+    let dir = std::env::temp_dir();
+    let ns = Namespace { run_id: "probe".into(), dir, name: "probe".into() };
+    let backend = construct(&options, &ns)?;
+    let info = backend.describe();
+    Ok(format!("S3 endpoint answers as \"{}\"; bucket \"{}\" is reachable", info.versions.get("server").cloned().unwrap_or_default(), info.options["bucket"].as_str().unwrap_or("")))
+}
+
+impl Client {
+    fn new(settings: Arc<Settings>) -> BResult<Client> {
+        // reqwest is built without a default TLS provider; install ring's once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let client_options = ClientOptions::new()
+            .with_allow_http(true)
+            .with_timeout(Duration::from_nanos(settings.request_timeout.0))
+            .with_connect_timeout(Duration::from_secs(10));
+        let retry = RetryConfig { max_retries: 0, retry_timeout: Duration::ZERO, ..RetryConfig::default() };
+        let store = AmazonS3Builder::new()
+            .with_endpoint(&settings.endpoint.uri)
+            .with_bucket_name(&settings.bucket)
+            .with_region(&settings.region)
+            .with_access_key_id(&settings.access_key)
+            .with_secret_access_key(&settings.secret_key)
+            .with_virtual_hosted_style_request(settings.virtual_hosted)
+            .with_client_options(client_options)
+            .with_retry(retry)
+            .build()
+            .map_err(|e| BackendError::new(ErrorKind::Other, server::context("s3", &settings.endpoint, &e.to_string())))?;
+        Ok(Client { runtime, store, settings })
+    }
+
+    fn error(&self, e: object_store::Error) -> BackendError {
+        let kind = match &e {
+            object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+            object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => ErrorKind::Conflict,
+            object_store::Error::NotImplemented { .. } => ErrorKind::Unsupported,
+            _ => ErrorKind::Other,
+        };
+        let text = format!("{e}");
+        let kind = if kind == ErrorKind::Other && (text.contains("timed out") || text.contains("timeout")) {
+            ErrorKind::Timeout
+        } else if kind == ErrorKind::Other && (text.contains("error sending request") || text.contains("connect")) {
+            ErrorKind::Connection
+        } else {
+            kind
+        };
+        BackendError::new(kind, format!("s3: {}", self.settings.endpoint.secrets.scrub(&text)))
+    }
+
+    /// Checks the bucket (creating it if allowed); returns the server's `Server` header.
+    fn ensure_bucket(&self, create: bool) -> BResult<String> {
+        let s = &self.settings;
+        let fail = |what: String| BackendError::new(ErrorKind::Connection, server::context("s3", &s.endpoint, &what));
+        self.runtime.block_on(async {
+            let probe = self.store.list_with_delimiter(Some(&ObjectPath::from(s.prefix.as_str()))).await;
+            match probe {
+                Ok(_) => {}
+                Err(object_store::Error::NotFound { .. }) if create => self.create_bucket().await?,
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(fail(format!("bucket \"{}\" does not exist; create it or set create_bucket = true", s.bucket)))
+                }
+                Err(e) => return Err(fail(format!("cannot list bucket \"{}\": {e}", s.bucket))),
+            }
+            let response = reqwest::Client::new().get(&s.endpoint.uri).send().await.map_err(|e| fail(e.to_string()))?;
+            Ok(response.headers().get("server").and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string())
+        })
+    }
+
+    /// object_store cannot create buckets: send a signed `PUT /bucket/` ourselves.
+    async fn create_bucket(&self) -> BResult<()> {
+        use object_store::signer::{Method, Signer};
+        let s = &self.settings;
+        let url = self.store.signed_url(Method::PUT, &ObjectPath::from(""), Duration::from_secs(300)).await.map_err(|e| self.error(e))?;
+        let response = reqwest::Client::new().put(url.as_str()).send().await.map_err(|e| BackendError::new(ErrorKind::Connection, s.endpoint.secrets.scrub(&e.to_string())))?;
+        let status = response.status();
+        if !status.is_success() && status.as_u16() != 409 {
+            let body = response.text().await.unwrap_or_default();
+            return Err(BackendError::new(
+                ErrorKind::Other,
+                server::context("s3", &s.endpoint, &format!("bucket \"{}\" does not exist and creating it failed ({status}): {body}", s.bucket)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Our object name for `key`: bytes outside [A-Za-z0-9_-] become `~XX`, the empty key is `~`,
+    /// so every key is one path segment under our prefix, and no two keys share a name.
+    fn path(&self, key: &str) -> ObjectPath {
+        let mut name = String::with_capacity(key.len());
+        for b in key.bytes() {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                name.push(b as char);
+            } else {
+                name.push_str(&format!("~{b:02X}"));
+            }
+        }
+        if name.is_empty() {
+            name.push('~');
+        }
+        ObjectPath::from_iter([self.settings.prefix.as_str(), name.as_str()])
+    }
+
+    /// Every object under our prefix (name, size).
+    fn list_ours(&self) -> BResult<Vec<(ObjectPath, u64)>> {
+        let prefix = ObjectPath::from(self.settings.prefix.as_str());
+        self.runtime.block_on(async {
+            let mut out = Vec::new();
+            let mut stream = self.store.list(Some(&prefix));
+            while let Some(item) = stream.next().await {
+                let meta = item.map_err(|e| self.error(e))?;
+                out.push((meta.location, meta.size));
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl Backend for S3Backend {
+    fn capabilities(&self) -> Capabilities {
+        let s = &self.settings;
+        let max = S3_MAX_OBJECT_BYTES.min(s.part_bytes.saturating_mul(10_000));
+        Capabilities {
+            max_object_bytes: Some(max),
+            max_object_hint: Some(format!("S3 allows 10,000 parts per upload and 5 TiB per object; with part_size = {} bytes that is {max} bytes; raise part_size", s.part_bytes)),
+            ..Capabilities::default()
+        }
+    }
+
+    fn describe(&self) -> BackendInfo {
+        let s = &self.settings;
+        let mut options = self.options.redacted_json();
+        if let Some(map) = options.as_object_mut() {
+            map.insert("uri".into(), s.endpoint.shown.clone().into());
+            map.insert("uri_source".into(), s.endpoint.source.clone().into());
+            map.insert("bucket".into(), s.bucket.clone().into());
+            map.insert("region".into(), s.region.clone().into());
+            map.insert("prefix".into(), format!("{}/", s.prefix).into());
+            map.insert("multipart_threshold".into(), s.multipart_threshold_bytes.into());
+            map.insert("part_size".into(), s.part_bytes.into());
+            map.insert("retries".into(), 0.into());
+        }
+        let mut versions = BTreeMap::new();
+        versions.insert("server".into(), self.server_header.clone());
+        versions.insert("object_store-crate".into(), server::locked_version("object_store"));
+        let durability = "the server acknowledged the PUT (or CompleteMultipartUpload); what that means on disk is the server's \
+                          policy (MinIO: written to its drives; see docs/backends/s3.md)"
+            .to_string();
+        let data_paths = self.data_dir.iter().map(|d| d.join(&s.bucket).join(&s.prefix)).collect();
+        BackendInfo { backend: "s3".into(), versions, options, durability, data_paths }
+    }
+
+    fn prepare(&self) -> BResult<()> {
+        Ok(()) // the bucket was checked at construct; prefixes need no creation
+    }
+
+    fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
+        Ok(Box::new(S3Session { client: Client::new(self.settings.clone())? }))
+    }
+
+    fn disk_usage(&self) -> BResult<DiskUsage> {
+        let reported: u64 = self.admin.list_ours()?.iter().map(|(_, size)| size).sum();
+        let mut usage = match &self.data_dir {
+            Some(dir) => super::fs::disk_usage_of(&[dir.join(&self.settings.bucket).join(&self.settings.prefix)])?,
+            None => DiskUsage::default(),
+        };
+        usage.server_reported_bytes = Some(reported);
+        Ok(usage)
+    }
+
+    fn cleanup(&self) -> BResult<()> {
+        let ours = self.admin.list_ours()?;
+        let a = &self.admin;
+        a.runtime.block_on(async {
+            let paths = futures_util::stream::iter(ours.into_iter().map(|(p, _)| Ok(p))).boxed();
+            let mut deleted = a.store.delete_stream(paths);
+            while let Some(result) = deleted.next().await {
+                match result {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(a.error(e)),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn server_pids(&self) -> Vec<u32> {
+        self.server_pid.into_iter().collect()
+    }
+}
+
+struct S3Session {
+    client: Client,
+}
+
+impl S3Session {
+    fn put_multipart(&mut self, path: &ObjectPath, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let c = &self.client;
+        let part = c.settings.part_bytes;
+        c.runtime.block_on(async {
+            let mut upload = c.store.put_multipart(path).await.map_err(|e| c.error(e))?;
+            let mut left = len;
+            while left > 0 {
+                let n = part.min(left);
+                let sent = match read_exactly(body, n) {
+                    Ok(bytes) => upload.put_part(PutPayload::from(bytes)).await.map_err(|e| c.error(e)),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
+                    let _ = upload.abort().await; // never leave a half upload behind
+                    return Err(e);
+                }
+                left -= n;
+            }
+            upload.complete().await.map_err(|e| c.error(e))?;
+            Ok(())
+        })
+    }
+}
+
+/// Reads exactly `len` bytes of `body` into memory.
+fn read_exactly(body: &mut dyn Read, len: u64) -> BResult<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(len as usize);
+    body.take(len).read_to_end(&mut bytes)?;
+    if (bytes.len() as u64) < len {
+        return Err(BackendError::new(ErrorKind::Io, format!("body ended {} bytes early", len - bytes.len() as u64)));
+    }
+    Ok(bytes)
+}
+
+impl Session for S3Session {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        let c = &self.client;
+        let max = S3_MAX_OBJECT_BYTES.min(c.settings.part_bytes.saturating_mul(10_000));
+        if len > max {
+            return Err(BackendError::new(ErrorKind::TooLarge, format!("s3: {len} bytes exceed {max} (10,000 parts of part_size)")));
+        }
+        let path = c.path(key);
+        if len >= c.settings.multipart_threshold_bytes {
+            return self.put_multipart(&path, body, len);
+        }
+        let bytes = read_exactly(body, len)?;
+        c.runtime.block_on(c.store.put(&path, PutPayload::from(bytes))).map_err(|e| c.error(e))?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let c = &self.client;
+        let path = c.path(key);
+        c.runtime.block_on(async {
+            let result = c.store.get(&path).await.map_err(|e| c.error(e))?;
+            let expected = result.meta.size;
+            let mut stream = result.into_stream();
+            let mut total = 0u64;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| c.error(e))?;
+                sink.write_all(&chunk)?;
+                total += chunk.len() as u64;
+            }
+            if total != expected {
+                return Err(BackendError::new(ErrorKind::Corrupt, format!("s3: {key:?} announced {expected} bytes, sent {total}")));
+            }
+            Ok(total)
+        })
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        // S3 deletes of missing keys succeed silently: ask first, so a missing key is NotFound.
+        self.head(key)?;
+        let c = &self.client;
+        c.runtime.block_on(c.store.delete(&c.path(key))).map_err(|e| c.error(e))
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        let c = &self.client;
+        let meta = c.runtime.block_on(c.store.head(&c.path(key))).map_err(|e| c.error(e))?;
+        Ok(meta.size)
+    }
+}

@@ -1,0 +1,440 @@
+//! Plumbing shared by the server backends (postgres, mariadb, s3, gridfs): where the connection
+//! URI comes from, how secrets are kept out of every output, which local process is the server,
+//! which server-side names a case owns, and which client library versions are compiled in.
+//!
+//! Nothing here may print or store a secret, and nothing here changes another process: finding a
+//! server's pid only reads /proc.
+
+use super::options::{OptionDoc, Options};
+use super::Namespace;
+use std::path::{Path, PathBuf};
+
+/// What replaces a secret in every output.
+pub const REDACTED: &str = "<redacted>";
+
+/// Where a backend's server lives and how it was found.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The connection URI or endpoint URL, secrets included: never print it, use `shown`.
+    pub uri: String,
+    /// The URI with its password replaced by `<redacted>`, for messages and reports.
+    pub shown: String,
+    /// Where the URI came from: "option uri" or "env STOWBENCH_PG_URI".
+    pub source: String,
+    /// Whether the URI came from the default environment variable, so the companion variables
+    /// (`<PREFIX>_PID`, `<PREFIX>_DATA`) written by scripts/services.sh describe the same server.
+    pub from_default_env: bool,
+    /// Every secret this backend knows (password from the URI, keys from the environment).
+    pub secrets: Secrets,
+}
+
+/// The options every server backend accepts for finding its server.
+pub fn endpoint_options(uri_env_default: &'static str) -> [OptionDoc; 4] {
+    [
+        OptionDoc { name: "uri", default: "", help: "connection URI (a password in it is redacted everywhere); overrides uri_env" },
+        OptionDoc { name: "uri_env", default: uri_env_default, help: "environment variable holding the connection URI" },
+        OptionDoc { name: "server_pid", default: "<found>", help: "server's root pid for CPU/memory sampling (default: <PREFIX>_PID env, else the process listening on the port)" },
+        OptionDoc { name: "data_dir", default: "<found>", help: "server's local data directory, for allocated bytes (default: asked from the server or <PREFIX>_DATA env)" },
+    ]
+}
+
+/// Resolves the URI from option `uri` or the environment variable named by `uri_env`.
+pub fn endpoint(options: &Options, backend: &str, uri_env_default: &str) -> Result<Endpoint, String> {
+    let env_name = options.string("uri_env", uri_env_default)?;
+    let (uri, source) = match options.opt_string("uri")? {
+        Some(uri) => (uri, "option uri".to_string()),
+        None => match std::env::var(&env_name) {
+            Ok(uri) if !uri.trim().is_empty() => (uri.trim().to_string(), format!("env {env_name}")),
+            _ => {
+                return Err(format!(
+                    "target \"{}\": backend {backend} needs a server: set option uri = \"...\" or the environment variable \
+                     {env_name} (scripts/services.sh start && eval \"$(scripts/services.sh env)\" starts local test servers)",
+                    options.target
+                ))
+            }
+        },
+    };
+    let from_default_env = options.opt_string("uri")?.is_none() && env_name == uri_env_default;
+    let secrets = Secrets::from_uri(&uri);
+    Ok(Endpoint { shown: redact_uri(&uri), uri, source, from_default_env, secrets })
+}
+
+impl Endpoint {
+    /// The value of a companion variable like STOWBENCH_PG_PID, only when the URI came from the
+    /// default variable (otherwise it would describe another server).
+    pub fn companion_env(&self, name: &str) -> Option<String> {
+        self.from_default_env.then(|| std::env::var(name).ok()).flatten().filter(|v| !v.trim().is_empty())
+    }
+
+    /// Host and port of the URI (`default_port` when none is written).
+    pub fn host_port(&self, default_port: u16) -> Option<(String, u16)> {
+        host_port(&self.uri, default_port)
+    }
+
+    /// The server's root pid: option `server_pid`, else the companion `<PREFIX>_PID` variable, else
+    /// `discovered` (a backend-specific guess), else the local process listening on the URI's port.
+    pub fn server_pid(&self, options: &Options, pid_env: &str, default_port: u16, discovered: Option<u32>) -> Result<Option<u32>, String> {
+        if let Some(pid) = options.table.get("server_pid") {
+            let pid = pid.as_integer().filter(|p| *p > 0).ok_or_else(|| format!("target \"{}\": option \"server_pid\" must be a positive integer", options.target))?;
+            if !pid_alive(pid as u32) {
+                return Err(format!("target \"{}\": option \"server_pid\" = {pid}: no such process", options.target));
+            }
+            return Ok(Some(pid as u32));
+        }
+        let Some(port) = self.host_port(default_port).filter(|(h, _)| is_local_host(h)).map(|(_, p)| p) else {
+            return Ok(None); // a remote server's processes cannot be sampled from here
+        };
+        let port = Some(port);
+        let from_env = self.companion_env(pid_env).and_then(|p| p.trim().parse::<u32>().ok()).filter(|p| pid_alive(*p));
+        let listening = |pid: u32| port.is_none_or(|port| tree_listens_on(pid, port));
+        Ok(from_env.filter(|p| listening(*p)).or(discovered.filter(|p| pid_alive(*p))).or_else(|| port.and_then(pid_listening_on)))
+    }
+
+    /// The server's local data directory: option `data_dir`, else `asked` (what the server says,
+    /// if that directory exists here), else the companion `<PREFIX>_DATA` variable.
+    pub fn data_dir(&self, options: &Options, data_env: &str, asked: Option<String>) -> Result<Option<PathBuf>, String> {
+        if let Some(dir) = options.opt_string("data_dir")? {
+            let dir = PathBuf::from(dir);
+            if !dir.is_dir() {
+                return Err(format!("target \"{}\": option \"data_dir\": {} is not a directory", options.target, dir.display()));
+            }
+            return Ok(Some(dir));
+        }
+        let local = self.host_port(0).is_some_and(|(h, _)| is_local_host(&h));
+        let asked = asked.map(PathBuf::from).filter(|d| local && d.is_dir());
+        Ok(asked.or_else(|| self.companion_env(data_env).map(PathBuf::from).filter(|d| d.is_dir())))
+    }
+}
+
+/// Secret strings a backend must never show; `scrub` replaces them in any text.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets(Vec<String>);
+
+impl Secrets {
+    /// The password in a URI's user-info and in `password=`/`secret=` query parameters, both as
+    /// written and percent-decoded (drivers may echo either form).
+    pub fn from_uri(uri: &str) -> Secrets {
+        let mut s = Secrets::default();
+        if let Some(password) = userinfo_password(uri) {
+            s.add(password);
+        }
+        if let Some((_, query)) = uri.split_once('?') {
+            for pair in query.split('&') {
+                if let Some((k, v)) = pair.split_once('=') {
+                    if is_secret_name(k) {
+                        s.add(v);
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// Adds a secret (and its percent-decoded form); empty strings are ignored.
+    pub fn add(&mut self, secret: &str) {
+        for form in [secret.to_string(), percent_decode(secret)] {
+            if !form.is_empty() && !self.0.contains(&form) {
+                self.0.push(form);
+            }
+        }
+        self.0.sort_by_key(|s| std::cmp::Reverse(s.len())); // longest first, so overlaps vanish whole
+    }
+
+    /// `text` with every known secret and every URI password replaced by `<redacted>`.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = redact(text);
+        for secret in &self.0 {
+            out = out.replace(secret.as_str(), REDACTED);
+        }
+        out
+    }
+}
+
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("password") || n.contains("secret") || n.contains("token") || n == "pass" || n == "pwd"
+}
+
+/// The password part of `scheme://user:password@host`, if any.
+fn userinfo_password(uri: &str) -> Option<&str> {
+    let rest = &uri[uri.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
+    userinfo.split_once(':').map(|(_, p)| p)
+}
+
+/// A URI with the password in its user-info and secret-named query values replaced by
+/// `<redacted>`: `postgres://user:<redacted>@host/db`.
+pub fn redact_uri(uri: &str) -> String {
+    let mut out = uri.to_string();
+    if let Some(password) = userinfo_password(uri) {
+        let start = password.as_ptr() as usize - uri.as_ptr() as usize;
+        out.replace_range(start..start + password.len(), REDACTED);
+    }
+    if let Some((head, query)) = out.clone().split_once('?') {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out = format!("{head}?{}", pairs.join("&"));
+    }
+    out
+}
+
+/// Redacts every URI password and every `password=VALUE` / `password: VALUE` pair in free text.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if word.contains("://") {
+            let start = word.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(0);
+            out.push_str(&word[..start]);
+            out.push_str(&redact_uri(&word[start..]));
+        } else if let Some((k, _)) = word.split_once('=').filter(|(k, v)| is_secret_name(k) && !v.is_empty()) {
+            out.push_str(&format!("{k}={REDACTED}"));
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Host and port of `scheme://[user@]host[:port]/...`; `[::1]:5432` style IPv6 works.
+pub fn host_port(uri: &str, default_port: u16) -> Option<(String, u16)> {
+    let rest = &uri[uri.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let hostport = authority.rsplit_once('@').map(|(_, h)| h).unwrap_or(authority);
+    let hostport = hostport.split(',').next()?; // multi-host URIs: the first host
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6.split_once(']')?;
+        (h.to_string(), after.strip_prefix(':'))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (hostport.to_string(), None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse().ok()?,
+        None => default_port,
+    };
+    Some((host, port))
+}
+
+/// Whether `host` names this machine (loopback, or an empty host meaning a local socket).
+pub fn is_local_host(host: &str) -> bool {
+    host.is_empty() || host == "localhost" || host == "::1" || host.starts_with("127.")
+}
+
+/// Whether process `pid` exists.
+pub fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Socket inodes listening on TCP `port` (IPv4 and IPv6), from /proc/net/tcp{,6}.
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else { continue };
+            let local_port = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            if *state == "0A" && local_port == Some(port) {
+                inodes.extend(inode.parse::<u64>().ok().filter(|i| *i != 0));
+            }
+        }
+    }
+    inodes
+}
+
+/// Whether process `pid` holds one of `inodes` as an open file.
+fn holds_socket(pid: u32, inodes: &[u64]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .ok()
+            .and_then(|t| t.to_str().and_then(|t| t.strip_prefix("socket:[")).and_then(|t| t.strip_suffix(']')).and_then(|t| t.parse().ok()))
+            .is_some_and(|inode: u64| inodes.contains(&inode))
+    })
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The topmost local process holding the socket that listens on TCP `port` (the server's root:
+/// PostgreSQL's postmaster, not one of its backends). Needs permission to read /proc/PID/fd.
+pub fn pid_listening_on(port: u16) -> Option<u32> {
+    let inodes = listening_inodes(port);
+    if inodes.is_empty() {
+        return None;
+    }
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut pid = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()).find(|p| holds_socket(*p, &inodes))?;
+    while let Some(parent) = parent_of(pid).filter(|p| *p > 1 && holds_socket(*p, &inodes)) {
+        pid = parent;
+    }
+    Some(pid)
+}
+
+/// Whether `pid` or one of its descendants listens on TCP `port` (checks that a pid given by the
+/// environment still belongs to the server the URI names).
+fn tree_listens_on(pid: u32, port: u16) -> bool {
+    let inodes = listening_inodes(port);
+    !inodes.is_empty() && crate::sampler::process_tree(pid).into_iter().any(|p| holds_socket(p, &inodes))
+}
+
+/// The names a case owns on a server: the namespace name plus a hash of the run id and the
+/// namespace directory (unique on this machine while it exists), so two runs, two cases, or two
+/// test processes pointed at one server never share a table, prefix or bucket, and cleanup can
+/// only reach the current namespace's own objects. At most 48 characters of [a-z0-9_].
+pub fn owned_name(ns: &Namespace) -> String {
+    let identity = format!("{}\n{}", ns.run_id, ns.dir.display());
+    let salt = xxhash_rust::xxh3::xxh3_64(identity.as_bytes()) as u32;
+    let mut base = ns.name.clone();
+    base.truncate(38);
+    format!("{base}_{salt:08x}")
+}
+
+/// The version of crate `name` as locked in Cargo.lock at build time ("?" if absent).
+pub fn locked_version(name: &str) -> String {
+    const LOCK: &str = include_str!("../../Cargo.lock");
+    let needle = format!("name = \"{name}\"\nversion = \"");
+    LOCK.find(&needle)
+        .and_then(|i| LOCK[i + needle.len()..].split('"').next())
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// Allocated bytes, apparent bytes and file count of `files` (missing files count zero).
+pub fn usage_of_files(files: &[PathBuf]) -> super::DiskUsage {
+    use std::os::unix::fs::MetadataExt;
+    let mut usage = super::DiskUsage::default();
+    for f in files {
+        if let Ok(meta) = std::fs::metadata(f) {
+            usage.allocated_bytes += meta.blocks() * 512;
+            usage.apparent_bytes += meta.len();
+            usage.files += 1;
+        }
+    }
+    usage
+}
+
+/// A message naming the backend and the redacted endpoint: "postgres at postgres://u:<redacted>@h/db: ...".
+pub fn context(backend: &str, endpoint: &Endpoint, what: &str) -> String {
+    format!("{backend} at {} ({}): {}", endpoint.shown, endpoint.source, endpoint.secrets.scrub(what))
+}
+
+/// An error and its chain of causes, "a: b: c" (drivers often keep the useful part in a source).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text = format!("{text}: {next}");
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// How `stowbench backends` checks a server backend: the URI schemes it takes and its probe.
+struct Probe {
+    backend: &'static str,
+    uri_env: &'static str,
+    schemes: &'static [&'static str],
+    probe: fn(&str) -> Result<String, String>,
+}
+
+const PROBES: &[Probe] = &[
+    Probe { backend: "postgres", uri_env: "STOWBENCH_PG_URI", schemes: &["postgres://", "postgresql://"], probe: super::postgres::probe },
+    Probe { backend: "mariadb", uri_env: "STOWBENCH_MARIADB_URI", schemes: &["mysql://", "mariadb://"], probe: super::mariadb::probe },
+    Probe { backend: "s3", uri_env: "STOWBENCH_S3_ENDPOINT", schemes: &["http://", "https://"], probe: super::s3::probe },
+    Probe { backend: "gridfs", uri_env: "STOWBENCH_MONGO_URI", schemes: &["mongodb://", "mongodb+srv://"], probe: super::gridfs::probe },
+];
+
+/// For a server backend, one line saying whether its server answers and which version it is:
+/// the `uri` given on the command line when its scheme fits, else the default environment
+/// variable. None for backends without a server. Secrets never appear in the line.
+pub fn reachability(backend: &str, uri: Option<&str>) -> Option<String> {
+    let p = PROBES.iter().find(|p| p.backend == backend)?;
+    let given = uri.filter(|u| p.schemes.iter().any(|s| u.starts_with(s)));
+    let (uri, source) = match given {
+        Some(u) => (u.to_string(), "--uri".to_string()),
+        None => match std::env::var(p.uri_env) {
+            Ok(u) if !u.trim().is_empty() => (u.trim().to_string(), format!("env {}", p.uri_env)),
+            _ => return Some(format!("not configured: set {} or pass --uri {}...", p.uri_env, p.schemes[0])),
+        },
+    };
+    let secrets = Secrets::from_uri(&uri);
+    let shown = redact_uri(&uri);
+    Some(match (p.probe)(&uri) {
+        Ok(version) => format!("reachable at {shown} ({source}): {}", secrets.scrub(&version)),
+        Err(e) => format!("UNREACHABLE at {shown} ({source}): {}", secrets.scrub(&e)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords_in_uris_and_text() {
+        assert_eq!(redact_uri("postgres://user:s3cr%40t@host:5432/db"), "postgres://user:<redacted>@host:5432/db");
+        assert_eq!(redact_uri("mysql://root@127.0.0.1:3306/x"), "mysql://root@127.0.0.1:3306/x");
+        assert_eq!(redact_uri("mongodb://h/?authSource=a&password=pw"), "mongodb://h/?authSource=a&password=<redacted>");
+        let text = "cannot connect to (postgres://u:pw@h/db) with password=hunter2";
+        assert_eq!(redact(text), "cannot connect to (postgres://u:<redacted>@h/db) with password=<redacted>");
+        let s = Secrets::from_uri("postgres://u:s3cr%40t@h/db");
+        assert_eq!(s.scrub("auth s3cr@t failed, s3cr%40t"), "auth <redacted> failed, <redacted>");
+    }
+
+    #[test]
+    fn parses_hosts_and_ports() {
+        assert_eq!(host_port("postgres://u:p@127.0.0.1:29005/db", 5432), Some(("127.0.0.1".into(), 29005)));
+        assert_eq!(host_port("mongodb://[::1]/", 27017), Some(("::1".into(), 27017)));
+        assert_eq!(host_port("http://localhost:9000", 80), Some(("localhost".into(), 9000)));
+        assert!(is_local_host("127.0.0.1") && !is_local_host("db.example.com"));
+    }
+
+    #[test]
+    fn owned_names_differ_per_namespace_directory() {
+        let ns = |dir: &str| Namespace { run_id: "same-run".into(), dir: PathBuf::from(dir), name: "case".into() };
+        let (a, b) = (owned_name(&ns("/tmp/a/ns")), owned_name(&ns("/tmp/b/ns")));
+        assert!(a != b && a.starts_with("case_") && a.len() <= 48, "{a} {b}");
+        assert_eq!(a, owned_name(&ns("/tmp/a/ns")), "stable for one namespace");
+    }
+
+    #[test]
+    fn locked_versions_come_from_cargo_lock() {
+        assert!(locked_version("serde").starts_with("1."));
+        assert_eq!(locked_version("no-such-crate"), "?");
+    }
+}

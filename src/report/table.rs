@@ -212,7 +212,7 @@ fn footer(report: &RunReport, out: &mut String) {
             let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
         }
     }
-    let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "on disk", "stored", "×"].map(String::from).to_vec()];
+    let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×"].map(String::from).to_vec()];
     for c in report.cases.iter().filter(|c| c.status == "ok") {
         let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
         let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -221,13 +221,17 @@ fn footer(report: &RunReport, out: &mut String) {
             cell(put.map(|p| p.ops["put"].count.to_string())),
             cell(put.map(|p| format_nanos(p.window_total_ns))),
             cell(put.and_then(|p| p.growth_ratio).map(|g| format!("×{}", three_digits(g)))),
+            match c.phases.iter().map(|p| p.lock_wait_ns).sum::<u64>() {
+                0 => "-".into(),
+                wait => format_nanos(wait),
+            },
             format_bytes(c.disk.allocated_bytes),
             format_bytes(c.disk.logical_bytes),
             cell(c.disk.amplification.map(three_digits)),
         ]);
     }
     if lines.len() > 1 {
-        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), disk space allocated vs stored");
+        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored");
         write_columns(&lines, out);
     }
     if !report.warnings.is_empty() {

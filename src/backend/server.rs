@@ -5,7 +5,7 @@
 //! Nothing here may print or store a secret, and nothing here changes another process: finding a
 //! server's pid only reads /proc.
 
-use super::options::{OptionDoc, Options};
+use super::options::Options;
 use super::Namespace;
 use std::path::{Path, PathBuf};
 
@@ -26,16 +26,6 @@ pub struct Endpoint {
     pub from_default_env: bool,
     /// Every secret this backend knows (password from the URI, keys from the environment).
     pub secrets: Secrets,
-}
-
-/// The options every server backend accepts for finding its server.
-pub fn endpoint_options(uri_env_default: &'static str) -> [OptionDoc; 4] {
-    [
-        OptionDoc { name: "uri", default: "", help: "connection URI (a password in it is redacted everywhere); overrides uri_env" },
-        OptionDoc { name: "uri_env", default: uri_env_default, help: "environment variable holding the connection URI" },
-        OptionDoc { name: "server_pid", default: "<found>", help: "server's root pid for CPU/memory sampling (default: <PREFIX>_PID env, else the process listening on the port)" },
-        OptionDoc { name: "data_dir", default: "<found>", help: "server's local data directory, for allocated bytes (default: asked from the server or <PREFIX>_DATA env)" },
-    ]
 }
 
 /// Resolves the URI from option `uri` or the environment variable named by `uri_env`.

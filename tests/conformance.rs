@@ -381,7 +381,8 @@ fn sim_limit_is_real_at_both_sides() {
 }
 
 /// Reports state the conditions: every declared option appears in `describe()` with its effective
-/// value, and with a `path` option all data lives in a marked directory under that path.
+/// value, and with a `path` option all data lives in a marked directory (named after the run, so
+/// two runs never share it) under that path, which cleanup removes.
 #[test]
 fn real_backends_describe_every_option_and_honour_path() {
     for name in ["fs", "sqlite", "sqlite-file"] {
@@ -400,7 +401,7 @@ fn real_backends_describe_every_option_and_honour_path() {
         for option in stowbench::backend::find(name).unwrap().options {
             assert!(info.options.get(option.name).is_some(), "{name}: describe() lacks option {}", option.name);
         }
-        let ours = user_dir.join("stowbench-case");
+        let ours = user_dir.join("stowbench-conformance-case");
         assert!(ours.join(MARKER_FILE).is_file(), "{name}: no marked directory under the path option");
         for path in &info.data_paths {
             assert!(path.starts_with(&ours), "{name}: data path {} is outside {}", path.display(), ours.display());
@@ -411,5 +412,7 @@ fn real_backends_describe_every_option_and_honour_path() {
             assert!(info.durability.contains("synchronous=normal"), "{}", info.durability);
         }
         backend.cleanup().unwrap();
+        assert_eq!(std::fs::read_dir(&user_dir).unwrap().count(), 0, "{name}: cleanup leaves nothing under the path option");
+        backend.cleanup().expect("a second cleanup is harmless");
     }
 }

@@ -29,6 +29,7 @@ const OPTIONS: &[OptionDoc] = &[
 /// The fs backend for one case.
 pub struct FsBackend {
     root: PathBuf,
+    data: DataNamespace,
     fsync: bool,
     fanout_levels: u32,
     options: Options,
@@ -36,25 +37,49 @@ pub struct FsBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("fs", OPTIONS)?;
-    let ns = data_namespace(options, ns)?;
+    let data = DataNamespace::new(options, ns)?;
     let fanout_levels = options.u64("fanout_levels", 2)?;
     if fanout_levels > 3 {
         return Err(format!("target \"{}\": option \"fanout_levels\" is {fanout_levels}; use 0 to 3", options.target));
     }
     Ok(Box::new(FsBackend {
-        root: ns.dir.join("objects"),
+        root: data.ns.dir.join("objects"),
+        data,
         fsync: options.bool("fsync", false)?,
         fanout_levels: fanout_levels as u32,
         options: options.clone(),
     }))
 }
 
-/// The namespace a file-based backend writes into: the run's own, or with a `path` option a marked
-/// `stowbench-<name>` directory under that path (shared by `fs`, `sqlite` and `sqlite-file`).
-pub(crate) fn data_namespace(options: &Options, ns: &Namespace) -> Result<Namespace, String> {
-    match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name),
-        None => Ok(ns.clone()),
+/// Where a file-based backend writes (shared by `fs`, `sqlite` and `sqlite-file`): the run's own
+/// namespace, or with a `path` option a marked `stowbench-<run id>-<name>` directory under that
+/// path — unique per run, so two runs sharing a path never share (or remove) each other's data.
+pub(crate) struct DataNamespace {
+    /// The namespace to write into.
+    pub ns: Namespace,
+    /// The directory the `path` option made, removed by `release` once the data is gone.
+    made_for_path: Option<PathBuf>,
+}
+
+impl DataNamespace {
+    /// Resolves the `path` option.
+    pub fn new(options: &Options, ns: &Namespace) -> Result<DataNamespace, String> {
+        match options.opt_string("path")? {
+            Some(path) => {
+                let dir = PathBuf::from(path).join(format!("stowbench-{}-{}", ns.run_id, ns.name));
+                Ok(DataNamespace { ns: Namespace::create(&dir, &ns.run_id, &ns.name)?, made_for_path: Some(dir) })
+            }
+            None => Ok(DataNamespace { ns: ns.clone(), made_for_path: None }),
+        }
+    }
+
+    /// Removes the directory the `path` option made (only if it still carries our marker); the
+    /// run's own namespace is left to the runner.
+    pub fn release(&self) -> BResult<()> {
+        match &self.made_for_path {
+            Some(dir) => super::namespace::remove(dir).map_err(|e| BackendError::new(super::ErrorKind::Io, e)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -211,7 +236,8 @@ impl Backend for FsBackend {
     }
 
     fn cleanup(&self) -> BResult<()> {
-        remove_dir_if_present(&self.root)
+        remove_dir_if_present(&self.root)?;
+        self.data.release()
     }
 }
 
@@ -241,7 +267,13 @@ impl Session for FsSession {
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
-        fs::remove_file(self.path(key)).map_err(|e| not_found_or(e, key))
+        let path = self.path(key);
+        fs::remove_file(&path).map_err(|e| not_found_or(e, key))?;
+        if self.fsync {
+            // The removal is durable only once the directory that lost the entry is.
+            File::open(path.parent().expect("object paths always have a parent"))?.sync_all()?;
+        }
+        Ok(())
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {

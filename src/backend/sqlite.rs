@@ -74,6 +74,8 @@ const UPSERT: &str = "INSERT INTO objects(key, size_bytes, body) VALUES (?1, ?2,
 /// The sqlite backend for one case.
 pub struct SqliteBackend {
     db: PathBuf,
+    /// Where the database lives; released (a `path` option's directory removed) on cleanup.
+    data: super::fs::DataNamespace,
     tuning: Tuning,
     blob_io_threshold_bytes: u64,
     options: Options,
@@ -81,7 +83,8 @@ pub struct SqliteBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("sqlite", OPTIONS)?;
-    let ns = super::fs::data_namespace(options, ns)?;
+    let data = super::fs::DataNamespace::new(options, ns)?;
+    let ns = data.ns.clone();
     let blob_io_threshold_bytes = options.size("blob_io_threshold", ByteSize(1 << 20))?.0;
     if blob_io_threshold_bytes > MAX_OBJECT_BYTES {
         return Err(format!(
@@ -91,6 +94,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     }
     Ok(Box::new(SqliteBackend {
         db: ns.dir.join(DATABASE_FILE),
+        data,
         tuning: Tuning::from_options(options)?,
         blob_io_threshold_bytes,
         options: options.clone(),
@@ -143,7 +147,8 @@ impl Backend for SqliteBackend {
     }
 
     fn cleanup(&self) -> BResult<()> {
-        remove_database(&self.db)
+        remove_database(&self.db)?;
+        self.data.release()
     }
 }
 

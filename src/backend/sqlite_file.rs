@@ -76,6 +76,8 @@ enum Order {
 /// The sqlite-file backend for one case.
 pub struct SqliteFileBackend {
     db: PathBuf,
+    /// Where the database and files live; released (a `path` option's directory removed) on cleanup.
+    data: super::fs::DataNamespace,
     files: PathBuf,
     tuning: Tuning,
     order: Order,
@@ -85,13 +87,15 @@ pub struct SqliteFileBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("sqlite-file", OPTIONS)?;
-    let ns = super::fs::data_namespace(options, ns)?;
+    let data = super::fs::DataNamespace::new(options, ns)?;
+    let ns = data.ns.clone();
     let order = match options.choice("order", &["file-then-row", "row-then-file"], "file-then-row")?.as_str() {
         "file-then-row" => Order::FileThenRow,
         _ => Order::RowThenFile,
     };
     Ok(Box::new(SqliteFileBackend {
         db: ns.dir.join(DATABASE_FILE),
+        data,
         files: ns.dir.join("files"),
         tuning: Tuning::from_options(options)?,
         order,
@@ -165,7 +169,8 @@ impl Backend for SqliteFileBackend {
 
     fn cleanup(&self) -> BResult<()> {
         remove_database(&self.db)?;
-        super::fs::remove_dir_if_present(&self.files)
+        super::fs::remove_dir_if_present(&self.files)?;
+        self.data.release()
     }
 }
 

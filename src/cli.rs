@@ -185,7 +185,7 @@ fn run_command(args: RunArgs, command: Vec<String>, interrupted: &AtomicBool) ->
 
 fn validate(path: &Path) -> Result<i32, String> {
     let plan = job::load_file(path)?;
-    let dir = tempfile_dir()?;
+    let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
     let root = backend::Namespace::create(&dir, "validate", "validate")?;
     let mut problems = Vec::new();
     for target in &plan.targets {
@@ -215,10 +215,6 @@ fn validate(path: &Path) -> Result<i32, String> {
         println!("  {id}");
     }
     Ok(0)
-}
-
-fn tempfile_dir() -> Result<PathBuf, String> {
-    Ok(std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id())))
 }
 
 /// The text of `stowbench backends`.

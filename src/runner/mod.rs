@@ -88,7 +88,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report)?;
+        failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report);
     }
     let was_interrupted = interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted();
     report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
@@ -104,7 +104,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
 
 /// Runs one fio sweep, appending each case to the report file as it finishes; returns whether
 /// any fio case failed.
-fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, opts: &RunOptions, interrupted: &AtomicBool, report: &mut RunReport) -> Result<bool, String> {
+fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, opts: &RunOptions, interrupted: &AtomicBool, report: &mut RunReport) -> bool {
     use crate::fio::FioError;
     let mut failed = false;
     let outcome = crate::fio::run_sweep(sweep, &root.dir, run_id, &crate::fio::RunOptions::default(), |(case, result)| {
@@ -127,10 +127,10 @@ fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, o
         !interrupted.load(Ordering::Relaxed)
     });
     match outcome {
-        Ok(()) | Err(FioError::Interrupted { .. }) => Ok(failed),
+        Ok(()) | Err(FioError::Interrupted { .. }) => failed,
         Err(e) => {
             report.fio_failures.push(crate::report::model::FioFailure { case_id: format!("fio/{}", sweep.name), message: e.to_string() });
-            Ok(true)
+            true
         }
     }
 }

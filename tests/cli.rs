@@ -102,7 +102,7 @@ fn sigint_exits_130_and_keeps_finished_cases() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    common::wait_for_finished_cases(&dir.path().join("res"), 1);
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

@@ -10,6 +10,7 @@ pub mod fs;
 pub mod gridfs;
 pub mod mariadb;
 pub mod namespace;
+pub mod null;
 pub mod options;
 pub mod pack;
 pub mod postgres;
@@ -177,6 +178,9 @@ pub trait Backend: Send + Sync {
     fn server_pids(&self) -> Vec<u32> {
         Vec::new()
     }
+    /// Hands the case's payload generator to a backend that fabricates reads instead of storing
+    /// them (`null`); every other backend ignores it.
+    fn attach_payload(&self, _payload: &crate::workload::payload::PayloadSpec) {}
     /// A virtual clock, for the `sim` backend only; real backends use the monotonic clock.
     fn clock(&self) -> Option<std::sync::Arc<dyn crate::clock::Clock>> {
         None
@@ -220,7 +224,7 @@ pub struct BackendKind {
 
 /// Every backend stowbench knows, in listing order. A new backend joins with one line here.
 pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, postgres::KIND, mariadb::KIND, s3::KIND, gridfs::KIND, sim::KIND]
+    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, postgres::KIND, mariadb::KIND, s3::KIND, gridfs::KIND, null::KIND, sim::KIND]
 }
 
 /// Finds a backend by name, or says which names exist (with a did-you-mean).

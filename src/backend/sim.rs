@@ -4,7 +4,8 @@
 //! a result, and reports mark it so. With `clock = "virtual"` (the default) each operation advances
 //! the worker's virtual clock by exactly `latency + size × per_mib / MiB`, so latencies and
 //! throughput in a report are known in advance. Faults: every `fail_every`-th operation of a
-//! session (counting from 1) fails with `fail_kind`.
+//! session (counting from 1) fails with `fail_kind`; `corrupt_every` damages stored values,
+//! `garble_every` damages values on their way out.
 
 use super::options::{OptionDoc, Options};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
@@ -30,7 +31,8 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "put_latency", default: "<latency>", help: "fixed time per put, overriding latency" },
     OptionDoc { name: "fail_every", default: "0", help: "every Nth operation of a session fails (0: never)" },
     OptionDoc { name: "fail_kind", default: "timeout", help: "error kind of injected faults" },
-    OptionDoc { name: "corrupt_every", default: "0", help: "every Nth get of a session returns one flipped byte (0: never)" },
+    OptionDoc { name: "corrupt_every", default: "0", help: "every Nth put of a session stores one flipped byte: damage at rest (0: never)" },
+    OptionDoc { name: "garble_every", default: "0", help: "every Nth get of a session returns one flipped byte, the stored copy intact: damage in transfer (0: never)" },
     OptionDoc { name: "max_object_bytes", default: "", help: "refuse objects larger than this (to test limits)" },
     OptionDoc { name: "growth_per_object", default: "0ns", help: "extra put time per object already stored (to test growth curves)" },
     OptionDoc { name: "panic_at", default: "0", help: "the Nth operation of a session panics, like a backend bug (0: never)" },
@@ -45,6 +47,7 @@ struct SimConfig {
     fail_every: u64,
     fail_kind: ErrorKind,
     corrupt_every: u64,
+    garble_every: u64,
     max_object_bytes: Option<u64>,
     growth_per_object_ns: u64,
     panic_at: u64,
@@ -79,6 +82,7 @@ fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, Str
         fail_every: options.u64("fail_every", 0)?,
         fail_kind: parse_kind(&kind_name).expect("choice() checked the name"),
         corrupt_every: options.u64("corrupt_every", 0)?,
+        garble_every: options.u64("garble_every", 0)?,
         max_object_bytes: (max != u64::MAX).then_some(max),
         growth_per_object_ns: options.duration("growth_per_object", Nanos(0))?.0,
         panic_at: options.u64("panic_at", 0)?,
@@ -109,7 +113,7 @@ impl Backend for SimBackend {
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(SimSession { config: self.config.clone(), store: self.store.clone(), ops: 0, gets: 0 }))
+        Ok(Box::new(SimSession { config: self.config.clone(), store: self.store.clone(), ops: 0, puts: 0, gets: 0 }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -132,7 +136,16 @@ struct SimSession {
     config: SimConfig,
     store: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     ops: u64,
+    puts: u64,
     gets: u64,
+}
+
+/// Flips the middle byte of `data` (an empty value has nothing to damage).
+fn flip_middle(data: &mut [u8]) {
+    if !data.is_empty() {
+        let at = data.len() / 2;
+        data[at] ^= 0xff;
+    }
 }
 
 impl SimSession {
@@ -164,6 +177,10 @@ impl Session for SimSession {
         super::copy_exact(body, &mut data, len)?;
         let stored = self.store.lock().expect("sim store lock").len() as u64;
         self.spend(self.config.put_latency_ns + stored * self.config.growth_per_object_ns, len)?;
+        self.puts += 1;
+        if self.config.corrupt_every > 0 && self.puts % self.config.corrupt_every == 0 {
+            flip_middle(&mut data);
+        }
         self.store.lock().expect("sim store lock").insert(key.to_string(), data);
         Ok(())
     }
@@ -174,9 +191,8 @@ impl Session for SimSession {
         self.spend(self.config.latency_ns, found.as_ref().map_or(0, |d| d.len() as u64))?;
         let mut data = found.ok_or_else(|| BackendError::not_found(key))?;
         self.gets += 1;
-        if self.config.corrupt_every > 0 && self.gets % self.config.corrupt_every == 0 && !data.is_empty() {
-            let at = data.len() / 2;
-            data[at] ^= 0xff;
+        if self.config.garble_every > 0 && self.gets % self.config.garble_every == 0 {
+            flip_middle(&mut data);
         }
         sink.write_all(&data)?;
         Ok(data.len() as u64)

@@ -64,6 +64,7 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
         disk: Default::default(),
         verification: Default::default(),
         wall_ns: 0,
+        own_work_share: None,
     }
 }
 

@@ -150,6 +150,21 @@ pub struct CaseResult {
     pub verification: Verification,
     /// Wall time of the whole case (prepare to cleanup), in nanoseconds.
     pub wall_ns: u64,
+    /// Share of the workers' time in the measured phases that went to stowbench's own payload
+    /// work (making bodies, checking reads): 0.0–1.0. That time is kept out of every latency and
+    /// window, but a high share means the client, not the storage, may have been the limit.
+    /// Absent from reports before 0.2.
+    #[serde(default)]
+    pub own_work_share: Option<f64>,
+}
+
+impl CaseResult {
+    /// `own_work_share` from the phases: own time over own plus storage time, all workers.
+    pub fn compute_own_work_share(&self) -> Option<f64> {
+        let own: u64 = self.phases.iter().map(|p| p.payload_generation_ns + p.verification_ns).sum();
+        let storage: u64 = self.phases.iter().map(|p| p.window_total_ns * self.threads as u64).sum();
+        (own + storage > 0).then(|| own as f64 / (own + storage) as f64)
+    }
 }
 
 /// The untimed load before the first phase.
@@ -190,6 +205,14 @@ pub struct PhaseResult {
     pub growth_ratio: Option<f64>,
     /// Nanoseconds sessions waited for an exclusive writer lock inside the backend.
     pub lock_wait_ns: u64,
+    /// stowbench's own time making put bodies, summed over workers; kept out of every latency
+    /// and throughput window. Absent from reports before 0.2.
+    #[serde(default)]
+    pub payload_generation_ns: u64,
+    /// stowbench's own time hashing and checking gets, summed over workers; kept out of every
+    /// latency and throughput window. Absent from reports before 0.2.
+    #[serde(default)]
+    pub verification_ns: u64,
 }
 
 /// Results for one operation kind in a phase.
@@ -201,8 +224,13 @@ pub struct OpResult {
     pub bytes: u64,
     /// Failed operations by error kind (after retries).
     pub errors: BTreeMap<String, u64>,
-    /// Reads of keys that were known to be absent (not errors).
+    /// Operations that found no object where none was owed (not errors): the key was absent, or
+    /// another worker was deleting it at the same time (see `raced_misses`).
     pub misses: u64,
+    /// Of `misses`, those of a key that was present but that a concurrent delete (or a failed put
+    /// or delete, whose outcome is unknown) may have removed. Absent from reports before 0.2.
+    #[serde(default)]
+    pub raced_misses: u64,
     /// Retried attempts.
     pub retries: u64,
     /// Latency of successful operations (including retries), in nanoseconds.

@@ -212,7 +212,7 @@ fn footer(report: &RunReport, out: &mut String) {
             let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
         }
     }
-    let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×"].map(String::from).to_vec()];
+    let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
     for c in report.cases.iter().filter(|c| c.status == "ok") {
         let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
         let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -228,10 +228,11 @@ fn footer(report: &RunReport, out: &mut String) {
             format_bytes(c.disk.allocated_bytes),
             format_bytes(c.disk.logical_bytes),
             cell(c.disk.amplification.map(three_digits)),
+            cell(c.own_work_share.map(|s| format!("{:.1}%", s * 100.0))),
         ]);
     }
     if lines.len() > 1 {
-        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored");
+        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
         write_columns(&lines, out);
     }
     if !report.warnings.is_empty() {

@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 const FEW_SAMPLES: u64 = 30;
 /// Spread across repeats above this (coefficient of variation) deserves a warning.
 const HIGH_CV: f64 = 0.10;
+/// A share of worker time in stowbench's own payload work above this deserves a warning.
+const HIGH_OWN_WORK: f64 = 0.10;
+/// Client CPU above this fraction of the cores its threads could use means the client was busy.
+const CLIENT_BUSY: f64 = 0.90;
 
 /// Warnings for a finished report.
 pub fn for_report(report: &RunReport) -> Vec<String> {
@@ -41,6 +45,7 @@ pub fn for_report(report: &RunReport) -> Vec<String> {
             warnings.push(format!("{case} {phase}: throughput varies by {:.0}% across repeats; close other programs or add repeats", cv * 100.0));
         }
     }
+    warnings.extend(client_limits(report));
     let warm_reads = report.cases.iter().any(|c| c.cache_state == "warm" && c.phases.iter().any(|p| p.ops.contains_key("get")));
     if warm_reads {
         warnings.push("reads ran with a warm page cache: data just written is likely served from memory. Use cache = \"cold\" (root) to read from disk".into());
@@ -48,6 +53,34 @@ pub fn for_report(report: &RunReport) -> Vec<String> {
     let failed = report.cases.iter().filter(|c| c.status != "ok").count();
     if failed > 0 {
         warnings.push(format!("{failed} case(s) failed; their numbers are left out of the comparison"));
+    }
+    warnings
+}
+
+/// Cases where the client, not the storage, may have been the limit: much of the workers' time
+/// went to stowbench's own payload work, or (with a server doing the storing) the client
+/// process kept every core it could use busy.
+fn client_limits(report: &RunReport) -> Vec<String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let mut warnings = Vec::new();
+    for c in report.cases.iter().filter(|c| c.status == "ok") {
+        if let Some(share) = c.own_work_share.filter(|s| *s > HIGH_OWN_WORK) {
+            warnings.push(format!(
+                "{}: {:.0}% of the workers' time went to stowbench's own payload work (generating, checking); it is kept out of the numbers, but the client may have been the limit. Try verify = false to compare",
+                c.case_id,
+                share * 100.0
+            ));
+        }
+        let measured_ns: u64 = c.phases.iter().map(|p| p.window_total_ns).sum();
+        let client_ns = (c.resources.client_cpu_user_ns + c.resources.client_cpu_system_ns) as f64;
+        let usable = (c.threads as f64).min(cores) * c.wall_ns.max(measured_ns) as f64;
+        if c.resources.server_cpu_ns.is_some() && usable > 0.0 && client_ns / usable > CLIENT_BUSY {
+            warnings.push(format!(
+                "{}: the client used {:.0}% of the CPU its threads could use; the client, not the server, may have been the limit",
+                c.case_id,
+                client_ns / usable * 100.0
+            ));
+        }
     }
     warnings
 }

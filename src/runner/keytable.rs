@@ -1,53 +1,211 @@
-//! What the run knows about every key: which version was last stored and its size.
+//! What the run knows about every key: which version was last stored, its size, and whether a put
+//! or delete of it is in flight — so a read that misses can be told apart as an ordinary miss, a
+//! miss caused by a concurrent delete, or lost data.
 //!
-//! 12 bytes per object, lock-free. Puts claim a new generation number first, so racing writers
-//! of one key write different, self-identifying versions (see `workload::payload`).
+//! 32 bytes per object, lock-free. Puts claim a new generation number first, so racing writers of
+//! one key write different, self-identifying versions (see `workload::payload`).
+//!
+//! ## What a concurrent delete means (docs/concurrency.md says the same for users)
+//! - A get or head of a key that was present when it started, and that finds nothing, is a
+//!   **raced miss** when a delete of that key was in flight when it started or began before it
+//!   ended; otherwise it is a `not_found` **error**: the object was lost.
+//! - A delete that finds nothing is a raced miss when another delete of the key overlapped it.
+//! - A put and a delete of the same key that overlap leave the key **unsettled**: either outcome is
+//!   correct, so a later miss on it is a raced miss, and a later hit is verified as usual. A put
+//!   or delete that failed (its outcome unknown: it may have committed) leaves the key unsettled
+//!   the same way. The next put or delete that overlaps nothing settles it again.
+//! - A put never races into an error: two puts of one key are both correct; the reader checks
+//!   whichever version it finds by its header.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const PRESENT: u64 = 1 << 63;
+const UNSETTLED: u64 = 1 << 62;
 const SIZE_BITS: u32 = 40;
 const SIZE_MASK: u64 = (1 << SIZE_BITS) - 1;
-const GENERATION_MASK: u64 = (1 << 23) - 1;
+const GENERATION_MASK: u64 = (1 << 22) - 1;
+
+/// Activity words: operations started in the high 32 bits (wrapping), in flight in the low 32.
+const STARTED: u64 = 1 << 32;
+const IN_FLIGHT_MASK: u64 = STARTED - 1;
+
+fn overlapped(before: u64, after: u64, own_starts: u64) -> bool {
+    before & IN_FLIGHT_MASK > 0 || (after >> 32).wrapping_sub(before >> 32) & 0xffff_ffff > own_starts
+}
 
 /// Per-key state for one case.
 pub struct KeyTable {
-    generations: Vec<AtomicU32>,
+    /// Puts of each key: started (the next generation number) and in flight.
+    puts: Vec<AtomicU64>,
+    /// Deletes of each key: started and in flight.
+    deletes: Vec<AtomicU64>,
+    /// Last recorded outcome: present, unsettled, generation, size.
     state: Vec<AtomicU64>,
+    /// Digest of the last stored version: its generation's low 16 bits, then 48 bits of xxh3.
+    digests: Vec<AtomicU64>,
+}
+
+const DIGEST_BITS: u32 = 48;
+const DIGEST_MASK: u64 = (1 << DIGEST_BITS) - 1;
+
+fn pack_digest(generation: u32, digest: u64) -> u64 {
+    ((generation as u64 & 0xffff) << DIGEST_BITS) | (digest & DIGEST_MASK)
+}
+
+/// What a read or delete knew about its key when it started.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot {
+    key: u64,
+    state: u64,
+    deletes: u64,
+    puts: u64,
+}
+
+impl Snapshot {
+    /// The last stored (generation, size), if the key was present (or possibly present).
+    pub fn known(&self) -> Option<(u32, u64)> {
+        decode(self.state)
+    }
+}
+
+/// A put in flight.
+#[derive(Debug, Clone, Copy)]
+pub struct PutTicket {
+    key: u64,
+    /// The version this put writes.
+    pub generation: u32,
+    deletes: u64,
+}
+
+/// How a read or delete that found nothing is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Miss {
+    /// The key was absent when the operation started: an ordinary miss.
+    Absent,
+    /// The key was present, but a concurrent (or failed) delete or put left it unsettled.
+    Raced,
+    /// The key was present and nothing could have removed it: lost data, an error.
+    Lost,
+}
+
+fn decode(v: u64) -> Option<(u32, u64)> {
+    (v & PRESENT != 0).then_some((((v >> SIZE_BITS) & GENERATION_MASK) as u32, v & SIZE_MASK))
 }
 
 impl KeyTable {
     /// A table for `objects` keys, all absent.
     pub fn new(objects: u64) -> Self {
-        KeyTable {
-            generations: (0..objects).map(|_| AtomicU32::new(0)).collect(),
-            state: (0..objects).map(|_| AtomicU64::new(0)).collect(),
+        let words = || (0..objects).map(|_| AtomicU64::new(0)).collect();
+        KeyTable { puts: words(), deletes: words(), state: words(), digests: words() }
+    }
+
+    /// Starts a put of `key`: claims its generation number.
+    pub fn begin_put(&self, key: u64) -> PutTicket {
+        let before = self.puts[key as usize].fetch_add(STARTED + 1, Ordering::SeqCst);
+        PutTicket { key, generation: (before >> 32) as u32, deletes: self.deletes[key as usize].load(Ordering::SeqCst) }
+    }
+
+    /// Ends a put: `stored` holds the size and xxh3 digest when the backend acknowledged it.
+    pub fn end_put(&self, t: PutTicket, stored: Option<(u64, u64)>) {
+        let i = t.key as usize;
+        let raced = overlapped(t.deletes, self.deletes[i].load(Ordering::SeqCst), 0);
+        match stored {
+            Some((size, digest)) => {
+                self.digests[i].store(pack_digest(t.generation, digest), Ordering::SeqCst);
+                let flag = if raced { UNSETTLED } else { 0 };
+                let value = PRESENT | flag | ((t.generation as u64 & GENERATION_MASK) << SIZE_BITS) | (size & SIZE_MASK);
+                self.state[i].store(value, Ordering::SeqCst);
+            }
+            None => {
+                self.state[i].fetch_or(UNSETTLED, Ordering::SeqCst);
+            }
+        }
+        self.puts[i].fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Ends a put that never reached the backend (a bytes stop ended the phase first).
+    pub fn abandon_put(&self, t: PutTicket) {
+        self.puts[t.key as usize].fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// What a get or head of `key` knows before it starts.
+    pub fn snapshot(&self, key: u64) -> Snapshot {
+        let i = key as usize;
+        Snapshot {
+            key,
+            deletes: self.deletes[i].load(Ordering::SeqCst),
+            puts: self.puts[i].load(Ordering::SeqCst),
+            state: self.state[i].load(Ordering::SeqCst),
         }
     }
 
-    /// Claims the generation number for the next put of `key`.
-    pub fn next_generation(&self, key: u64) -> u32 {
-        self.generations[key as usize].fetch_add(1, Ordering::Relaxed)
+    /// Starts a delete of `key`.
+    pub fn begin_delete(&self, key: u64) -> Snapshot {
+        let i = key as usize;
+        let deletes = self.deletes[i].fetch_add(STARTED + 1, Ordering::SeqCst);
+        Snapshot { key, deletes, puts: self.puts[i].load(Ordering::SeqCst), state: self.state[i].load(Ordering::SeqCst) }
     }
 
-    /// Records that `generation` of `key` with `size` bytes was stored.
-    pub fn stored(&self, key: u64, generation: u32, size: u64) {
-        let value = PRESENT | ((generation as u64 & GENERATION_MASK) << SIZE_BITS) | (size & SIZE_MASK);
-        self.state[key as usize].store(value, Ordering::Relaxed);
+    /// Ends a delete: `removed` when the backend acknowledged it, `None` when it failed with an
+    /// unknown outcome, `Some(false)` when it found nothing.
+    pub fn end_delete(&self, s: &Snapshot, removed: Option<bool>) {
+        let i = s.key as usize;
+        let put_raced = overlapped(s.puts, self.puts[i].load(Ordering::SeqCst), 0);
+        match removed {
+            Some(true) if !put_raced => self.state[i].store(0, Ordering::SeqCst),
+            Some(false) => {}
+            _ => {
+                self.state[i].fetch_or(UNSETTLED, Ordering::SeqCst);
+            }
+        }
+        self.deletes[i].fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Records that `key` was deleted.
-    pub fn deleted(&self, key: u64) {
-        self.state[key as usize].store(0, Ordering::Relaxed);
+    /// How a get or head that started with `s` and found nothing counts.
+    pub fn classify_read_miss(&self, s: &Snapshot) -> Miss {
+        self.classify(s, 0)
     }
 
-    /// The last stored (generation, size) of `key`, if present.
+    /// How a delete that started with `s` (from `begin_delete`) and found nothing counts.
+    pub fn classify_delete_miss(&self, s: &Snapshot) -> Miss {
+        self.classify(s, 1)
+    }
+
+    fn classify(&self, s: &Snapshot, own_deletes: u64) -> Miss {
+        if s.state & PRESENT == 0 {
+            return Miss::Absent;
+        }
+        let now = self.deletes[s.key as usize].load(Ordering::SeqCst);
+        if s.state & UNSETTLED != 0 || overlapped(s.deletes, now, own_deletes) {
+            Miss::Raced
+        } else {
+            Miss::Lost
+        }
+    }
+
+    /// How a put that failed with `NotFound` counts (a backend whose overwrite updates a row that
+    /// a concurrent delete removed): raced when a delete overlapped it, lost otherwise.
+    pub fn classify_put_miss(&self, t: &PutTicket) -> Miss {
+        if overlapped(t.deletes, self.deletes[t.key as usize].load(Ordering::SeqCst), 0) {
+            Miss::Raced
+        } else {
+            Miss::Lost
+        }
+    }
+
+    /// Whether `digest` is the one recorded when `generation` of `key` was stored; `None` when the
+    /// last recorded digest is of another version (racing puts), so it cannot tell.
+    pub fn digest_matches(&self, key: u64, generation: u32, digest: u64) -> Option<bool> {
+        let recorded = self.digests[key as usize].load(Ordering::SeqCst);
+        (recorded >> DIGEST_BITS == generation as u64 & 0xffff).then_some(recorded & DIGEST_MASK == digest & DIGEST_MASK)
+    }
+
+    /// The last stored (generation, size) of `key`, if present (or possibly present).
     pub fn get(&self, key: u64) -> Option<(u32, u64)> {
-        let v = self.state[key as usize].load(Ordering::Relaxed);
-        (v & PRESENT != 0).then_some((((v >> SIZE_BITS) & GENERATION_MASK) as u32, v & SIZE_MASK))
+        decode(self.state[key as usize].load(Ordering::SeqCst))
     }
 
-    /// Bytes of all present objects.
+    /// Bytes of all present (or possibly present) objects.
     pub fn live_bytes(&self) -> u64 {
         (0..self.state.len() as u64).filter_map(|k| self.get(k)).map(|(_, s)| s).sum()
     }
@@ -57,16 +215,102 @@ impl KeyTable {
 mod tests {
     use super::*;
 
+    fn stored(t: &KeyTable, key: u64, size: u64) -> u32 {
+        let p = t.begin_put(key);
+        t.end_put(p, Some((size, 0xabcd)));
+        p.generation
+    }
+
     #[test]
     fn tracks_versions_and_sizes() {
         let t = KeyTable::new(3);
-        assert_eq!(t.next_generation(1), 0);
-        assert_eq!(t.next_generation(1), 1);
-        t.stored(1, 1, 900_000_000);
-        t.stored(2, 0, 5);
+        assert_eq!(stored(&t, 1, 5), 0);
+        assert_eq!(stored(&t, 1, 900_000_000), 1);
+        stored(&t, 2, 5);
         assert_eq!(t.get(1), Some((1, 900_000_000)));
         assert_eq!(t.live_bytes(), 900_000_005);
-        t.deleted(1);
+        let d = t.begin_delete(1);
+        t.end_delete(&d, Some(true));
         assert_eq!(t.get(1), None);
+    }
+
+    #[test]
+    fn a_read_miss_is_absent_raced_or_lost() {
+        let t = KeyTable::new(4);
+        assert_eq!(t.classify_read_miss(&t.snapshot(0)), Miss::Absent, "never stored");
+
+        stored(&t, 1, 10);
+        assert_eq!(t.classify_read_miss(&t.snapshot(1)), Miss::Lost, "present, nothing deleted it");
+
+        // A delete that starts after the read began.
+        let read = t.snapshot(1);
+        let d = t.begin_delete(1);
+        assert_eq!(t.classify_read_miss(&read), Miss::Raced);
+        t.end_delete(&d, Some(true));
+        assert_eq!(t.classify_read_miss(&read), Miss::Raced, "still raced after the delete ended");
+
+        // A delete already in flight when the read began (the table still says present).
+        stored(&t, 2, 10);
+        let d = t.begin_delete(2);
+        let read = t.snapshot(2);
+        assert_eq!(t.classify_read_miss(&read), Miss::Raced);
+        t.end_delete(&d, Some(true));
+        assert_eq!(t.classify_read_miss(&t.snapshot(2)), Miss::Absent, "after the delete: absent");
+
+        // A delete that finished before the read began is no excuse.
+        stored(&t, 3, 10);
+        let d = t.begin_delete(3);
+        t.end_delete(&d, Some(true));
+        stored(&t, 3, 10);
+        assert_eq!(t.classify_read_miss(&t.snapshot(3)), Miss::Lost, "re-put after an old delete, then lost");
+    }
+
+    #[test]
+    fn overlapping_put_and_delete_leave_the_key_unsettled_until_a_clean_write() {
+        let t = KeyTable::new(1);
+        stored(&t, 0, 10);
+        let p = t.begin_put(0);
+        let d = t.begin_delete(0);
+        t.end_delete(&d, Some(true));
+        t.end_put(p, Some((10, 1)));
+        assert_eq!(t.classify_read_miss(&t.snapshot(0)), Miss::Raced, "either outcome is correct");
+        stored(&t, 0, 10);
+        assert_eq!(t.classify_read_miss(&t.snapshot(0)), Miss::Lost, "a clean put settles the key");
+
+        // The other order: the put ends first, then the delete.
+        let p = t.begin_put(0);
+        let d = t.begin_delete(0);
+        t.end_put(p, Some((10, 1)));
+        t.end_delete(&d, Some(true));
+        assert!(t.get(0).is_some(), "kept as possibly present");
+        assert_eq!(t.classify_read_miss(&t.snapshot(0)), Miss::Raced);
+    }
+
+    #[test]
+    fn deletes_racing_deletes_and_failed_writes() {
+        let t = KeyTable::new(2);
+        stored(&t, 0, 10);
+        let first = t.begin_delete(0);
+        let second = t.begin_delete(0);
+        t.end_delete(&first, Some(true));
+        assert_eq!(t.classify_delete_miss(&second), Miss::Raced);
+        t.end_delete(&second, Some(false));
+        let absent = t.begin_delete(1);
+        assert_eq!(t.classify_delete_miss(&absent), Miss::Absent);
+        t.end_delete(&absent, Some(false));
+
+        stored(&t, 1, 10);
+        let lone = t.begin_delete(1);
+        assert_eq!(t.classify_delete_miss(&lone), Miss::Lost, "no other delete: the object was lost");
+        t.end_delete(&lone, None);
+        assert_eq!(t.classify_read_miss(&t.snapshot(1)), Miss::Raced, "a failed delete may have committed");
+
+        let p = t.begin_put(1);
+        assert_eq!(t.classify_put_miss(&p), Miss::Lost);
+        let d = t.begin_delete(1);
+        assert_eq!(t.classify_put_miss(&p), Miss::Raced);
+        t.end_delete(&d, Some(true));
+        t.end_put(p, None);
+        assert_eq!(t.classify_read_miss(&t.snapshot(1)), Miss::Raced);
     }
 }

@@ -6,6 +6,7 @@
 //! The runner owns timing, retries and verification; backends only move bytes.
 
 pub mod keytable;
+pub mod ops;
 pub mod phase;
 pub mod progress;
 
@@ -20,7 +21,7 @@ use phase::PhaseContext;
 use progress::Progress;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How to run a plan.
@@ -233,13 +234,14 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
         case,
         clock: backend.clock().unwrap_or_else(|| Arc::new(MonotonicClock)),
         keys: KeyTable::new(case.objects),
-        payload: PayloadSpec { seed: plan.seed, compressibility: workload.compressibility, size: case.size },
+        payload: PayloadSpec::new(plan.seed, workload.compressibility, case.size),
         interrupted,
         progress,
         verification: Verification { enabled: workload.verify, ..Default::default() },
         attempted: 0,
         failed_ops: 0,
     };
+    backend.attach_payload(&run.payload);
     let sampler = ResourceSampler::start(backend.server_pids());
     let mut sessions: Vec<Box<dyn Session>> = Vec::new();
     for w in 0..case.threads as usize {
@@ -258,10 +260,10 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
             sampler::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
-            run.phase(phase, warmup, &mut sessions)?;
+            run.phase(phase, warmup, true, &mut sessions)?;
         }
         let stop = phase::effective_stop(phase.stop, case.objects);
-        let measured = run.phase(phase, stop, &mut sessions)?;
+        let measured = run.phase(phase, stop, false, &mut sessions)?;
         result.phases.push(measured);
     }
     result.resources = sampler.finish();
@@ -277,6 +279,7 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
         amplification: (logical > 0).then(|| usage.allocated_bytes as f64 / logical as f64),
     };
     result.verification = run.verification.clone();
+    result.own_work_share = result.compute_own_work_share();
     run.judge(result)
 }
 
@@ -286,13 +289,14 @@ fn existing_ancestor(p: &Path) -> &Path {
 }
 
 impl CaseRun<'_> {
-    fn context<'c>(&'c self, phase: &'c PhasePlan, stop: Stop) -> PhaseContext<'c> {
+    fn context<'c>(&'c self, phase: &'c PhasePlan, stop: Stop, warmup: bool) -> PhaseContext<'c> {
         let w = &self.case.workload;
         PhaseContext {
             phase,
             stop,
+            warmup,
             objects: self.case.objects,
-            payload: self.payload,
+            payload: self.payload.clone(),
             verify: w.verify,
             retries: w.retries,
             keys: &self.keys,
@@ -301,20 +305,20 @@ impl CaseRun<'_> {
             seed: self.plan.seed,
             next_op: AtomicU64::new(0),
             bytes_claimed: AtomicU64::new(0),
-            verification: Mutex::new((0, 0, None)),
         }
     }
 
-    fn phase(&mut self, phase: &PhasePlan, stop: Stop, sessions: &mut [Box<dyn Session>]) -> Result<PhaseResult, String> {
+    fn phase(&mut self, phase: &PhasePlan, stop: Stop, warmup: bool, sessions: &mut [Box<dyn Session>]) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let ctx = self.context(phase, stop);
+        let ctx = self.context(phase, stop, warmup);
         let planned = stop.count;
         let workers = phase::run(&ctx, sessions, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
-        let (checked, mismatches, first) = ctx.verification.into_inner().expect("verification lock");
-        self.verification.checked += checked;
-        self.verification.mismatches += mismatches;
-        if self.verification.first_mismatch.is_none() {
-            self.verification.first_mismatch = first;
+        for w in &workers {
+            self.verification.checked += w.verified;
+            self.verification.mismatches += w.mismatches;
+            if self.verification.first_mismatch.is_none() {
+                self.verification.first_mismatch = w.first_mismatch.clone();
+            }
         }
         let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
@@ -333,7 +337,7 @@ impl CaseRun<'_> {
             warmup: None,
         };
         let t = self.clock.now_ns();
-        let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() });
+        let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
         let workers = phase::run(&ctx, sessions, || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");

@@ -1,25 +1,21 @@
 //! One measured phase: worker threads behind a start barrier, each with its own session, issuing
 //! operations until a stop condition, recording into their own stats.
 //!
-//! Timing covers only the backend call. Payloads up to `PREBUFFER_MAX_BYTES` are generated before
-//! the clock starts and verified after it stops; larger ones stream through the generator or the
-//! verifier, whose own time is measured and subtracted, so no object is ever held whole.
+//! Timing covers only the backend call (see `ops` for how our own payload work is kept out of
+//! latencies and windows). Bodies stream in both directions, so no object is ever held whole.
 
 use super::keytable::KeyTable;
-use crate::backend::{BResult, ErrorKind, Session};
+use super::ops::{OwnTime, Worker};
+use crate::backend::Session;
 use crate::clock::Clock;
 use crate::job::{Op, PhasePlan, Stop};
 use crate::stats::WorkerStats;
 use crate::workload::keys::{unit, KeyChooser};
-use crate::workload::payload::{Mismatch, PayloadSpec};
+use crate::workload::payload::PayloadSpec;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
-
-/// Objects up to this size are generated and checked outside the timed region, in bytes.
-pub const PREBUFFER_MAX_BYTES: u64 = 4 << 20;
+use std::sync::Barrier;
 
 /// What every worker of a phase shares.
 pub struct PhaseContext<'a> {
@@ -27,6 +23,8 @@ pub struct PhaseContext<'a> {
     pub phase: &'a PhasePlan,
     /// Stop condition (the phase's, or its warm-up's).
     pub stop: Stop,
+    /// Whether this is the phase's warm-up (it draws its own random streams).
+    pub warmup: bool,
     /// Distinct keys.
     pub objects: u64,
     /// How payloads are made.
@@ -47,8 +45,6 @@ pub struct PhaseContext<'a> {
     pub next_op: AtomicU64,
     /// Bytes claimed so far (for a bytes stop).
     pub bytes_claimed: AtomicU64,
-    /// Objects verified, mismatches, and the first mismatch.
-    pub verification: Mutex<(u64, u64, Option<Mismatch>)>,
 }
 
 impl<'a> PhaseContext<'a> {
@@ -109,43 +105,66 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], on_wait: impl 
     })
 }
 
-/// Reusable per-worker buffers.
-struct Buffers {
-    body: Vec<u8>,
-    read: Vec<u8>,
-}
-
 fn worker(ctx: &PhaseContext, session: &mut dyn Session, w: u64, workers: u64, stats: &mut WorkerStats) {
-    let stream = w + 1 + (ctx.phase.label.len() as u64) * 1000;
-    let mut chooser = KeyChooser::new(ctx.phase.key_order, ctx.objects, ctx.seed, stream);
-    let mut mix_rng = Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ (stream << 32));
+    let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
     let total_weight: u32 = ctx.phase.mix.iter().map(|(_, wt)| wt).sum();
-    let mut bufs = Buffers { body: Vec::new(), read: Vec::new() };
     stats.start_ns = ctx.clock.now_ns();
     stats.end_ns = stats.start_ns;
+    // The deadline is wall time, our own work included: a 30 s phase lasts 30 s.
     let deadline = ctx.stop.duration_ns.map(|d| stats.start_ns + d);
+    let mut worker = Worker { ctx, session, stats, own: OwnTime::default() };
+    let batch = claim_batch(ctx.stop, workers);
+    let mut claimed = 0..0;
     loop {
         if ctx.interrupted.load(Ordering::Relaxed) || deadline.is_some_and(|d| ctx.clock.now_ns() >= d) {
             break;
         }
         let index = if ctx.clock.is_virtual() {
             // Simulated time: a fixed share per worker, so results never depend on OS scheduling.
-            let local = stats.attempted() + stats.misses();
+            let local = worker.stats.attempted() + worker.stats.misses();
             ctx.next_op.fetch_add(1, Ordering::Relaxed);
             w + local * workers
         } else {
-            ctx.next_op.fetch_add(1, Ordering::Relaxed)
+            if claimed.is_empty() {
+                let from = ctx.next_op.fetch_add(batch, Ordering::Relaxed);
+                claimed = from..from + batch;
+            }
+            claimed.next().expect("a claimed range is never empty here")
         };
         if ctx.stop.count.is_some_and(|c| index >= c) {
             break;
         }
         let op = pick(&ctx.phase.mix, total_weight, &mut mix_rng);
         let key = chooser.next(index, ctx.objects);
-        if !one_op(ctx, session, op, key, index, &mut bufs, stats) {
+        if !worker.one_op(op, key, index) {
             break;
         }
     }
+    let own = worker.own;
+    stats.generation_ns = own.generation_ns.get();
+    stats.verification_ns = own.verification_ns.get();
     stats.end_ns = stats.end_ns.max(stats.start_ns);
+}
+
+/// Operation indexes a worker claims at once. Claiming one at a time makes every worker write
+/// the shared counter, and with sequential keys puts neighbouring keys' state (one cache line) from
+/// different cores; a run of indexes per worker avoids both, while a short counted phase still
+/// spreads its operations over every worker (at least 256 batches each).
+fn claim_batch(stop: Stop, workers: u64) -> u64 {
+    const MOST: u64 = 64;
+    match stop.count {
+        Some(count) => (count / (workers * 256)).clamp(1, MOST),
+        None => MOST,
+    }
+}
+
+/// The key chooser and the operation-mix generator of worker `w`: distinct for every phase (by
+/// its label), for a phase's warm-up and for every worker, and the same on every run with one seed.
+fn worker_streams(ctx: &PhaseContext, w: u64) -> (KeyChooser, Xoshiro256PlusPlus) {
+    let part = if ctx.warmup { "warmup" } else { "measured" };
+    let stream = xxhash_rust::xxh3::xxh3_64(format!("{}/{part}/{w}", ctx.phase.label).as_bytes());
+    let chooser = KeyChooser::new(ctx.phase.key_order, ctx.objects, ctx.seed, stream);
+    (chooser, Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ stream.rotate_left(32) ^ 0x6d69_785f_7267))
 }
 
 fn pick(mix: &[(Op, u32)], total: u32, rng: &mut Xoshiro256PlusPlus) -> Op {
@@ -162,157 +181,153 @@ fn pick(mix: &[(Op, u32)], total: u32, rng: &mut Xoshiro256PlusPlus) -> Op {
     mix[mix.len() - 1].0
 }
 
-fn retryable(kind: ErrorKind) -> bool {
-    matches!(kind, ErrorKind::Timeout | ErrorKind::Conflict | ErrorKind::Connection | ErrorKind::Io | ErrorKind::Other)
-}
+#[cfg(test)]
+mod tests {
+    //! Forces the interleavings of issue 9 with sessions that hold an operation until another
+    //! worker's operation has reached the backend, so the outcome never depends on scheduling.
+    use super::*;
+    use crate::backend::{BResult, BackendError};
+    use crate::clock::MonotonicClock;
+    use crate::job::{KeyOrder, SizeSpec};
+    use std::collections::HashSet;
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Condvar, Mutex};
 
-/// Runs `attempt` up to 1 + retries times; returns the result, the attempts' time not spent in
-/// our own payload code, and the retries used.
-fn timed<T>(ctx: &PhaseContext, mut attempt: impl FnMut() -> (BResult<T>, u64)) -> (BResult<T>, u64, u32) {
-    let start = ctx.clock.now_ns();
-    let mut own_ns = 0;
-    let mut retries = 0;
-    loop {
-        let (result, own) = attempt();
-        own_ns += own;
-        match result {
-            Err(e) if retries < ctx.retries && retryable(e.kind) => retries += 1,
-            other => return (other, (ctx.clock.now_ns() - start).saturating_sub(own_ns), retries),
-        }
+    #[derive(Default)]
+    struct Gate {
+        stored: HashSet<String>,
+        gets_in_flight: u32,
+        deletes_arrived: u32,
+        deletes_done: u32,
     }
-}
 
-/// One operation; returns false when a bytes stop says the phase is over.
-fn one_op(ctx: &PhaseContext, session: &mut dyn Session, op: Op, key: u64, index: u64, bufs: &mut Buffers, stats: &mut WorkerStats) -> bool {
-    let name = crate::workload::keys::key_name(key);
-    match op {
-        Op::Put => {
-            let generation = ctx.keys.next_generation(key);
-            let size = ctx.payload.size_of(key, generation);
-            if let Some(limit) = ctx.stop.bytes {
-                if ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit {
-                    return false;
-                }
-            }
-            let small = size <= PREBUFFER_MAX_BYTES;
-            if small {
-                bufs.body.clear();
-                ctx.payload.reader(key, generation).read_to_end(&mut bufs.body).expect("generation never fails");
-            }
-            let (result, latency, retries) = timed(ctx, || {
-                if small {
-                    (session.put(&name, &mut &bufs.body[..], size), 0)
-                } else {
-                    let mut body = SelfTimed { inner: ctx.payload.reader(key, generation), clock: ctx.clock, own_ns: 0 };
-                    let r = session.put(&name, &mut body, size);
-                    (r, body.own_ns)
-                }
-            });
-            finish(ctx, stats, op, index, latency, retries, result.map(|()| size), |_| ctx.keys.stored(key, generation, size));
+    /// Gets wait until a delete has finished; deletes wait until a get (or, in a phase without
+    /// gets, every other delete) has reached the backend.
+    struct GatedSession {
+        gate: Arc<(Mutex<Gate>, Condvar)>,
+        deleters: u32,
+        readers: u32,
+    }
+
+    impl Session for GatedSession {
+        fn put(&mut self, _: &str, _: &mut dyn Read, _: u64) -> BResult<()> {
+            unreachable!("these phases never put")
         }
-        Op::Get => {
-            let known = ctx.keys.get(key);
-            let expected_size = known.map(|(g, _)| ctx.payload.size_of(key, g)).unwrap_or(0);
-            let hint = known.map(|(g, _)| g).unwrap_or(0);
-            if !ctx.verify || expected_size <= PREBUFFER_MAX_BYTES {
-                let (result, latency, retries) = timed(ctx, || {
-                    bufs.read.clear();
-                    if ctx.verify {
-                        (session.get(&name, &mut bufs.read), 0)
-                    } else {
-                        (session.get(&name, &mut std::io::sink()), 0)
-                    }
-                });
-                if known.is_none() && is_not_found(&result) {
-                    stats.miss(op);
-                    return true;
-                }
-                let checked = result.and_then(|n| if ctx.verify { check(ctx, ctx.payload.verify(key, hint, &bufs.read)).map(|()| n) } else { Ok(n) });
-                finish(ctx, stats, op, index, latency, retries, checked, |_| ());
+        fn get(&mut self, key: &str, _: &mut dyn Write) -> BResult<u64> {
+            let (lock, cv) = &*self.gate;
+            let mut g = lock.lock().unwrap();
+            g.gets_in_flight += 1;
+            cv.notify_all();
+            let deleters = self.deleters;
+            g = cv.wait_while(g, |g| deleters > 0 && g.deletes_done == 0).unwrap();
+            if g.stored.contains(key) {
+                unreachable!("the delete ran first")
+            }
+            Err(BackendError::not_found(key))
+        }
+        fn delete(&mut self, key: &str) -> BResult<()> {
+            let (lock, cv) = &*self.gate;
+            let mut g = lock.lock().unwrap();
+            g.deletes_arrived += 1;
+            cv.notify_all();
+            let (readers, deleters) = (self.readers, self.deleters);
+            g = cv.wait_while(g, |g| if readers > 0 { g.gets_in_flight < readers } else { g.deletes_arrived < deleters }).unwrap();
+            let removed = g.stored.remove(key);
+            g.deletes_done += 1;
+            cv.notify_all();
+            if removed {
+                Ok(())
             } else {
-                let mut outcome = None;
-                let (result, latency, retries) = timed(ctx, || {
-                    let mut sink = SelfTimed { inner: ctx.payload.verifier(key, hint), clock: ctx.clock, own_ns: 0 };
-                    let r = session.get(&name, &mut sink);
-                    let own = sink.own_ns;
-                    outcome = Some(sink.inner.finish());
-                    (r, own)
-                });
-                let checked = result.and_then(|n| check(ctx, outcome.expect("at least one attempt ran")).map(|()| n));
-                finish(ctx, stats, op, index, latency, retries, checked, |_| ());
+                Err(BackendError::not_found(key))
             }
         }
-        Op::Delete | Op::Head => {
-            let known = ctx.keys.get(key);
-            let (result, latency, retries) =
-                timed(ctx, || if op == Op::Delete { (session.delete(&name).map(|()| 0), 0) } else { (session.head(&name).map(|_| 0), 0) });
-            if known.is_none() && is_not_found(&result) {
-                stats.miss(op);
-                return true;
-            }
-            finish(ctx, stats, op, index, latency, retries, result, |_| if op == Op::Delete { ctx.keys.deleted(key) });
+        fn head(&mut self, _: &str) -> BResult<u64> {
+            unreachable!("these phases never head")
         }
     }
-    true
-}
 
-fn is_not_found<T>(r: &BResult<T>) -> bool {
-    matches!(r, Err(e) if e.kind == ErrorKind::NotFound)
-}
+    fn plan(mix: Vec<(Op, u32)>, count: u64) -> PhasePlan {
+        PhasePlan { label: "mix".into(), mix, stop: Stop { count: Some(count), ..Stop::default() }, key_order: KeyOrder::Sequential, warmup: None }
+    }
 
-/// Counts a verification and turns a mismatch into a `Corrupt` error.
-fn check(ctx: &PhaseContext, outcome: Result<(), Mismatch>) -> BResult<()> {
-    let mut v = ctx.verification.lock().expect("verification lock");
-    v.0 += 1;
-    match outcome {
-        Ok(()) => Ok(()),
-        Err(m) => {
-            v.1 += 1;
-            let message = format!("{}: at byte {}: {}", m.key, m.offset_bytes, m.detail);
-            v.2.get_or_insert(m);
-            Err(crate::backend::BackendError::new(ErrorKind::Corrupt, message))
+    fn context<'a>(phase: &'a PhasePlan, keys: &'a KeyTable, seed: u64, interrupted: &'a AtomicBool) -> PhaseContext<'a> {
+        PhaseContext {
+            phase,
+            stop: phase.stop,
+            warmup: false,
+            objects: 1,
+            payload: PayloadSpec::new(seed, 0.0, SizeSpec::Fixed { bytes: 100 }),
+            verify: true,
+            retries: 0,
+            keys,
+            clock: &MonotonicClock,
+            interrupted,
+            seed,
+            next_op: AtomicU64::new(0),
+            bytes_claimed: AtomicU64::new(0),
         }
     }
-}
 
-#[allow(clippy::too_many_arguments)]
-fn finish(ctx: &PhaseContext, stats: &mut WorkerStats, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, on_ok: impl FnOnce(u64)) {
-    let end = ctx.clock.now_ns();
-    stats.end_ns = end;
-    match result {
-        Ok(bytes) => {
-            on_ok(bytes);
-            stats.success(op, index, end, latency, bytes, retries);
+    /// A seed whose first picks are `want[w]` for worker w.
+    fn seed_picking(phase: &PhasePlan, want: &[Op]) -> u64 {
+        let (keys, flag) = (KeyTable::new(1), AtomicBool::new(false));
+        (0..10_000)
+            .find(|&seed| {
+                let ctx = context(phase, &keys, seed, &flag);
+                want.iter().enumerate().all(|(w, op)| pick(&phase.mix, phase.mix.iter().map(|(_, wt)| wt).sum(), &mut worker_streams(&ctx, w as u64).1) == *op)
+            })
+            .expect("some seed picks these operations")
+    }
+
+    fn run_gated(phase: &PhasePlan, want: &[Op], stored: bool) -> crate::report::model::PhaseResult {
+        let keys = KeyTable::new(1);
+        let ticket = keys.begin_put(0);
+        keys.end_put(ticket, Some((100, 0)));
+        let gate = Arc::new((Mutex::new(Gate::default()), Condvar::new()));
+        if stored {
+            gate.0.lock().unwrap().stored.insert(crate::workload::keys::key_name(0));
         }
-        Err(e) => stats.failure(op, end, e.kind, retries),
+        let readers = want.iter().filter(|op| **op == Op::Get).count() as u32;
+        let deleters = want.len() as u32 - readers;
+        let mut sessions: Vec<Box<dyn Session>> =
+            want.iter().map(|_| Box::new(GatedSession { gate: gate.clone(), deleters, readers }) as Box<dyn Session>).collect();
+        let flag = AtomicBool::new(false);
+        let ctx = context(phase, &keys, seed_picking(phase, want), &flag);
+        crate::stats::merge("mix", run(&ctx, &mut sessions, || ()).unwrap(), 0)
     }
-}
 
-/// Wraps our own payload generator or verifier and measures the time spent inside it, so that
-/// time can be taken out of the operation's latency.
-struct SelfTimed<'c, T> {
-    inner: T,
-    clock: &'c dyn Clock,
-    own_ns: u64,
-}
-
-impl<T: Read> Read for SelfTimed<'_, T> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let t = self.clock.now_ns();
-        let r = self.inner.read(buf);
-        self.own_ns += self.clock.now_ns() - t;
-        r
+    /// (successes, misses, raced misses, errors) of `op`.
+    fn totals(r: &crate::report::model::PhaseResult, op: Op) -> (u64, u64, u64, u64) {
+        let o = &r.ops[op.name()];
+        (o.count, o.misses, o.raced_misses, o.errors.values().sum())
     }
-}
 
-impl<T: Write> Write for SelfTimed<'_, T> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let t = self.clock.now_ns();
-        let r = self.inner.write(buf);
-        self.own_ns += self.clock.now_ns() - t;
-        r
+    #[test]
+    fn a_get_overtaken_by_a_delete_is_a_raced_miss_not_an_error() {
+        let phase = plan(vec![(Op::Get, 1), (Op::Delete, 1)], 2);
+        let stats = run_gated(&phase, &[Op::Get, Op::Delete], true);
+        assert_eq!(totals(&stats, Op::Get), (0, 1, 1, 0), "(count, misses, raced, errors) of the get");
+        assert_eq!(totals(&stats, Op::Delete), (1, 0, 0, 0));
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+
+    #[test]
+    fn two_deletes_of_one_key_give_one_success_and_one_raced_miss() {
+        let phase = plan(vec![(Op::Delete, 1), (Op::Get, 1)], 2);
+        let stats = run_gated(&phase, &[Op::Delete, Op::Delete], true);
+        assert_eq!(totals(&stats, Op::Delete), (1, 1, 1, 0));
+    }
+
+    #[test]
+    fn a_present_key_that_nothing_deleted_and_cannot_be_found_is_an_error() {
+        let phase = plan(vec![(Op::Get, 1), (Op::Delete, 1)], 2);
+        // The delete finds nothing as well: with no other delete beside it, both are lost data.
+        let stats = run_gated(&phase, &[Op::Get, Op::Delete], false);
+        let delete = totals(&stats, Op::Delete);
+        assert_eq!(delete, (0, 0, 0, 1), "a delete of a present key that finds nothing, alone: an error");
+        assert_eq!(totals(&stats, Op::Get), (0, 1, 1, 0), "the get overlapped that delete: raced");
+
+        let gets_only = plan(vec![(Op::Get, 1)], 1);
+        let stats = run_gated(&gets_only, &[Op::Get], false);
+        assert_eq!(totals(&stats, Op::Get), (0, 0, 0, 1), "never deleted, not found: lost data is an error");
     }
 }

@@ -28,6 +28,7 @@ pub struct OpStats {
     bytes: u64,
     errors: BTreeMap<ErrorKind, u64>,
     misses: u64,
+    raced_misses: u64,
     retries: u64,
 }
 
@@ -39,6 +40,7 @@ impl OpStats {
             bytes: 0,
             errors: BTreeMap::new(),
             misses: 0,
+            raced_misses: 0,
             retries: 0,
         }
     }
@@ -75,6 +77,16 @@ pub struct WorkerStats {
     pub start_ns: u64,
     /// When this worker stopped, in clock nanoseconds.
     pub end_ns: u64,
+    /// Nanoseconds spent making put bodies (taken out of latencies and timestamps).
+    pub generation_ns: u64,
+    /// Nanoseconds spent hashing and checking gets (taken out of latencies and timestamps).
+    pub verification_ns: u64,
+    /// Gets whose content was checked.
+    pub verified: u64,
+    /// Checked gets whose content differed from what was put.
+    pub mismatches: u64,
+    /// The first of those, with where and how it differed.
+    pub first_mismatch: Option<crate::workload::payload::Mismatch>,
 }
 
 impl WorkerStats {
@@ -89,6 +101,11 @@ impl WorkerStats {
             by_index: Vec::new(),
             start_ns: origin_ns,
             end_ns: origin_ns,
+            generation_ns: 0,
+            verification_ns: 0,
+            verified: 0,
+            mismatches: 0,
+            first_mismatch: None,
         }
     }
 
@@ -134,9 +151,12 @@ impl WorkerStats {
         self.bucket_at(end_ns).errors += 1;
     }
 
-    /// Records a read of a key known to be absent.
-    pub fn miss(&mut self, op: Op) {
-        self.ops.entry(op).or_insert_with(OpStats::new).misses += 1;
+    /// Records an operation that found no object: of a key known to be absent, or (`raced`) of
+    /// one a concurrent delete may have removed (see `runner::keytable`).
+    pub fn miss(&mut self, op: Op, raced: bool) {
+        let s = self.ops.entry(op).or_insert_with(OpStats::new);
+        s.misses += 1;
+        s.raced_misses += raced as u64;
     }
 
     /// Reads of absent keys so far.
@@ -172,6 +192,8 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let origin = workers.first().map(|w| w.origin_ns).unwrap_or(0);
     let resolution = workers.iter().map(|w| w.resolution_ns).max().unwrap_or(TIMELINE_RESOLUTION_NS);
     let index_width = workers.first().map(|w| w.index_width).unwrap_or(1);
+    let payload_generation_ns = workers.iter().map(|w| w.generation_ns).sum();
+    let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
 
     let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
     let mut timeline: Vec<Bucket> = Vec::new();
@@ -191,6 +213,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             into.count += s.count;
             into.bytes += s.bytes;
             into.misses += s.misses;
+            into.raced_misses += s.raced_misses;
             into.retries += s.retries;
             for (k, n) in s.errors {
                 *into.errors.entry(k).or_insert(0) += n;
@@ -218,6 +241,8 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             .map(|(i, b)| IndexPoint { first_op_index: i as u64 * index_width, ops: b.ops, mean_ns: b.latency_sum_ns as f64 / b.ops as f64, max_ns: b.latency_max_ns })
             .collect(),
         lock_wait_ns,
+        payload_generation_ns,
+        verification_ns,
     }
 }
 
@@ -291,6 +316,7 @@ fn op_result(s: &OpStats) -> OpResult {
         bytes: s.bytes,
         errors: s.errors.iter().map(|(k, n)| (k.name().to_string(), *n)).collect(),
         misses: s.misses,
+        raced_misses: s.raced_misses,
         retries: s.retries,
         latency: summarize(&s.hist),
     }

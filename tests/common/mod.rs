@@ -137,3 +137,25 @@ pub fn assert_valid_report(path: &std::path::Path) -> serde_json::Value {
 pub fn in_ci() -> bool {
     std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
 }
+
+/// Waits until a `report.json` under `dir` (at any depth up to two) holds at least `cases`
+/// finished cases. Interrupt tests call it instead of sleeping, so that they signal a run that
+/// has provably finished a case, however slow the machine is.
+pub fn wait_for_finished_cases(dir: &std::path::Path, cases: usize) {
+    let found = |dir: &std::path::Path| -> Option<usize> {
+        let mut candidates = vec![dir.join("report.json")];
+        for entry in std::fs::read_dir(dir).ok()?.flatten() {
+            candidates.push(entry.path().join("report.json"));
+            if let Ok(inner) = std::fs::read_dir(entry.path()) {
+                candidates.extend(inner.flatten().map(|e| e.path().join("report.json")));
+            }
+        }
+        candidates.iter().filter_map(|p| std::fs::read(p).ok()).filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()).filter_map(|r| r["cases"].as_array().map(|c| c.len())).max()
+    };
+    // The deadline only turns a hang into a failure; it is not what the test measures.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while found(dir).unwrap_or(0) < cases {
+        assert!(std::time::Instant::now() < deadline, "no report under {} reached {cases} finished cases", dir.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,255 @@
+//! One operation of a worker: key-state bookkeeping, the timed backend call with retries, and the
+//! payload work around it — generating bodies, hashing and checking what gets return.
+//!
+//! The payload work is stowbench's own, not the storage's: it is timed apart (`OwnTime`) and
+//! taken out of each operation's latency **and** out of the worker's timestamps, so neither the
+//! latency percentiles nor the throughput windows carry it. Its cost is reported per phase.
+
+use super::keytable::{Miss, Snapshot};
+use super::phase::PhaseContext;
+use crate::backend::{BResult, BackendError, ErrorKind, Session};
+use crate::clock::Clock;
+use crate::job::Op;
+use crate::stats::WorkerStats;
+use crate::workload::keys::key_name;
+use crate::workload::payload::{DigestSink, Mismatch, HEADER_BYTES};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::sync::atomic::Ordering;
+
+/// A worker's own time so far, in clock nanoseconds.
+#[derive(Default)]
+pub struct OwnTime {
+    /// Making put bodies (and their digests).
+    pub generation_ns: Cell<u64>,
+    /// Hashing and checking what gets returned.
+    pub verification_ns: Cell<u64>,
+}
+
+impl OwnTime {
+    fn total(&self) -> u64 {
+        self.generation_ns.get() + self.verification_ns.get()
+    }
+
+    /// The worker's storage clock: real time with its own work taken out.
+    pub fn now_ns(&self, clock: &dyn Clock) -> u64 {
+        clock.now_ns() - self.total()
+    }
+
+    /// Runs `f` and books its time to `cell`.
+    fn spend<T>(&self, clock: &dyn Clock, cell: &Cell<u64>, f: impl FnOnce() -> T) -> T {
+        let t = clock.now_ns();
+        let r = f();
+        cell.set(cell.get() + clock.now_ns() - t);
+        r
+    }
+}
+
+/// One worker's view while it runs operations.
+pub struct Worker<'a, 'c> {
+    /// The phase.
+    pub ctx: &'a PhaseContext<'c>,
+    /// Its session.
+    pub session: &'a mut dyn Session,
+    /// Its measurements.
+    pub stats: &'a mut WorkerStats,
+    /// Its own time.
+    pub own: OwnTime,
+}
+
+fn is_not_found<T>(r: &BResult<T>) -> bool {
+    matches!(r, Err(e) if e.kind == ErrorKind::NotFound)
+}
+
+fn retryable(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::Timeout | ErrorKind::Conflict | ErrorKind::Connection | ErrorKind::Io | ErrorKind::Other)
+}
+
+impl Worker<'_, '_> {
+    /// One operation; returns false when a bytes stop says the phase is over.
+    pub fn one_op(&mut self, op: Op, key: u64, index: u64) -> bool {
+        match op {
+            Op::Put => return self.put(key, index),
+            Op::Get => self.get(key, index),
+            Op::Head => {
+                let snapshot = self.ctx.keys.snapshot(key);
+                let name = key_name(key);
+                let (result, latency, retries) = self.timed(|w| w.session.head(&name).map(|_| 0));
+                if !(is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_read_miss(&snapshot))) {
+                    self.finish(op, index, latency, retries, result);
+                }
+            }
+            Op::Delete => {
+                let snapshot = self.ctx.keys.begin_delete(key);
+                let name = key_name(key);
+                let (result, latency, retries) = self.timed(|w| w.session.delete(&name).map(|()| 0));
+                if is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_delete_miss(&snapshot)) {
+                    self.ctx.keys.end_delete(&snapshot, Some(false));
+                } else {
+                    self.ctx.keys.end_delete(&snapshot, result.as_ref().ok().map(|_| true));
+                    self.finish(op, index, latency, retries, result);
+                }
+            }
+        }
+        true
+    }
+
+    fn put(&mut self, key: u64, index: u64) -> bool {
+        let ctx = self.ctx;
+        let ticket = ctx.keys.begin_put(key);
+        let generation = ticket.generation;
+        let size = ctx.payload.size_of(key, generation);
+        if ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) {
+            ctx.keys.abandon_put(ticket);
+            return false;
+        }
+        let name = key_name(key);
+        let mut digest = None;
+        let (result, latency, retries) = self.timed(|w| {
+            let mut body = SelfTimed { inner: ctx.payload.reader(key, generation), clock: ctx.clock, own: &w.own.generation_ns };
+            let r = w.session.put(&name, &mut body, size);
+            digest = body.inner.digest();
+            r
+        });
+        if is_not_found(&result) && ctx.keys.classify_put_miss(&ticket) == Miss::Raced {
+            ctx.keys.end_put(ticket, None);
+            self.stats.miss(Op::Put, true);
+            return true;
+        }
+        let stored = result.as_ref().ok().map(|()| {
+            // A backend that stopped reading at the last byte never asked for the end: hash anew.
+            let digest = digest.unwrap_or_else(|| self.own.spend(ctx.clock, &self.own.generation_ns, || ctx.payload.digest_of(key, generation)));
+            (size, digest)
+        });
+        ctx.keys.end_put(ticket, stored);
+        self.finish(Op::Put, index, latency, retries, result.map(|()| size));
+        true
+    }
+
+    fn get(&mut self, key: u64, index: u64) {
+        let ctx = self.ctx;
+        let snapshot = ctx.keys.snapshot(key);
+        let name = key_name(key);
+        let mut sink = DigestSink::default();
+        let (result, latency, retries) = self.timed(|w| {
+            if ctx.verify {
+                sink = DigestSink::default();
+                w.session.get(&name, &mut SelfTimed { inner: &mut sink, clock: ctx.clock, own: &w.own.verification_ns })
+            } else {
+                w.session.get(&name, &mut std::io::sink())
+            }
+        });
+        if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
+            return;
+        }
+        let checked = match result {
+            Ok(n) if ctx.verify => {
+                let t = ctx.clock.now_ns();
+                let outcome = self.check(key, &name, &snapshot, &sink);
+                self.own.verification_ns.set(self.own.verification_ns.get() + ctx.clock.now_ns() - t);
+                self.count_check(outcome).map(|()| n)
+            }
+            other => other,
+        };
+        self.finish(Op::Get, index, latency, retries, checked);
+    }
+
+    /// Checks a get by its digest; only a mismatch (or a version whose digest was not recorded)
+    /// regenerates, and a mismatch is read again byte by byte to say where the object differs.
+    fn check(&mut self, key: u64, name: &str, snapshot: &Snapshot, sink: &DigestSink) -> Result<(), Mismatch> {
+        let payload = &self.ctx.payload;
+        let hint = snapshot.known().map_or(0, |(g, _)| g);
+        let generation = payload.generation_in(key, sink.head()).or((sink.len() < HEADER_BYTES as u64).then_some(hint));
+        let fine = generation.is_some_and(|g| {
+            sink.len() == payload.size_of(key, g)
+                && self.ctx.keys.digest_matches(key, g, sink.digest()).unwrap_or_else(|| payload.digest_of(key, g) == sink.digest())
+        });
+        if fine {
+            return Ok(());
+        }
+        let mut verifier = payload.verifier(key, hint);
+        let again = self.session.get(name, &mut verifier);
+        match (again, verifier.finish()) {
+            (Ok(_), Err(m)) => Err(m),
+            (Ok(_), Ok(())) => Err(Mismatch {
+                key: name.to_string(),
+                offset_bytes: 0,
+                detail: "the bytes read differed from what was put (digest mismatch), but a second read matched: damaged in transfer or a racing write".into(),
+            }),
+            (Err(e), _) => Err(Mismatch { key: name.to_string(), offset_bytes: 0, detail: format!("digest mismatch, and reading it again failed: {e}") }),
+        }
+    }
+
+    /// Counts a verification; a mismatch becomes a `Corrupt` error.
+    fn count_check(&mut self, outcome: Result<(), Mismatch>) -> BResult<()> {
+        self.stats.verified += 1;
+        outcome.map_err(|m| {
+            self.stats.mismatches += 1;
+            let message = format!("{}: at byte {}: {}", m.key, m.offset_bytes, m.detail);
+            self.stats.first_mismatch.get_or_insert(m);
+            BackendError::new(ErrorKind::Corrupt, message)
+        })
+    }
+
+    /// Counts a `NotFound` that is a miss (of an absent key, or one a concurrent delete removed);
+    /// returns false for lost data, which stays an error.
+    fn count_miss(&mut self, op: Op, miss: Miss) -> bool {
+        match miss {
+            Miss::Absent => self.stats.miss(op, false),
+            Miss::Raced => self.stats.miss(op, true),
+            Miss::Lost => return false,
+        }
+        true
+    }
+
+    /// Runs `attempt` up to 1 + retries times; returns the result, the attempts' time without our
+    /// own payload work, and the retries used.
+    fn timed<T>(&mut self, mut attempt: impl FnMut(&mut Self) -> BResult<T>) -> (BResult<T>, u64, u32) {
+        let clock = self.ctx.clock;
+        let start = self.own.now_ns(clock);
+        let mut retries = 0;
+        loop {
+            match attempt(self) {
+                Err(e) if retries < self.ctx.retries && retryable(e.kind) => retries += 1,
+                other => return (other, self.own.now_ns(clock) - start, retries),
+            }
+        }
+    }
+
+    fn finish(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>) {
+        let end = self.own.now_ns(self.ctx.clock);
+        self.stats.end_ns = end;
+        match result {
+            Ok(bytes) => self.stats.success(op, index, end, latency, bytes, retries),
+            Err(e) => self.stats.failure(op, end, e.kind, retries),
+        }
+    }
+}
+
+/// Wraps our own payload generator or checker and books the time spent inside it to `own`.
+struct SelfTimed<'c, T> {
+    inner: T,
+    clock: &'c dyn Clock,
+    own: &'c Cell<u64>,
+}
+
+impl<T: Read> Read for SelfTimed<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let t = self.clock.now_ns();
+        let r = self.inner.read(buf);
+        self.own.set(self.own.get() + self.clock.now_ns() - t);
+        r
+    }
+}
+
+impl<T: Write> Write for SelfTimed<'_, T> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let t = self.clock.now_ns();
+        let r = self.inner.write(buf);
+        self.own.set(self.own.get() + self.clock.now_ns() - t);
+        r
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

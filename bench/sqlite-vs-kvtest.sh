@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# SQLite's own kvtest vs stowbench's `sqlite` backend: reading N BLOBs of 10,000 bytes.
+#
+#   bench/sqlite-vs-kvtest.sh [--count N] [--size BYTES] [--reads R] [--modes sql,blob]
+#                             [--order asc|random] [--repeat N] [--quick] [--out DIR]
+#                             [--work-dir DIR] [--no-verify] [--no-drop-caches]
+#
+# kvtest (test/kvtest.c of SQLite, built by bench/kvtest-build.sh against the same SQLite
+# amalgamation stowbench links) is the SQLite authors' "BLOBs in a table vs files" read test.
+# Per repeat and mode it runs, back to back (order alternating per repeat):
+#   kvtest init DB --count N --size S --pagesize 4096      (a fresh table of N random BLOBs)
+#   kvtest run DB --count N ...                            (untimed: warms the page cache)
+#   kvtest run DB --count R --max-id N --asc --jmode wal --cache-size -2000 --mmap 0
+#                 --multitrans [--blob-api]                 (timed: R reads)
+# and stowbench with backend sqlite (its defaults: WAL, synchronous=normal, 4096-byte pages,
+# 2000 KiB cache, no mmap): N puts of S bytes, then an untimed pass of N gets, then R timed gets
+# (sequential keys, 1 thread). It prints get objects/s of both and the ratio (target ≥ 0.95).
+#
+# Modes: `sql` — kvtest reads with `SELECT v FROM kv WHERE k=?1`; stowbench with its default
+# blob_io_threshold (1 MiB), so a 10,000-byte value is read by SQL as well. `blob` — kvtest
+# --blob-api (sqlite3_blob_reopen + sqlite3_blob_read); stowbench with blob_io_threshold = 1KiB,
+# so it reads (and writes) the value through incremental blob I/O.
+#
+# What differs and cannot be made equal (bench/README.md): kvtest's table is
+# kv(k INTEGER PRIMARY KEY, v BLOB) read by rowid; stowbench's is objects(key TEXT PRIMARY KEY,
+# size_bytes, body) read by key through its index, then by rowid — one more B-tree search per get.
+# stowbench runs each get in its own transaction (BEGIN … COMMIT); kvtest --multitrans gives each
+# SQL read its own implicit transaction, but in blob mode kvtest keeps one blob handle open across
+# reads (sqlite3_blob_reopen), i.e. one long read transaction. stowbench copies each value into its
+# verification buffer and checks it after the timed call (--no-verify drops the check); kvtest
+# only takes a pointer (SQL) or copies into its buffer (blob). kvtest's data comes from its own
+# `init` (one bulk transaction), stowbench's from its timed puts (one transaction each).
+set -euo pipefail
+BENCH_NAME=sqlite-vs-kvtest
+# shellcheck source=bench/lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+COUNT=10000
+SIZE=10000
+READS=200000
+MODES="sql,blob"
+ORDER=asc
+REPEAT=3
+OUT=""
+WORK=""
+VERIFY=true
+readonly TARGET=0.95
+
+usage() { sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+parse_args() {
+  while (($#)); do
+    case $1 in
+    --count) COUNT=$2; shift 2 ;;
+    --size) SIZE=$(parse_size "$2"); shift 2 ;;
+    --reads) READS=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
+    --order) ORDER=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --work-dir) WORK=$2; shift 2 ;;
+    --no-verify) VERIFY=false; shift ;;
+    --no-drop-caches) DROP_CACHES=false; shift ;;
+    --quick) COUNT=2000; READS=50000; REPEAT=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+    esac
+  done
+  [[ ${REPEAT} =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
+  [[ ${COUNT} =~ ^[1-9][0-9]*$ && ${READS} =~ ^[1-9][0-9]*$ ]] || die "--count and --reads must be positive integers"
+  [[ ${ORDER} == asc || ${ORDER} == random ]] || die "--order is asc or random"
+  local m
+  for m in $(split_list "${MODES}"); do
+    [[ ${m} == sql || ${m} == blob ]] || die "--modes takes sql and/or blob, not '${m}'"
+  done
+}
+
+# Runs kvtest; prints reads per second from its "Microseconds per BLOB read" line.
+kvtest_run() { # LOGFILE ARGS...
+  local logf=$1
+  shift
+  "${KVTEST}" "$@" >"${logf}" 2>&1 || die "kvtest $* failed: $(tail -n 5 "${logf}")"
+  awk '/^Microseconds per BLOB read:/ { printf "%.3f\n", 1e6 / $5; found = 1 } END { exit !found }' "${logf}" ||
+    die "no 'Microseconds per BLOB read' line in ${logf}"
+}
+
+measure_kvtest() { # MODE REPEAT TAG; prints get objects/s
+  local mode=$1 tag=$3 db="${WORK}/kvtest.db" args
+  rm -f -- "${db}" "${db}-wal" "${db}-shm" "${db}-journal"
+  settle_before_put
+  "${KVTEST}" init "${db}" --count "${COUNT}" --size "${SIZE}" --pagesize 4096 >"${OUT}/logs/${tag}-kvtest-init.log" 2>&1 ||
+    die "kvtest init failed: $(tail -n 5 "${OUT}/logs/${tag}-kvtest-init.log")"
+  # The same settings as stowbench's sqlite backend defaults, spelled out (kvtest's own defaults
+  # differ: cache_size 1000 pages, rollback journal, all reads in one transaction).
+  args=(--max-id "${COUNT}" "--${ORDER}" --jmode wal --cache-size -2000 --mmap 0 --multitrans)
+  [[ ${mode} == blob ]] && args+=(--blob-api)
+  kvtest_run "${OUT}/logs/${tag}-kvtest-warm.log" run "${db}" --count "${COUNT}" "${args[@]}" >/dev/null
+  kvtest_run "${OUT}/logs/${tag}-kvtest-run.log" run "${db}" --count "${READS}" "${args[@]}"
+  rm -f -- "${db}" "${db}-wal" "${db}-shm" "${db}-journal"
+}
+
+write_sb_job() { # FILE MODE
+  local file=$1 mode=$2 threshold=""
+  [[ ${mode} == blob ]] && threshold='blob_io_threshold = "1KiB"   # every value through incremental blob I/O, as kvtest --blob-api'
+  local order=sequential
+  [[ ${ORDER} == random ]] && order=uniform
+  cat >"${file}" <<EOF
+# Written by bench/sqlite-vs-kvtest.sh (${mode} mode).
+version = 1
+name = "bench-sqlite-vs-kvtest"
+seed = 42
+
+[[target]]
+name = "sqlite"
+backend = "sqlite"
+${threshold}
+
+[[workload]]
+name = "kvtest-match"
+sizes = [${SIZE}]
+threads = [1]
+objects = ${COUNT}
+verify = ${VERIFY}
+key_order = "${order}"
+
+[[workload.phase]]
+mix = { put = 1 }
+
+# One untimed pass warms the page cache (as kvtest's discarded run), then ${READS} timed gets.
+[[workload.phase]]
+mix = { get = 1 }
+warmup_count = ${COUNT}
+count = ${READS}
+EOF
+}
+
+measure_stowbench() { # MODE REPEAT TAG; prints "get_objects_per_s put_objects_per_s"
+  local mode=$1 tag=$3 job report get put
+  job="${OUT}/jobs/${tag}-stowbench.toml"
+  write_sb_job "${job}" "${mode}"
+  settle_before_put
+  report="$(run_stowbench "${job}" "${OUT}/stowbench" "${OUT}/logs/${tag}-stowbench" --work-dir "${WORK}")"
+  get="$(sb_phase_throughput "${report}" get)" || die "bad report ${report}"
+  put="$(sb_phase_throughput "${report}" put)" || die "bad report ${report}"
+  printf '%s %s\n' "$(cut -d' ' -f2 <<<"${get}")" "$(cut -d' ' -f2 <<<"${put}")"
+}
+
+main() {
+  local cmdline="$0 $*"
+  parse_args "$@"
+  STOWBENCH="$(find_stowbench)"
+  KVTEST="$("${BENCH_DIR}/kvtest-build.sh")"
+  OUT="$(make_out_dir "${OUT}")"
+  mkdir -p "${OUT}/jobs" "${OUT}/logs" "${OUT}/stowbench"
+  mkdir -p "${WORK:=/var/tmp}"
+  WORK="$(mktemp -d "${WORK}/stowbench-sqlite-vs-kvtest.XXXXXX")"
+  trap 'rm -rf -- "${WORK}"' EXIT
+  {
+    printf 'date: %s\ncommand: %s\n' "$(date -u +%FT%TZ)" "${cmdline}"
+    printf 'kvtest: %s (built against: %s)\n' "${KVTEST}" "$(cat "${KVTEST}.how" 2>/dev/null || echo unknown)"
+    printf 'stowbench: %s (%s)\n' "$("${STOWBENCH}" --version)" "${STOWBENCH}"
+    printf 'objects: %s of %s bytes; timed reads: %s (%s order); verify: %s\n' "${COUNT}" "${SIZE}" "${READS}" "${ORDER}" "${VERIFY}"
+    printf 'work dir: %s (%s)\n' "${WORK}" "$(df -T "${WORK}" | awk 'NR == 2 { print $2 " on " $1 }')"
+    printf 'load average at start: %s\n' "$(load_average)"
+  } >"${OUT}/conditions.txt"
+  : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in
+  csv_row "${OUT}/raw.csv" mode op repeat tool value target stowbench_put_objects_per_s
+  local repeat mode first tool tag value sb
+  for repeat in $(seq 1 "${REPEAT}"); do
+    first="$(order_for_repeat "${repeat}")"
+    for mode in $(split_list "${MODES}"); do
+      for tool in ${first}; do
+        tag="${mode}-r${repeat}"
+        if [[ ${tool} == ref ]]; then
+          value="$(measure_kvtest "${mode}" "${repeat}" "${tag}")"
+          csv_row "${OUT}/raw.csv" "${mode}" get "${repeat}" ref "${value}" "${TARGET}" ""
+          log "$(printf '%-4s r%s kvtest    get %10.0f objects/s' "${mode}" "${repeat}" "${value}")"
+        else
+          sb="$(measure_stowbench "${mode}" "${repeat}" "${tag}")"
+          read -r value put <<<"${sb}"
+          csv_row "${OUT}/raw.csv" "${mode}" get "${repeat}" sb "${value}" "${TARGET}" "${put}"
+          log "$(printf '%-4s r%s stowbench get %10.0f objects/s (put %.0f objects/s)' "${mode}" "${repeat}" "${value}" "${put}")"
+        fi
+      done
+    done
+  done
+  printf 'load average at end: %s\n' "$(load_average)" >>"${OUT}/conditions.txt"
+  python3 "${BENCH_DIR}/summarize.py" "${OUT}/raw.csv" --keys mode,op --ref-name kvtest --unit objects/s \
+    --out "${OUT}" --title "sqlite backend vs SQLite's kvtest (${COUNT} BLOBs of ${SIZE} bytes, ${READS} warm reads, 1 thread)" |
+    tee "${OUT}/table.txt"
+  printf '\nraw: %s/raw.csv  summary: %s/summary.csv %s/summary.json  conditions: %s/conditions.txt\n' \
+    "${OUT}" "${OUT}" "${OUT}" "${OUT}"
+}
+
+main "$@"

@@ -207,25 +207,36 @@ impl Session for SqliteSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        // One read transaction: the row found and the blob read are the same version.
+        // A value up to the threshold comes whole in one statement (its own read transaction: SQLite
+        // makes one statement consistent), so a small get costs one lookup, not BEGIN, two SELECTs
+        // and COMMIT. Larger values stream through blob I/O inside one explicit transaction, so the
+        // row found and the blob read are the same version.
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT size_bytes, CASE WHEN size_bytes <= ?2 THEN body END FROM objects WHERE key = ?1")
+                .context("get: prepare")?;
+            let threshold = i64::try_from(self.blob_io_threshold_bytes).unwrap_or(i64::MAX);
+            let mut rows = stmt.query(rusqlite::params![key, threshold]).context("get: find row")?;
+            let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
+            let size_bytes = unsigned(row, 0).context("get: read size")?;
+            if size_bytes <= self.blob_io_threshold_bytes {
+                let body = row.get_ref(1).and_then(|v| Ok(v.as_blob()?)).context("get: read body")?;
+                check_length(key, size_bytes, body.len() as u64)?;
+                sink.write_all(body)?;
+                return Ok(size_bytes);
+            }
+        }
         let tx = self.conn.transaction().context("get: begin")?;
         let found: Option<(i64, u64)> = tx
             .prepare_cached("SELECT rowid, size_bytes FROM objects WHERE key = ?1")
             .and_then(|mut stmt| stmt.query_row([key], |row| Ok((row.get(0)?, unsigned(row, 1)?))).optional())
             .context("get: find row")?;
         let (rowid, size_bytes) = found.ok_or_else(|| BackendError::not_found(key))?;
-        if size_bytes <= self.blob_io_threshold_bytes {
-            let mut stmt = tx.prepare_cached("SELECT body FROM objects WHERE rowid = ?1").context("get: prepare")?;
-            let mut rows = stmt.query([rowid]).context("get: read body")?;
-            let row = rows.next().context("get: read body")?.ok_or_else(|| BackendError::not_found(key))?;
-            let body = row.get_ref(0).and_then(|v| Ok(v.as_blob()?)).context("get: read body")?;
-            check_length(key, size_bytes, body.len() as u64)?;
-            sink.write_all(body)?;
-        } else {
-            let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, true).context("get: open blob")?;
-            check_length(key, size_bytes, blob.len() as u64)?;
-            super::copy_exact(&mut blob, sink, size_bytes)?;
-        }
+        let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, true).context("get: open blob")?;
+        check_length(key, size_bytes, blob.len() as u64)?;
+        super::copy_exact(&mut blob, sink, size_bytes)?;
+        drop(blob);
         tx.commit().context("get: end")?;
         Ok(size_bytes)
     }

@@ -11,7 +11,7 @@ use crate::backend::{BResult, BackendError, ErrorKind, Session};
 use crate::clock::Clock;
 use crate::job::Op;
 use crate::stats::WorkerStats;
-use crate::workload::keys::key_name;
+use crate::workload::keys::write_key_name;
 use crate::workload::payload::{DigestSink, Mismatch, HEADER_BYTES};
 use std::cell::Cell;
 use std::io::{Read, Write};
@@ -55,6 +55,10 @@ pub struct Worker<'a, 'c> {
     pub stats: &'a mut WorkerStats,
     /// Its own time.
     pub own: OwnTime,
+    /// Reused for key names, so naming a key allocates nothing.
+    pub name: String,
+    /// The clock reading that ended the last timed call.
+    pub timed_end_ns: u64,
 }
 
 fn is_not_found<T>(r: &BResult<T>) -> bool {
@@ -68,21 +72,27 @@ fn retryable(kind: ErrorKind) -> bool {
 impl Worker<'_, '_> {
     /// One operation; returns false when a bytes stop says the phase is over.
     pub fn one_op(&mut self, op: Op, key: u64, index: u64) -> bool {
+        let mut name = std::mem::take(&mut self.name);
+        write_key_name(&mut name, key);
+        let more = self.dispatch(op, key, index, &name);
+        self.name = name;
+        more
+    }
+
+    fn dispatch(&mut self, op: Op, key: u64, index: u64, name: &str) -> bool {
         match op {
-            Op::Put => return self.put(key, index),
-            Op::Get => self.get(key, index),
+            Op::Put => return self.put(key, index, name),
+            Op::Get => self.get(key, index, name),
             Op::Head => {
                 let snapshot = self.ctx.keys.snapshot(key);
-                let name = key_name(key);
-                let (result, latency, retries) = self.timed(|w| w.session.head(&name).map(|_| 0));
+                let (result, latency, retries) = self.timed(|w| w.session.head(name).map(|_| 0));
                 if !(is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_read_miss(&snapshot))) {
                     self.finish(op, index, latency, retries, result);
                 }
             }
             Op::Delete => {
                 let snapshot = self.ctx.keys.begin_delete(key);
-                let name = key_name(key);
-                let (result, latency, retries) = self.timed(|w| w.session.delete(&name).map(|()| 0));
+                let (result, latency, retries) = self.timed(|w| w.session.delete(name).map(|()| 0));
                 if is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_delete_miss(&snapshot)) {
                     self.ctx.keys.end_delete(&snapshot, Some(false));
                 } else {
@@ -94,7 +104,7 @@ impl Worker<'_, '_> {
         true
     }
 
-    fn put(&mut self, key: u64, index: u64) -> bool {
+    fn put(&mut self, key: u64, index: u64, name: &str) -> bool {
         let ctx = self.ctx;
         let ticket = ctx.keys.begin_put(key);
         let generation = ticket.generation;
@@ -103,11 +113,10 @@ impl Worker<'_, '_> {
             ctx.keys.abandon_put(ticket);
             return false;
         }
-        let name = key_name(key);
         let mut digest = None;
         let (result, latency, retries) = self.timed(|w| {
             let mut body = SelfTimed { inner: ctx.payload.reader(key, generation), clock: ctx.clock, own: &w.own.generation_ns };
-            let r = w.session.put(&name, &mut body, size);
+            let r = w.session.put(name, &mut body, size);
             digest = body.inner.digest();
             r
         });
@@ -126,32 +135,33 @@ impl Worker<'_, '_> {
         true
     }
 
-    fn get(&mut self, key: u64, index: u64) {
+    fn get(&mut self, key: u64, index: u64, name: &str) {
         let ctx = self.ctx;
         let snapshot = ctx.keys.snapshot(key);
-        let name = key_name(key);
         let mut sink = DigestSink::default();
         let (result, latency, retries) = self.timed(|w| {
             if ctx.verify {
                 sink = DigestSink::default();
-                w.session.get(&name, &mut SelfTimed { inner: &mut sink, clock: ctx.clock, own: &w.own.verification_ns })
+                w.session.get(name, &mut SelfTimed { inner: &mut sink, clock: ctx.clock, own: &w.own.verification_ns })
             } else {
-                w.session.get(&name, &mut std::io::sink())
+                w.session.get(name, &mut std::io::sink())
             }
         });
         if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
             return;
         }
-        let checked = match result {
+        match result {
             Ok(n) if ctx.verify => {
-                let t = ctx.clock.now_ns();
-                let outcome = self.check(key, &name, &snapshot, &sink);
-                self.own.verification_ns.set(self.own.verification_ns.get() + ctx.clock.now_ns() - t);
-                self.count_check(outcome).map(|()| n)
+                // The check's own time runs from the timed call's last clock reading to the one
+                // `finish` takes anyway, so checking costs no clock reads of its own.
+                let outcome = self.check(key, name, &snapshot, &sink);
+                let checked = self.count_check(outcome).map(|()| n);
+                let now = ctx.clock.now_ns();
+                self.own.verification_ns.set(self.own.verification_ns.get() + now - self.timed_end_ns);
+                self.finish_at(Op::Get, index, latency, retries, checked, now);
             }
-            other => other,
-        };
-        self.finish(Op::Get, index, latency, retries, checked);
+            other => self.finish(Op::Get, index, latency, retries, other),
+        }
     }
 
     /// Checks a get by its digest; only a mismatch (or a version whose digest was not recorded)
@@ -211,13 +221,22 @@ impl Worker<'_, '_> {
         loop {
             match attempt(self) {
                 Err(e) if retries < self.ctx.retries && retryable(e.kind) => retries += 1,
-                other => return (other, self.own.now_ns(clock) - start, retries),
+                other => {
+                    self.timed_end_ns = clock.now_ns();
+                    return (other, self.timed_end_ns - self.own.total() - start, retries);
+                }
             }
         }
     }
 
     fn finish(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>) {
-        let end = self.own.now_ns(self.ctx.clock);
+        let now = self.ctx.clock.now_ns();
+        self.finish_at(op, index, latency, retries, result, now);
+    }
+
+    /// Records an operation's outcome at clock reading `now`.
+    fn finish_at(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, now: u64) {
+        let end = now - self.own.total();
         self.stats.end_ns = end;
         match result {
             Ok(bytes) => self.stats.success(op, index, end, latency, bytes, retries),

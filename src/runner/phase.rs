@@ -112,7 +112,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, w: u64, workers: u64, s
     stats.end_ns = stats.start_ns;
     // The deadline is wall time, our own work included: a 30 s phase lasts 30 s.
     let deadline = ctx.stop.duration_ns.map(|d| stats.start_ns + d);
-    let mut worker = Worker { ctx, session, stats, own: OwnTime::default() };
+    let mut worker = Worker { ctx, session, stats, own: OwnTime::default(), name: String::new(), timed_end_ns: 0 };
     let batch = claim_batch(ctx.stop, workers);
     let mut claimed = 0..0;
     loop {

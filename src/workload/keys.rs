@@ -9,7 +9,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// The key name of object `index`: fixed width so names sort like indexes.
 pub fn key_name(index: u64) -> String {
-    format!("obj-{index:010}")
+    let mut name = String::new();
+    write_key_name(&mut name, index);
+    name
+}
+
+/// Writes the key name of object `index` into `out`, replacing what it held (the runner's hot
+/// loop reuses one buffer).
+pub fn write_key_name(out: &mut String, index: u64) {
+    use std::fmt::Write;
+    out.clear();
+    write!(out, "obj-{index:010}").expect("writing to a String never fails");
 }
 
 /// Precomputed constants of a Zipf distribution over `n` items.

@@ -137,6 +137,7 @@ impl Backend for SqliteBackend {
             blob_io_threshold_bytes: self.blob_io_threshold_bytes,
             small_value: Vec::new(),
             wait_ns: 0,
+            last_get_was_large: false,
         }))
     }
 
@@ -158,6 +159,9 @@ struct SqliteSession {
     /// Reused buffer for values bound whole (at most `blob_io_threshold_bytes`).
     small_value: Vec<u8>,
     wait_ns: u64,
+    /// Whether the last value read was above the threshold: the next get then goes straight to
+    /// blob I/O instead of first asking for the value whole (sizes rarely change within a case).
+    last_get_was_large: bool,
 }
 
 /// Refuses, before any byte is read or written, a value above the declared limit (whatever the key,
@@ -211,7 +215,7 @@ impl Session for SqliteSession {
         // makes one statement consistent), so a small get costs one lookup, not BEGIN, two SELECTs
         // and COMMIT. Larger values stream through blob I/O inside one explicit transaction, so the
         // row found and the blob read are the same version.
-        {
+        if !self.last_get_was_large {
             let mut stmt = self
                 .conn
                 .prepare_cached("SELECT size_bytes, CASE WHEN size_bytes <= ?2 THEN body END FROM objects WHERE key = ?1")
@@ -227,12 +231,27 @@ impl Session for SqliteSession {
                 return Ok(size_bytes);
             }
         }
+        self.last_get_was_large = true;
         let tx = self.conn.transaction().context("get: begin")?;
         let found: Option<(i64, u64)> = tx
             .prepare_cached("SELECT rowid, size_bytes FROM objects WHERE key = ?1")
             .and_then(|mut stmt| stmt.query_row([key], |row| Ok((row.get(0)?, unsigned(row, 1)?))).optional())
             .context("get: find row")?;
         let (rowid, size_bytes) = found.ok_or_else(|| BackendError::not_found(key))?;
+        if size_bytes <= self.blob_io_threshold_bytes {
+            // Small again: read it whole in this transaction, and take the one-statement path next.
+            self.last_get_was_large = false;
+            let mut stmt = tx.prepare_cached("SELECT body FROM objects WHERE rowid = ?1").context("get: prepare")?;
+            let mut rows = stmt.query([rowid]).context("get: read body")?;
+            let row = rows.next().context("get: read body")?.ok_or_else(|| BackendError::not_found(key))?;
+            let body = row.get_ref(0).and_then(|v| Ok(v.as_blob()?)).context("get: read body")?;
+            check_length(key, size_bytes, body.len() as u64)?;
+            sink.write_all(body)?;
+            drop(rows);
+            drop(stmt);
+            tx.commit().context("get: end")?;
+            return Ok(size_bytes);
+        }
         let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, true).context("get: open blob")?;
         check_length(key, size_bytes, blob.len() as u64)?;
         super::copy_exact(&mut blob, sink, size_bytes)?;

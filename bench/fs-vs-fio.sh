@@ -5,7 +5,7 @@
 #                      [--repeat N] [--quick] [--out DIR] [--work-dir DIR] [--no-verify]
 #                      [--fanout N] [--buffered-volume SIZE] [--fsync-volume SIZE]
 #                      [--read-volume SIZE] [--max-reads N] [--max-objects N]
-#                      [--max-fsync-objects N] [--no-drop-caches]
+#                      [--max-fsync-objects N] [--no-drop-caches] [--write-mode rename|in-place]
 #
 # For every cell (size × threads × durability) and every repeat it runs fio and stowbench
 # back to back on the same filesystem, and prints each tool's median MB/s, the min–max over the
@@ -24,6 +24,9 @@
 #                       before the next (openfiles=1, file_service_type=sequential).
 #                       fsync: fsync=<blocks per file> fsyncs each file after its last block,
 #                       before close — see fio_sync_options for why not fsync_on_close.
+#   --write-mode in-place makes the fs backend write the final file directly (no temporary name,
+#                       no rename; fsync of the directory only for a new file): exactly fio's I/O,
+#                       which shows what the default's atomic visibility costs.
 # - stowbench fs get  = open + fstat + read() in 256 KiB pieces + close, sequential keys.
 #   fio get           = rw=read on the files the put made, same bs, same one-file-at-a-time order;
 #                       invalidate=0 keeps the page cache (fio drops it per file by default).
@@ -58,6 +61,7 @@ OUT=""
 WORK=""
 VERIFY=true
 FANOUT=0
+WRITE_MODE=rename
 # Data per put phase. Buffered puts land in the page cache at ~3 GB/s here: 1 GiB keeps even the
 # largest objects' put above ~0.3 s, long enough for fio's millisecond runtime and stowbench's
 # 10 ms throughput buckets to read within ~1 %. fsync puts go at disk speed: less data.
@@ -87,6 +91,7 @@ parse_args() {
     --no-verify) VERIFY=false; shift ;;
     --no-drop-caches) DROP_CACHES=false; shift ;;
     --fanout) FANOUT=$2; shift 2 ;;
+    --write-mode) WRITE_MODE=$2; shift 2 ;;
     --buffered-volume) BUFFERED_VOLUME=$(parse_size "$2"); shift 2 ;;
     --fsync-volume) FSYNC_VOLUME=$(parse_size "$2"); shift 2 ;;
     --read-volume) READ_VOLUME=$(parse_size "$2"); shift 2 ;;
@@ -111,6 +116,7 @@ parse_args() {
   done
   [[ ${REPEAT} =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
   [[ ${FANOUT} =~ ^[0-3]$ ]] || die "--fanout must be 0 to 3"
+  [[ ${WRITE_MODE} == rename || ${WRITE_MODE} == in-place ]] || die "--write-mode must be rename or in-place"
   local d
   for d in $(split_list "${DURABILITY}"); do
     [[ ${d} == buffered || ${d} == fsync ]] || die "--durability takes buffered and/or fsync, not '${d}'"
@@ -220,6 +226,7 @@ name = "fs"
 backend = "fs"
 fsync = $([[ ${durability} == fsync ]] && echo true || echo false)
 fanout_levels = ${FANOUT}
+write_mode = "${WRITE_MODE}"
 
 [[workload]]
 name = "fio-match"
@@ -290,7 +297,7 @@ write_conditions() {
     printf 'work dir: %s (%s)\n' "${WORK}" "$(df -T "${WORK}" | awk 'NR == 2 { print $2 " on " $1 }')"
     printf 'root: %s; before each put: %s\n' "$(is_root && echo yes || echo no)" \
       "$(if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi)"
-    printf 'stowbench verify: %s, fanout_levels: %s\n' "${VERIFY}" "${FANOUT}"
+    printf 'stowbench verify: %s, fanout_levels: %s, write_mode: %s\n' "${VERIFY}" "${FANOUT}" "${WRITE_MODE}"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"
 }

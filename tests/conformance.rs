@@ -350,6 +350,26 @@ macro_rules! conformance {
 conformance!(fs_default, "fs", "");
 conformance!(fs_fsync, "fs", "fsync = true");
 conformance!(fs_flat, "fs", "fanout_levels = 0");
+
+/// `write_mode = "in-place"` gives up atomic visibility on purpose (a failed put leaves a partial
+/// object, a racing reader can see one), so it joins every behaviour but those two.
+#[test]
+fn fs_in_place_keeps_every_behaviour_but_atomic_visibility() {
+    for options in ["write_mode = \"in-place\"", "write_mode = \"in-place\"\nfsync = true"] {
+        let f = Fixture::new("fs", options);
+        round_trip_is_byte_exact(&f);
+        overwrite_returns_the_new_value(&f);
+        missing_keys_are_not_found(&f);
+        delete_twice_is_not_found_the_second_time(&f);
+        disjoint_keys_from_four_sessions(&f);
+        odd_keys_round_trip_and_stay_inside(&f);
+        prepare_twice_keeps_the_data(&f);
+        cleanup_leaves_only_the_marker(&f);
+        let info = f.backend.describe();
+        assert_eq!(info.options["write_mode"], "in-place");
+        assert!(info.durability.contains("partial object"), "{}", info.durability);
+    }
+}
 conformance!(sqlite_default, "sqlite", "");
 conformance!(sqlite_blob_io_always, "sqlite", "blob_io_threshold = 0");
 conformance!(sqlite_rollback_journal, "sqlite", "journal_mode = \"delete\"\nsynchronous = \"full\"");

@@ -4,6 +4,11 @@
 //! half-written object. With `fsync = true` the file is fsynced before the rename and the directory
 //! after it: the object then survives a power cut. Keys are hashed into two levels of 256
 //! directories so no directory grows past a few thousand entries.
+//!
+//! `write_mode = "in-place"` writes the final file directly (create, or truncate and rewrite), as
+//! fio and many applications do: no rename, so a reader can see a partial object and a failed put
+//! leaves one. It exists to measure exactly the I/O fio does (bench/fs-vs-fio.sh) and to show what
+//! atomic visibility costs; the default stays atomic.
 
 use super::options::{OptionDoc, Options};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
@@ -24,6 +29,11 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
     OptionDoc { name: "fsync", default: "false", help: "fsync each file before its rename and the directory after it" },
     OptionDoc { name: "fanout_levels", default: "2", help: "levels of 256-way hashed directories (0 to 3)" },
+    OptionDoc {
+        name: "write_mode",
+        default: "rename",
+        help: "rename (temporary file, then rename: never half-visible) or in-place (write the final file directly, as fio does: a reader or a crash can see a partial object)",
+    },
 ];
 
 /// The fs backend for one case.
@@ -32,6 +42,7 @@ pub struct FsBackend {
     data: DataNamespace,
     fsync: bool,
     fanout_levels: u32,
+    in_place: bool,
     options: Options,
 }
 
@@ -47,6 +58,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         data,
         fsync: options.bool("fsync", false)?,
         fanout_levels: fanout_levels as u32,
+        in_place: options.choice("write_mode", &["rename", "in-place"], "rename")? == "in-place",
         options: options.clone(),
     }))
 }
@@ -141,6 +153,31 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: 
     Ok(())
 }
 
+/// Writes `len` bytes from `body` straight to `path` (no temporary name): a new file is created
+/// with O_EXCL, an existing one truncated and rewritten. With `fsync`, the file is fsynced, and the
+/// directory too when the file is new (its entry must be durable as well).
+pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, fsync: bool) -> BResult<()> {
+    let dir = path.parent().expect("object paths always have a parent");
+    let create = || OpenOptions::new().write(true).create_new(true).open(path);
+    let (mut file, created) = match create() {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (OpenOptions::new().write(true).truncate(true).open(path)?, false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            create_dirs(dir, fsync)?;
+            (create()?, true)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    super::copy_exact(body, &mut file, len)?;
+    if fsync {
+        file.sync_all()?;
+        if created {
+            File::open(dir)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
 /// Creates `dir` and its missing parents. With `fsync`, also fsyncs the directory that gained each
 /// new entry: an fsynced file is only durable if every directory on its path is, and the fan-out
 /// directories are created lazily by the first put that needs them.
@@ -208,16 +245,19 @@ impl Backend for FsBackend {
         if let Some(map) = options.as_object_mut() {
             map.insert("fsync".into(), self.fsync.into());
             map.insert("fanout_levels".into(), self.fanout_levels.into());
+            map.insert("write_mode".into(), if self.in_place { "in-place" } else { "rename" }.into());
         }
         BackendInfo {
             backend: "fs".into(),
             versions: Default::default(),
             options,
-            durability: if self.fsync {
-                "fsync of the file before rename and of its directory after".into()
-            } else {
-                "none: data reaches the page cache; the kernel writes it back later".into()
-            },
+            durability: match (self.fsync, self.in_place) {
+                (true, false) => "fsync of the file before rename and of its directory after",
+                (true, true) => "fsync of the file, and of its directory when the file is new; written in place: a reader or a crash can see a partial object",
+                (false, false) => "none: data reaches the page cache; the kernel writes it back later",
+                (false, true) => "none: data reaches the page cache; written in place: a reader or a crash can see a partial object",
+            }
+            .into(),
             data_paths: vec![self.root.clone()],
         }
     }
@@ -228,7 +268,7 @@ impl Backend for FsBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(FsSession { root: self.root.clone(), fsync: self.fsync, levels: self.fanout_levels, worker }))
+        Ok(Box::new(FsSession { root: self.root.clone(), fsync: self.fsync, levels: self.fanout_levels, in_place: self.in_place, worker }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -245,6 +285,7 @@ struct FsSession {
     root: PathBuf,
     fsync: bool,
     levels: u32,
+    in_place: bool,
     worker: usize,
 }
 
@@ -256,7 +297,11 @@ impl FsSession {
 
 impl Session for FsSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        write_file_atomically(&self.path(key), body, len, self.fsync, self.worker)
+        if self.in_place {
+            write_file_in_place(&self.path(key), body, len, self.fsync)
+        } else {
+            write_file_atomically(&self.path(key), body, len, self.fsync, self.worker)
+        }
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {

@@ -126,7 +126,8 @@ impl Worker<'_, '_> {
             return true;
         }
         let stored = result.as_ref().ok().map(|()| {
-            // A backend that stopped reading at the last byte never asked for the end: hash anew.
+            // The reader hashed the body as the backend read it; a backend that acknowledged a put
+            // without reading every byte (it should not) gets the digest computed anew.
             let digest = digest.unwrap_or_else(|| self.own.spend(ctx.clock, &self.own.generation_ns, || ctx.payload.digest_of(key, generation)));
             (size, digest)
         });

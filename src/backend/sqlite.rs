@@ -153,6 +153,14 @@ impl Backend for SqliteBackend {
     }
 }
 
+/// Writes column `idx` of `row` (a value read whole) to `sink`, checking it has `size_bytes`.
+fn write_body(row: &rusqlite::Row<'_>, idx: usize, key: &str, size_bytes: u64, sink: &mut dyn Write) -> BResult<()> {
+    let body = row.get_ref(idx).and_then(|v| Ok(v.as_blob()?)).context("get: read body")?;
+    check_length(key, size_bytes, body.len() as u64)?;
+    sink.write_all(body)?;
+    Ok(())
+}
+
 struct SqliteSession {
     conn: Connection,
     blob_io_threshold_bytes: u64,
@@ -225,9 +233,7 @@ impl Session for SqliteSession {
             let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
             let size_bytes = unsigned(row, 0).context("get: read size")?;
             if size_bytes <= self.blob_io_threshold_bytes {
-                let body = row.get_ref(1).and_then(|v| Ok(v.as_blob()?)).context("get: read body")?;
-                check_length(key, size_bytes, body.len() as u64)?;
-                sink.write_all(body)?;
+                write_body(row, 1, key, size_bytes, sink)?;
                 return Ok(size_bytes);
             }
         }
@@ -244,9 +250,7 @@ impl Session for SqliteSession {
             let mut stmt = tx.prepare_cached("SELECT body FROM objects WHERE rowid = ?1").context("get: prepare")?;
             let mut rows = stmt.query([rowid]).context("get: read body")?;
             let row = rows.next().context("get: read body")?.ok_or_else(|| BackendError::not_found(key))?;
-            let body = row.get_ref(0).and_then(|v| Ok(v.as_blob()?)).context("get: read body")?;
-            check_length(key, size_bytes, body.len() as u64)?;
-            sink.write_all(body)?;
+            write_body(row, 0, key, size_bytes, sink)?;
             drop(rows);
             drop(stmt);
             tx.commit().context("get: end")?;

@@ -1,5 +1,7 @@
 //! Crash and damage tests for the pack format: torn tails at hundreds of offsets, random byte
-//! flips and garbage, zero-filled holes, compaction and its interruption, the directory lock.
+//! flips and garbage, zero-filled holes, compaction and its interruption, the directory lock, the
+//! persisted index (used, resumed after a crash, ignored when it does not fit) and the zeros a
+//! durable writer writes ahead of its tail.
 //! The rule under test: opening never panics, and a get returns exactly bytes that were put for
 //! that key — or NotFound — never anything else.
 
@@ -11,6 +13,7 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 const DATA_FILE: &str = "g000001-s0000.pack";
+const INDEX_FILE: &str = "g000001.index";
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -224,7 +227,17 @@ fn zero_filled_regions_are_skipped_or_cut_never_returned() {
     bytes[ranges[1].0 as usize..ranges[1].1 as usize].fill(0);
     bytes.extend([0u8; 4096]);
     std::fs::write(dir.join(DATA_FILE), &bytes).unwrap();
+    // The index written at the clean close still points at "two": reading it reports the damage.
     let store = PackStore::open(&dir, false).unwrap();
+    assert_eq!(store.recovery().indexed_records, 3);
+    assert_eq!(get(&store, "two"), Err(ErrorKind::Corrupt));
+    assert_eq!(get(&store, "three").unwrap(), payload(2, 5000));
+    drop(store);
+    // Without an index (a crash before any clean close), the scan skips "two" and cuts the zeros.
+    std::fs::remove_file(dir.join(INDEX_FILE)).unwrap();
+    std::fs::write(dir.join(DATA_FILE), &bytes).unwrap();
+    let store = PackStore::open(&dir, false).unwrap();
+    assert_eq!(store.recovery().indexed_records, 0);
     assert_eq!(get(&store, "one").unwrap(), payload(0, 5000));
     assert_eq!(get(&store, "two"), Err(ErrorKind::NotFound));
     assert_eq!(get(&store, "three").unwrap(), payload(2, 5000));
@@ -308,4 +321,106 @@ fn a_failed_body_leaves_no_trace() {
     drop(lease);
     drop(store);
     assert_eq!(get(&PackStore::open(tmp.path(), false).unwrap(), "k").unwrap(), b"old");
+}
+
+/// Copies every file of a pack directory, as a crash would leave them (the store stays open).
+fn crash_image(dir: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn a_clean_close_persists_the_index_and_the_next_open_scans_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let ops = build_pack(&dir, 200, 13);
+    assert!(dir.join(INDEX_FILE).exists(), "closing wrote no index");
+    let store = PackStore::open(&dir, false).unwrap();
+    let recovery = store.recovery().clone();
+    assert_eq!(recovery.index_ignored, None);
+    assert_eq!(recovery.scanned_bytes, 0, "{recovery:?}");
+    assert_eq!(recovery.indexed_records, store.live_keys() as u64);
+    assert_state(&store, &ops, &expected_at(&ops, u64::MAX), "opened from the index");
+    // Sequence numbers continue above the index's: a new put of an old key wins.
+    let key = &ops[0].key;
+    store.lease().unwrap().put(key, &mut Cursor::new(b"newest"), 6).unwrap();
+    drop(store);
+    assert_eq!(get(&PackStore::open(&dir, false).unwrap(), key).unwrap(), b"newest");
+}
+
+#[test]
+fn records_appended_after_the_index_are_found_by_scanning_only_the_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let mut ops = build_pack(&dir, 100, 17);
+    let store = PackStore::open(&dir, false).unwrap();
+    let indexed_end = store.stripe(0).tail_bytes();
+    let mut lease = store.lease().unwrap();
+    let live_key = expected_at(&ops, u64::MAX).into_iter().find(|(_, v)| v.is_some()).unwrap().0;
+    for (key, value) in [("brand-new", Some(b"N".to_vec())), (live_key.as_str(), None), ("k1", Some(b"over".to_vec()))] {
+        let start = store.stripe(0).tail_bytes();
+        match &value {
+            Some(v) => lease.put(key, &mut Cursor::new(v), v.len() as u64).unwrap(),
+            None => lease.delete(key).unwrap(),
+        }
+        ops.push(Op { key: key.to_string(), value, start, end: store.stripe(0).tail_bytes() });
+    }
+    let appended = store.stripe(0).tail_bytes() - indexed_end;
+    // A crash now leaves the index of the last clean close and three records after it.
+    crash_image(&dir, &tmp.path().join("crashed"));
+    let crashed = PackStore::open(&tmp.path().join("crashed"), false).unwrap();
+    assert_eq!(crashed.recovery().scanned_bytes, appended, "{:?}", crashed.recovery());
+    assert_state(&crashed, &ops, &expected_at(&ops, u64::MAX), "index + tail scan");
+}
+
+#[test]
+fn an_index_that_does_not_fit_the_data_files_is_ignored_for_a_full_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ops = build_pack(&tmp.path().join("orig"), 60, 19);
+    let original = std::fs::read(tmp.path().join("orig").join(DATA_FILE)).unwrap();
+    let index = std::fs::read(tmp.path().join("orig").join(INDEX_FILE)).unwrap();
+    let other = tmp.path().join("other");
+    build_pack(&other, 5, 23);
+    let cut = ops[30].end;
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>, u64)> = vec![
+        ("flipped index byte", original.clone(), { let mut i = index.clone(); i[100] ^= 4; i }, u64::MAX),
+        ("truncated index", original.clone(), index[..index.len() - 3].to_vec(), u64::MAX),
+        ("data file shorter than indexed", original[..cut as usize].to_vec(), index.clone(), cut),
+        ("index of another pack", original.clone(), std::fs::read(other.join(INDEX_FILE)).unwrap(), u64::MAX),
+    ];
+    for (name, data, index_bytes, cut) in cases {
+        let dir = pack_with_bytes(tmp.path(), &name.replace(' ', "-"), &data);
+        std::fs::write(dir.join(INDEX_FILE), index_bytes).unwrap();
+        let store = PackStore::open(&dir, false).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(store.recovery().index_ignored.is_some(), "{name}: index used: {:?}", store.recovery());
+        assert_eq!(store.recovery().scanned_bytes, data.len() as u64 - FILE_HEADER_BYTES, "{name}");
+        assert_state(&store, &ops, &expected_at(&ops, cut), name);
+    }
+}
+
+#[test]
+fn zeros_a_durable_writer_wrote_ahead_are_cut_after_a_crash_and_trimmed_on_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let store = PackStore::open(&dir, true).unwrap();
+    let mut lease = store.lease().unwrap();
+    for i in 0..20u64 {
+        lease.put(&format!("d{i}"), &mut Cursor::new(payload(i, 3000)), 3000).unwrap();
+    }
+    let tail = store.stripe(0).tail_bytes();
+    let file_len = std::fs::metadata(dir.join(DATA_FILE)).unwrap().len();
+    assert!(file_len > tail, "a durable writer writes zeros ahead of its tail ({file_len} <= {tail})");
+    crash_image(&dir, &tmp.path().join("crashed"));
+    let crashed = PackStore::open(&tmp.path().join("crashed"), false).unwrap();
+    assert_eq!(crashed.recovery().cut_tail_bytes, file_len - tail);
+    assert_eq!(crashed.recovery().damaged_bytes, 0);
+    for i in 0..20u64 {
+        assert_eq!(get(&crashed, &format!("d{i}")).unwrap(), payload(i, 3000));
+    }
+    drop(lease);
+    drop(store);
+    assert_eq!(std::fs::metadata(dir.join(DATA_FILE)).unwrap().len(), tail, "closing left the zeros in place");
 }

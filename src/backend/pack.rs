@@ -109,7 +109,10 @@ impl Backend for PackBackend {
 
     fn cleanup(&self) -> BResult<()> {
         // Close first so the lock is released; sessions still alive keep only unlinked files.
-        self.store.lock().expect("pack backend lock").take();
+        // The files are about to go: closing need not write an index for them.
+        if let Some(store) = self.store.lock().expect("pack backend lock").take() {
+            store.close_without_index();
+        }
         super::fs::remove_dir_if_present(&self.dir)
     }
 }

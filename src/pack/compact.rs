@@ -6,6 +6,7 @@
 //! one (older files are removed on the next open) — never a mix, never a lost record. It must
 //! never run while anything else has the pack open (the pack's lock guarantees that).
 
+use super::index_file::index_file_name;
 use super::record::FILE_HEADER_BYTES;
 use super::store::{create_unpublished_stripe, data_file_name, sync_dir, write_record, PackStore};
 use crate::backend::{BResult, BackendError, ErrorKind};
@@ -54,8 +55,13 @@ pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
         return Err(e);
     }
     // The new generation is in place: the old files are now superseded leftovers.
+    store.close_without_index();
     for path in old_files {
         fs::remove_file(&path)?;
+    }
+    match fs::remove_file(pack_dir.join(index_file_name(generation - 1))) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
     }
     sync_dir(pack_dir)?;
     Ok(report)

@@ -1,10 +1,12 @@
 //! pack: stowbench's own container format — append-only striped data files with checksummed
-//! records, an in-memory index rebuilt on open, tombstones for deletes and offline compaction.
+//! records, an in-memory index (persisted at close, rebuilt by a scan after a crash), tombstones
+//! for deletes and offline compaction.
 //!
 //! `docs/formats/pack.md` describes the on-disk format (version 1) and why it is shaped this way.
 //! This module never returns bytes it has not verified and never removes a file it did not name.
 
 pub mod compact;
+pub mod index_file;
 pub mod record;
 pub mod scan;
 pub mod store;

@@ -4,7 +4,7 @@
 //! The scan only reads. It must never accept a record whose header checksum, stored offset or
 //! body hash does not match: anything it returns is exactly what a writer once wrote.
 
-use super::record::{RecordHeader, RecordKind, FILE_HEADER_BYTES, RECORD_HEADER_BYTES, RECORD_MAGIC};
+use super::record::{RecordHeader, RecordKind, RECORD_HEADER_BYTES, RECORD_MAGIC};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -27,18 +27,19 @@ pub struct FoundRecord {
 pub struct ScanOutcome {
     /// Valid records in file order.
     pub records: Vec<FoundRecord>,
-    /// Offset just past the last valid record (the file header's end if there is none), in bytes.
+    /// Offset just past the last valid record (where the scan began if there is none), in bytes.
     pub good_end_bytes: u64,
     /// Bytes before `good_end_bytes` that belong to no valid record (damage in the middle), in bytes.
     pub damaged_bytes: u64,
 }
 
-/// Scans `file` (of `file_len` bytes, records checksummed with `salt`) from the first record on.
-pub fn scan(file: &File, salt: u64, file_len: u64) -> io::Result<ScanOutcome> {
-    let mut outcome = ScanOutcome { good_end_bytes: FILE_HEADER_BYTES, ..Default::default() };
+/// Scans `file` (of `file_len` bytes, records checksummed with `salt`) from offset `from` (the
+/// first record, or where a persisted index stops) on.
+pub fn scan(file: &File, salt: u64, from: u64, file_len: u64) -> io::Result<ScanOutcome> {
+    let mut outcome = ScanOutcome { good_end_bytes: from, ..Default::default() };
     let mut buf = vec![0u8; SCAN_CHUNK_BYTES];
     let mut valid_bytes = 0u64;
-    let mut pos = FILE_HEADER_BYTES;
+    let mut pos = from;
     while pos < file_len {
         let Some(header) = header_at(file, salt, pos, file_len)? else {
             match next_header(file, salt, pos + 1, file_len, &mut buf)? {
@@ -57,7 +58,7 @@ pub fn scan(file: &File, salt: u64, file_len: u64) -> io::Result<ScanOutcome> {
         }
         pos += header.total_bytes();
     }
-    outcome.damaged_bytes = outcome.good_end_bytes - FILE_HEADER_BYTES - valid_bytes;
+    outcome.damaged_bytes = outcome.good_end_bytes - from - valid_bytes;
     Ok(outcome)
 }
 

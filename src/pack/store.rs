@@ -8,6 +8,7 @@
 //! It must never return bytes whose hash it has not checked, and never delete files it did not name.
 
 use super::record::{FileHeader, RecordHeader, RecordKind, FILE_HEADER_BYTES, MAX_KEY_BYTES, RECORD_HEADER_BYTES};
+use super::index_file::{self, parse_index_file_name, Snapshot, StripeMark};
 use super::scan::{scan, FoundRecord};
 use crate::backend::{copy_exact, BResult, BackendError, ErrorKind, COPY_BUFFER_BYTES};
 use std::collections::HashMap;
@@ -35,14 +36,37 @@ pub struct Stripe {
     pub path: PathBuf,
     /// Offset where the next record goes, in bytes; only the leaseholder moves it.
     tail_bytes: AtomicU64,
+    /// Length of the file, in bytes: at least `tail_bytes`; beyond the tail, zeros written ahead
+    /// of time by a durable writer (see `StripeLease::prepare`). Only the leaseholder moves it.
+    file_bytes: AtomicU64,
 }
 
 impl Stripe {
+    fn new(id: u32, file: File, salt: u64, path: PathBuf, tail_bytes: u64) -> Stripe {
+        Stripe { id, file, salt, path, tail_bytes: AtomicU64::new(tail_bytes), file_bytes: AtomicU64::new(tail_bytes) }
+    }
+
     /// Current length of the valid part of the file, in bytes.
     pub fn tail_bytes(&self) -> u64 {
         self.tail_bytes.load(Ordering::Acquire)
     }
+
+    /// Cuts the file back to `len` bytes (a failed record, or zeros written ahead and not used).
+    fn cut_to(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        self.file_bytes.store(len, Ordering::Release);
+        Ok(())
+    }
 }
+
+/// A durable writer writes zeros ahead of its tail in steps of a 16th of the file, at least this
+/// much, so that most records land in blocks the file already owns.
+const PREPARE_MIN_BYTES: u64 = 1 << 20;
+/// ... and at most this much, which bounds the unused space a stripe carries while open.
+const PREPARE_MAX_BYTES: u64 = 64 << 20;
+/// Records up to this size are assembled in memory and written with one positioned write; larger
+/// ones stream through the copy buffer (key and value first, header last).
+const ONE_WRITE_RECORD_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 
 /// Where a live value lives.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +84,9 @@ struct IndexEntry {
     live: Option<Location>,
 }
 
+/// Key → newest record, in memory.
+type KeyIndex = HashMap<String, IndexEntry>;
+
 /// What opening a pack found and repaired.
 #[derive(Debug, Clone, Default)]
 pub struct Recovery {
@@ -74,6 +101,13 @@ pub struct Recovery {
     /// Files of older generations removed (left behind by a compaction that was interrupted
     /// after its new file was in place).
     pub stale_files_removed: usize,
+    /// Live records taken from the persisted index (`index_file`) instead of a scan.
+    pub indexed_records: u64,
+    /// Bytes of data files read and verified by the recovery scan (everything when there is no
+    /// usable index; only what was appended after the index was written when there is one).
+    pub scanned_bytes: u64,
+    /// Why an index file that was there was not used (the open scanned everything instead).
+    pub index_ignored: Option<String>,
 }
 
 /// An open pack directory.
@@ -84,9 +118,11 @@ pub struct PackStore {
     _lock: File,
     stripes: RwLock<Vec<Arc<Stripe>>>,
     free_slots: Mutex<Vec<usize>>,
-    index: RwLock<HashMap<String, IndexEntry>>,
+    index: RwLock<KeyIndex>,
     next_seq: AtomicU64,
     recovery: Recovery,
+    /// Set once the files are replaced (compaction) or about to be removed: closing writes no index.
+    superseded: std::sync::atomic::AtomicBool,
 }
 
 /// Parses `g{generation}-s{stripe}.pack`.
@@ -102,22 +138,28 @@ pub fn data_file_name(generation: u64, stripe: u32) -> String {
 }
 
 impl PackStore {
-    /// Opens (creating if needed) the pack in `dir`: locks it, recovers every data file, builds
-    /// the index. `fsync`: fdatasync each record before it becomes visible.
+    /// Opens (creating if needed) the pack in `dir`: locks it, loads the persisted index if there
+    /// is a usable one, recovers every data file (scanning what the index does not cover), builds
+    /// the in-memory index. `fsync`: fdatasync each record before it becomes visible.
     pub fn open(dir: &Path, fsync: bool) -> BResult<Arc<PackStore>> {
         fs::create_dir_all(dir)?;
         let lock = lock_directory(dir)?;
         let mut recovery = Recovery::default();
         let (generation, names) = current_generation(dir, &mut recovery)?;
+        let mut files = Vec::new();
+        for (stripe_id, path) in names {
+            files.push(open_data_file(&path, generation, stripe_id)?);
+        }
+        let (mut index, resume_at, indexed_max_seq) = load_index(dir, generation, &files, &mut recovery);
         let mut stripes = Vec::new();
         let mut found = Vec::new();
-        for (stripe_id, path) in names {
-            let (stripe, records) = open_stripe(&path, generation, stripe_id, &mut recovery)?;
+        for (data_file, resume_at) in files.into_iter().zip(resume_at) {
+            let (stripe, records) = recover_stripe(data_file, resume_at.unwrap_or(FILE_HEADER_BYTES), &mut recovery)?;
             found.push(records);
             stripes.push(Arc::new(stripe));
         }
         recovery.files = stripes.len();
-        let (index, max_seq) = build_index(found);
+        let max_seq = merge_found(&mut index, found).max(indexed_max_seq);
         recovery.records = index.len() as u64;
         Ok(Arc::new(PackStore {
             dir: dir.to_path_buf(),
@@ -129,7 +171,32 @@ impl PackStore {
             index: RwLock::new(index),
             next_seq: AtomicU64::new(max_seq + 1),
             recovery,
+            superseded: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Closing will write no index: the files are about to be replaced (compaction) or removed.
+    pub fn close_without_index(&self) {
+        self.superseded.store(true, Ordering::Release);
+    }
+
+    /// Writes the persisted index: first makes every data file durable up to its tail (so the
+    /// index never points at bytes a power cut could take back), then the snapshot.
+    fn write_index(&self) -> BResult<()> {
+        let stripes = self.stripes.read().expect("pack stripes lock");
+        let mut marks = Vec::with_capacity(stripes.len());
+        for stripe in stripes.iter() {
+            stripe.file.sync_data()?;
+            marks.push(StripeMark { id: stripe.id, salt: stripe.salt, tail_bytes: stripe.tail_bytes() });
+        }
+        let index = self.index.read().expect("pack index lock");
+        let live: Vec<(&str, u32, RecordHeader)> = index
+            .iter()
+            .filter_map(|(key, entry)| entry.live.map(|loc| (key.as_str(), stripes[loc.stripe_slot].id, loc.header)))
+            .collect();
+        let snapshot = Snapshot { next_seq: self.next_seq.load(Ordering::Acquire), stripes: marks };
+        index_file::write(&self.dir, self.generation, &snapshot, live.into_iter())?;
+        Ok(())
     }
 
     /// What opening found and repaired.
@@ -215,6 +282,25 @@ impl PackStore {
     }
 }
 
+impl Drop for PackStore {
+    /// Gives back the zeros durable writers wrote ahead of their tails, so a closed pack holds
+    /// only records. (After a crash, the next open cuts them off as a torn tail.)
+    /// Also writes the persisted index, so the next open need not scan. Both are best effort: a
+    /// pack closed without them (a crash, an I/O error here) is recovered by the scan.
+    fn drop(&mut self) {
+        if let Ok(stripes) = self.stripes.read() {
+            for stripe in stripes.iter() {
+                if stripe.file_bytes.load(Ordering::Acquire) > stripe.tail_bytes() {
+                    let _ = stripe.cut_to(stripe.tail_bytes());
+                }
+            }
+        }
+        if !self.superseded.load(Ordering::Acquire) && !std::thread::panicking() {
+            let _ = self.write_index();
+        }
+    }
+}
+
 /// Streams the value of the record `header` (of `key`) from `file` into `sink`, verifying the hash.
 pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<()> {
     buf.resize(COPY_BUFFER_BYTES, 0);
@@ -275,19 +361,56 @@ impl StripeLease {
     fn append(&mut self, kind: RecordKind, seq: u64, key: &str, body: &mut dyn Read, len: u64) -> BResult<RecordHeader> {
         check_key(key)?;
         let start = self.stripe.tail_bytes();
-        let written = write_record(&self.stripe, start, kind, seq, key, body, len)
+        let record_bytes = RECORD_HEADER_BYTES + key.len() as u64 + len;
+        let written = self
+            .prepare(start + record_bytes)
+            .and_then(|()| {
+                if record_bytes <= ONE_WRITE_RECORD_BYTES {
+                    write_small_record(&self.stripe, start, kind, seq, key, body, len, &mut self.buf)
+                } else {
+                    write_record(&self.stripe, start, kind, seq, key, body, len)
+                }
+            })
             .and_then(|header| if self.store.fsync { Ok(self.stripe.file.sync_data().map(|_| header)?) } else { Ok(header) });
         match written {
             Ok(header) => {
-                self.stripe.tail_bytes.store(start + header.total_bytes(), Ordering::Release);
+                let end = start + header.total_bytes();
+                self.stripe.tail_bytes.store(end, Ordering::Release);
+                self.stripe.file_bytes.fetch_max(end, Ordering::AcqRel);
                 Ok(header)
             }
             Err(e) => {
                 // Nothing was published; cut the partial record so it can never be recovered.
-                let _ = self.stripe.file.set_len(start);
+                let _ = self.stripe.cut_to(start);
                 Err(e)
             }
         }
+    }
+
+    /// With `fsync = true`, makes sure a small record ending at `end` lands in blocks the file
+    /// already owns, by writing zeros ahead of the tail (and syncing them) once in a while. Then
+    /// the fdatasync after each record flushes only data: appending to the end of a file would
+    /// also commit the new size and block map to the filesystem journal on every put, which
+    /// measured at less than half the rate here (docs/performance.md). Large records are not
+    /// prepared: writing their blocks twice would cost more than the journal commit they save.
+    fn prepare(&mut self, end: u64) -> BResult<()> {
+        let file_bytes = self.stripe.file_bytes.load(Ordering::Acquire);
+        let start = self.stripe.tail_bytes();
+        if !self.store.fsync || end <= file_bytes || end - start > ONE_WRITE_RECORD_BYTES {
+            return Ok(());
+        }
+        let step = (file_bytes / 16).clamp(PREPARE_MIN_BYTES, PREPARE_MAX_BYTES);
+        let target = (end + step).next_multiple_of(4096);
+        let zeros = vec![0u8; COPY_BUFFER_BYTES.min((target - file_bytes) as usize)];
+        let mut at = file_bytes;
+        while at < target {
+            let n = zeros.len().min((target - at) as usize);
+            self.stripe.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        self.stripe.file.sync_data()?;
+        self.stripe.file_bytes.store(target, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -317,6 +440,32 @@ pub fn write_record(
     copy_exact(body, &mut writer, len)?;
     let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash: writer.hasher.digest() };
     stripe.file.write_all_at(&header.encode(stripe.salt), offset)?;
+    Ok(header)
+}
+
+/// Writes a record that fits in memory with one positioned write: header, key and value
+/// assembled in `buf`. A crash that tears it leaves a header whose body hash fails, as with
+/// `write_record`. Returns the header written.
+#[allow(clippy::too_many_arguments)] // the record's fields, as in `write_record`, plus the buffer
+fn write_small_record(
+    stripe: &Stripe,
+    offset: u64,
+    kind: RecordKind,
+    seq: u64,
+    key: &str,
+    body: &mut dyn Read,
+    len: u64,
+    buf: &mut Vec<u8>,
+) -> BResult<RecordHeader> {
+    let header_bytes = RECORD_HEADER_BYTES as usize;
+    buf.clear();
+    buf.resize(header_bytes, 0);
+    buf.extend_from_slice(key.as_bytes());
+    copy_exact(body, buf, len)?;
+    let body_hash = xxhash_rust::xxh3::xxh3_64(&buf[header_bytes..]);
+    let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash };
+    buf[..header_bytes].copy_from_slice(&header.encode(stripe.salt));
+    stripe.file.write_all_at(buf, offset)?;
     Ok(header)
 }
 
@@ -358,10 +507,16 @@ fn lock_directory(dir: &Path) -> BResult<File> {
 /// returns the current generation's data files by stripe.
 fn current_generation(dir: &Path, recovery: &mut Recovery) -> BResult<(u64, Vec<(u32, PathBuf)>)> {
     let mut files = Vec::new();
+    let mut indexes = Vec::new();
     for entry in fs::read_dir(dir)? {
         let name = entry?.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".pack.tmp") && parse_data_file_name(name.trim_end_matches(".tmp")).is_some() {
+        let leftover_tmp = name
+            .strip_suffix(".tmp")
+            .is_some_and(|stem| parse_data_file_name(stem).is_some() || parse_index_file_name(stem).is_some());
+        if leftover_tmp {
             fs::remove_file(dir.join(&name))?;
+        } else if let Some(generation) = parse_index_file_name(&name) {
+            indexes.push((generation, dir.join(name)));
         } else if let Some((generation, stripe)) = parse_data_file_name(&name) {
             files.push((generation, stripe, dir.join(name)));
         }
@@ -376,6 +531,12 @@ fn current_generation(dir: &Path, recovery: &mut Recovery) -> BResult<(u64, Vec<
             current.push((stripe, path));
         }
     }
+    for (index_generation, path) in indexes {
+        if index_generation != generation {
+            // An index of an older generation describes files that are gone.
+            fs::remove_file(&path)?;
+        }
+    }
     if recovery.stale_files_removed > 0 {
         sync_dir(dir)?;
     }
@@ -383,8 +544,17 @@ fn current_generation(dir: &Path, recovery: &mut Recovery) -> BResult<(u64, Vec<
     Ok((generation, current))
 }
 
-/// Opens one data file, checks its header, scans it and cuts a torn tail.
-fn open_stripe(path: &Path, generation: u64, id: u32, recovery: &mut Recovery) -> BResult<(Stripe, Vec<FoundRecord>)> {
+/// A data file whose header has been read and checked, not yet scanned.
+struct DataFile {
+    id: u32,
+    path: PathBuf,
+    file: File,
+    salt: u64,
+    len: u64,
+}
+
+/// Opens one data file and checks its header against its name.
+fn open_data_file(path: &Path, generation: u64, id: u32) -> BResult<DataFile> {
     let file = OpenOptions::new().read(true).write(true).open(path)?;
     let len = file.metadata()?.len();
     let mut head = vec![0u8; FILE_HEADER_BYTES.min(len) as usize];
@@ -399,21 +569,62 @@ fn open_stripe(path: &Path, generation: u64, id: u32, recovery: &mut Recovery) -
     if header.generation != generation || header.stripe != id {
         return Err(damaged(format!("header says generation {} stripe {}, the name says otherwise", header.generation, header.stripe)));
     }
-    let outcome = scan(&file, header.salt, len)?;
-    if outcome.good_end_bytes < len {
-        file.set_len(outcome.good_end_bytes)?;
-        file.sync_all()?;
-        recovery.cut_tail_bytes += len - outcome.good_end_bytes;
+    Ok(DataFile { id, path: path.to_path_buf(), file, salt: header.salt, len })
+}
+
+/// Scans a data file from `from` (where the persisted index stops, or the first record) to its
+/// end and cuts a torn tail.
+fn recover_stripe(data: DataFile, from: u64, recovery: &mut Recovery) -> BResult<(Stripe, Vec<FoundRecord>)> {
+    let outcome = scan(&data.file, data.salt, from, data.len)?;
+    recovery.scanned_bytes += data.len - from;
+    if outcome.good_end_bytes < data.len {
+        data.file.set_len(outcome.good_end_bytes)?;
+        data.file.sync_all()?;
+        recovery.cut_tail_bytes += data.len - outcome.good_end_bytes;
     }
     recovery.damaged_bytes += outcome.damaged_bytes;
-    let stripe =
-        Stripe { id, file, salt: header.salt, path: path.to_path_buf(), tail_bytes: AtomicU64::new(outcome.good_end_bytes) };
+    let stripe = Stripe::new(data.id, data.file, data.salt, data.path, outcome.good_end_bytes);
     Ok((stripe, outcome.records))
 }
 
-/// Keeps the highest-seq record per key; tombstones are dropped once they have shadowed.
-fn build_index(found: Vec<Vec<FoundRecord>>) -> (HashMap<String, IndexEntry>, u64) {
-    let mut index: HashMap<String, IndexEntry> = HashMap::new();
+/// The persisted index, if there is one that fits the data files: its entries, where each data
+/// file's scan resumes (`None`: from the first record), and the highest seq it knew. When the
+/// index is missing or does not fit, there are no entries and every file is scanned whole.
+fn load_index(dir: &Path, generation: u64, files: &[DataFile], recovery: &mut Recovery) -> (KeyIndex, Vec<Option<u64>>, u64) {
+    let full_scan = || (KeyIndex::new(), vec![None; files.len()], 0);
+    let slot_of: HashMap<u32, usize> = files.iter().enumerate().map(|(slot, f)| (f.id, slot)).collect();
+    let mut index = KeyIndex::new();
+    let loaded = index_file::read(dir, generation, |key, stripe_id, header| {
+        if let Some(&stripe_slot) = slot_of.get(&stripe_id) {
+            index.insert(key, IndexEntry { seq: header.seq, live: Some(Location { stripe_slot, header }) });
+        }
+    });
+    let snapshot = match loaded {
+        Ok(Some(snapshot)) => snapshot,
+        Ok(None) => return full_scan(),
+        Err(why) => {
+            recovery.index_ignored = Some(why);
+            return full_scan();
+        }
+    };
+    let mut resume_at = vec![None; files.len()];
+    for mark in &snapshot.stripes {
+        match slot_of.get(&mark.id).filter(|&&slot| files[slot].salt == mark.salt && files[slot].len >= mark.tail_bytes) {
+            Some(&slot) => resume_at[slot] = Some(mark.tail_bytes),
+            None => {
+                recovery.index_ignored =
+                    Some(format!("the data file of stripe {} is missing, replaced or shorter than the index says", mark.id));
+                return full_scan();
+            }
+        }
+    }
+    recovery.indexed_records = index.len() as u64;
+    (index, resume_at, snapshot.next_seq.saturating_sub(1))
+}
+
+/// Applies the records found by the scans to `index` (the highest seq per key wins; tombstones are
+/// dropped once they have shadowed); returns the highest seq found.
+fn merge_found(index: &mut KeyIndex, found: Vec<Vec<FoundRecord>>) -> u64 {
     let mut max_seq = 0;
     for (slot, records) in found.into_iter().enumerate() {
         for record in records {
@@ -430,7 +641,7 @@ fn build_index(found: Vec<Vec<FoundRecord>>) -> (HashMap<String, IndexEntry>, u6
         }
     }
     index.retain(|_, e| e.live.is_some());
-    (index, max_seq)
+    max_seq
 }
 
 /// Creates a new data file with its header, durably (write to .tmp, fsync, rename, fsync dir),
@@ -452,7 +663,7 @@ pub fn create_unpublished_stripe(dir: &Path, generation: u64, id: u32) -> BResul
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
     file.write_all_at(&FileHeader { stripe: id, generation, salt }.encode(), 0)?;
     file.sync_all()?;
-    Ok(Stripe { id, file, salt, path: tmp, tail_bytes: AtomicU64::new(FILE_HEADER_BYTES) })
+    Ok(Stripe::new(id, file, salt, tmp, FILE_HEADER_BYTES))
 }
 
 /// fsyncs a directory so renames and removals in it survive a power cut.

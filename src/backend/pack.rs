@@ -1,7 +1,7 @@
 //! `pack`: stowbench's own container — append-only striped data files with checksummed records.
 //!
 //! Each session leases its own stripe (data file), so concurrent writers never share a lock or a
-//! file; a put is one positioned write of key + value and one of the record header, then (with
+//! file; a put is one positioned write of the record (streamed when it is large), then (with
 //! `fsync = true`) an fdatasync, and only then does the key become visible. Deletes append a
 //! tombstone; `stowbench compact` (`crate::pack::compact`) reclaims dead records. The format is
 //! in `docs/formats/pack.md`; what put/get mean here is in `docs/backends/pack.md`.

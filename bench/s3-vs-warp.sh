@@ -2,6 +2,7 @@
 # MinIO's warp vs stowbench's `s3` backend: PUT and GET throughput against one S3 endpoint.
 #
 #   bench/s3-vs-warp.sh [--sizes 1MiB,16MiB] [--concurrency 1,4] [--duration 20s]
+#                       [--payload signed|unsigned]
 #                       [--repeat N] [--quick] [--out DIR] [--work-dir DIR] [--no-verify]
 #
 # The endpoint: STOWBENCH_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and optionally
@@ -16,6 +17,8 @@
 #   space larger than it can fill, so no put overwrites);
 # - get: `warp get --objects K …` (uploads K objects, then GETs random ones for D) vs stowbench
 #   with K objects (an untimed preload puts them) and a get phase of D with uniform random keys.
+# --payload unsigned: warp --disable-sha256-payload and stowbench's `unsigned_payload = true`,
+# so neither client hashes bodies to sign them (signed, the default, is what both do out of the box).
 # Compared: bytes/s in each tool's steady state (warp: its analysed average, which leaves out the
 # ramp at both ends; stowbench: the window in which every thread ran). Target: ratio ≥ 1.0.
 #
@@ -43,6 +46,7 @@ REPEAT=1
 OUT=""
 WORK=""
 VERIFY=true
+PAYLOAD=signed
 GET_VOLUME=$((512 << 20)) # bytes warp get uploads before it reads (K = volume / size, 16 to 2500)
 
 usage() { sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
@@ -57,6 +61,7 @@ parse_args() {
     --out) OUT=$2; shift 2 ;;
     --work-dir) WORK=$2; shift 2 ;;
     --no-verify) VERIFY=false; shift ;;
+    --payload) PAYLOAD=$2; shift 2 ;;
     --quick) SIZES="1MiB"; DURATION=8; REPEAT=1; GET_VOLUME=$((128 << 20)); shift ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -64,6 +69,7 @@ parse_args() {
   done
   [[ ${DURATION} =~ ^[1-9][0-9]*$ ]] || die "--duration takes whole seconds, e.g. 20s"
   [[ ${REPEAT} =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
+  [[ ${PAYLOAD} == signed || ${PAYLOAD} == unsigned ]] || die "--payload is signed or unsigned, not '${PAYLOAD}'"
 }
 
 find_go() {
@@ -143,6 +149,7 @@ run_warp() { # OP SIZE CONC OBJECTS TAG
   args=(--bucket "${WARP_BUCKET}" --obj.size "${size}" --concurrent "${conc}" --duration "${DURATION}s"
     --disable-multipart --benchdata "${data}" --no-color)
   [[ ${op} == get ]] && args+=(--objects "${objects}")
+  [[ ${PAYLOAD} == unsigned ]] && args+=(--disable-sha256-payload)
   # Credentials through warp's environment variables, not the command line (ps shows that).
   WARP_HOST="${S3_HOSTPORT}" WARP_ACCESS_KEY="${AWS_ACCESS_KEY_ID}" WARP_SECRET_KEY="${AWS_SECRET_ACCESS_KEY}" \
     WARP_REGION="${STOWBENCH_S3_REGION:-us-east-1}" WARP_TLS="${S3_TLS}" \
@@ -171,6 +178,7 @@ seed = 42
 [[target]]
 name = "s3"
 backend = "s3"
+unsigned_payload = $([[ ${PAYLOAD} == unsigned ]] && echo true || echo false)
 
 [[workload]]
 name = "warp-${op}"
@@ -221,8 +229,8 @@ main() {
     printf 'warp: %s@%s (%s)\n' "${WARP_MODULE}" "${WARP_VERSION}" "${WARP}"
     printf 'stowbench: %s (%s)\n' "$("${STOWBENCH}" --version)" "${STOWBENCH}"
     printf 'endpoint: %s (%s)\n' "${STOWBENCH_S3_ENDPOINT}" "$([[ -n ${SERVICES_DIR} ]] && echo "MinIO started by this script" || echo "from the environment")"
-    printf 'warp bucket: %s; stowbench bucket: %s; duration per tool per cell: %s s; verify: %s\n' \
-      "${WARP_BUCKET}" "${STOWBENCH_S3_BUCKET:-stowbench}" "${DURATION}" "${VERIFY}"
+    printf 'warp bucket: %s; stowbench bucket: %s; duration per tool per cell: %s s; verify: %s; payload: %s\n' \
+      "${WARP_BUCKET}" "${STOWBENCH_S3_BUCKET:-stowbench}" "${DURATION}" "${VERIFY}" "${PAYLOAD}"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"
   : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in

@@ -45,6 +45,12 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "create_bucket", default: "true", help: "create the bucket when it does not exist (a signed PUT); false: only check" },
     OptionDoc { name: "multipart_threshold", default: "64MiB", help: "objects of at least this size go up as multipart uploads" },
     OptionDoc { name: "part_size", default: "16MiB", help: "multipart part size (5MiB to 5GiB); one part is in memory at a time" },
+    OptionDoc {
+        name: "unsigned_payload",
+        default: "false",
+        help: "sign requests with UNSIGNED-PAYLOAD instead of the body's SHA-256 (as warp --disable-sha256-payload): \
+               the client skips hashing each body, and the signature no longer covers it",
+    },
     OptionDoc { name: "request_timeout", default: "300s", help: "give up on one HTTP request after this long (no retries)" },
     OptionDoc { name: "virtual_hosted", default: "false", help: "bucket in the host name (AWS style) instead of the path (MinIO style)" },
     OptionDoc { name: "server_pid", default: "<found>", help: "server pid for CPU/memory figures (default: STOWBENCH_S3_PID, or the port's listener)" },
@@ -68,6 +74,7 @@ struct Settings {
     prefix: String,
     multipart_threshold_bytes: u64,
     part_bytes: u64,
+    unsigned_payload: bool,
 }
 
 /// The s3 backend for one case.
@@ -114,6 +121,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         prefix: server::owned_name(ns),
         multipart_threshold_bytes: options.size("multipart_threshold", ByteSize(64 << 20))?.0.max(1),
         part_bytes,
+        unsigned_payload: options.bool("unsigned_payload", false)?,
         endpoint,
     });
     let admin = Client::new(settings.clone()).map_err(|e| e.message)?;
@@ -151,6 +159,7 @@ impl Client {
             .with_access_key_id(&settings.access_key)
             .with_secret_access_key(&settings.secret_key)
             .with_virtual_hosted_style_request(settings.virtual_hosted)
+            .with_unsigned_payload(settings.unsigned_payload)
             .with_client_options(client_options)
             .with_retry(retry)
             .build()
@@ -266,6 +275,7 @@ impl Backend for S3Backend {
             map.insert("prefix".into(), format!("{}/", s.prefix).into());
             map.insert("multipart_threshold".into(), s.multipart_threshold_bytes.into());
             map.insert("part_size".into(), s.part_bytes.into());
+            map.insert("unsigned_payload".into(), s.unsigned_payload.into());
             map.insert("retries".into(), 0.into());
         }
         let mut versions = BTreeMap::new();

@@ -9,6 +9,12 @@ Other columns are carried into summary.json untouched.
 For each cell: median, min and max of each tool's values, and the ratio of the medians. A cell
 PASSes when that ratio reaches its target. The exit status is 0 whatever the verdicts: a MISS is
 a finding to read, not a failure of the harness.
+
+With --tools (bench/pack-durable.sh) the tools are named instead of `ref` and `sb`, any number
+of them, and each --ratio A/B is a column of its own: median A / median B. Its target is the
+`target` of B's rows in that cell (the reference sets the bar A must clear); an empty target
+shows the ratio without a verdict. A tool with no rows in a cell shows "-". Rows are grouped by
+the key columns in order, each column's values in the order they first appear.
 """
 import argparse
 import csv
@@ -31,13 +37,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("raw")
     ap.add_argument("--keys", required=True, help="comma-separated key columns, in table order")
-    ap.add_argument("--ref-name", required=True, help="the reference tool's name in headings")
+    ap.add_argument("--ref-name", help="the reference tool's name in headings (required without --tools)")
     ap.add_argument("--unit", required=True, help="unit label of value/scale, e.g. MB/s")
     ap.add_argument("--scale", type=float, default=1.0, help="divide values by this for display")
     ap.add_argument("--out", required=True, help="directory for summary.csv and summary.json")
     ap.add_argument("--title", default="")
+    ap.add_argument("--tools", help="comma-separated tool names in column order, each optionally NAME=HEADING "
+                    "(a full heading; else 'NAME UNIT'); instead of the two tools ref and sb")
+    ap.add_argument("--ratio", action="append", default=[], metavar="A/B",
+                    help="with --tools: a ratio column, median A / median B (repeatable)")
     args = ap.parse_args()
     keys = args.keys.split(",")
+    if args.tools:
+        return main_tools(args, keys)
+    if not args.ref_name:
+        ap.error("the following arguments are required: --ref-name")
 
     with open(args.raw, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -98,6 +112,107 @@ def main():
 
 def cells_values(result, tool):
     return [float(r["value"]) for r in result["raw"] if r["tool"] == tool]
+
+
+def main_tools(args, keys):
+    """--tools mode: named tools, one ratio column per --ratio, targets from the denominator's rows."""
+    tools, headings = [], {}
+    for item in args.tools.split(","):
+        name, _, heading = item.partition("=")
+        tools.append(name)
+        headings[name] = heading or f"{name} {args.unit}"
+    ratios = []
+    for spec in args.ratio:
+        num, _, den = spec.partition("/")
+        if num not in tools or den not in tools:
+            sys.exit(f"--ratio {spec}: both sides must be among --tools ({', '.join(tools)})")
+        ratios.append((num, den))
+
+    with open(args.raw, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cells = {}
+    for row in rows:
+        if row["tool"] not in tools:
+            sys.exit(f"{args.raw}: tool {row['tool']!r} is not among --tools ({', '.join(tools)})")
+        cell = cells.setdefault(tuple(row[k] for k in keys), {"values": {t: [] for t in tools}, "targets": {}, "rows": []})
+        cell["values"][row["tool"]].append(float(row["value"]))
+        if row.get("target", "") != "":
+            cell["targets"].setdefault(row["tool"], float(row["target"]))
+        cell["rows"].append(row)
+
+    # Rows grouped key column by key column, each key's values in the order they first appear in
+    # raw.csv (e.g. every put row before every get row, sizes and thread counts as measured).
+    rank = [{} for _ in keys]
+    for key in cells:
+        for i, v in enumerate(key):
+            rank[i].setdefault(v, len(rank[i]))
+    results = []
+    for key, cell in sorted(cells.items(), key=lambda kv: tuple(rank[i][v] for i, v in enumerate(kv[0]))):
+        per_tool = {}
+        for t in tools:
+            v = cell["values"][t]
+            per_tool[t] = {"median": statistics.median(v) if v else None, "min": min(v, default=None),
+                           "max": max(v, default=None), "n": len(v)}
+        per_ratio = {}
+        for num, den in ratios:
+            a, b = per_tool[num]["median"], per_tool[den]["median"]
+            ratio = a / b if a is not None and b else None
+            target = cell["targets"].get(den)
+            verdict = "-" if ratio is None or target is None else ("PASS" if ratio >= target else "MISS")
+            per_ratio[f"{num}/{den}"] = {"ratio": ratio, "target": target, "verdict": verdict}
+        present = [per_tool[t]["n"] for t in tools if per_tool[t]["n"]]
+        results.append({**dict(zip(keys, key)), "tools": per_tool, "ratios": per_ratio,
+                        "repeats": min(present, default=0), "raw": cell["rows"]})
+
+    # Columns: a tool that has no value in any cell is left out of the table.
+    shown = [t for t in tools if any(r["tools"][t]["n"] for r in results)]
+    head = list(keys)
+    for t in shown:
+        head += [headings[t], "(min–max)"]
+    for num, den in ratios:
+        head += [f"{num}/{den}", "target", "verdict"]
+    table = [head]
+    for r in results:
+        line = [r[k] for k in keys]
+        for t in shown:
+            s = r["tools"][t]
+            line += [fmt(s["median"], args.scale), spread(cells_values(r, t), args.scale)]
+        for num, den in ratios:
+            q = r["ratios"][f"{num}/{den}"]
+            line += [f"{q['ratio']:.3f}" if q["ratio"] is not None else "-",
+                     f"≥{q['target']:.2f}" if q["target"] is not None else "-", q["verdict"]]
+        table.append(line)
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
+    if args.title:
+        print(args.title)
+    for i, row in enumerate(table):
+        print("  ".join(str(c).rjust(w) if j >= len(keys) else str(c).ljust(w) for j, (c, w) in enumerate(zip(row, widths))))
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    verdicts = [q["verdict"] for r in results for q in r["ratios"].values()]
+    print(f"{verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS (each ratio = median / median; "
+          f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); target '-': shown, not judged)")
+
+    with open(f"{args.out}/summary.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        cols = list(keys)
+        for t in tools:
+            cols += [f"{t}_median", f"{t}_min", f"{t}_max", f"{t}_n"]
+        for num, den in ratios:
+            cols += [f"{num}/{den}_ratio", f"{num}/{den}_target", f"{num}/{den}_verdict"]
+        w.writerow(cols)
+        for r in results:
+            line = [r[k] for k in keys]
+            for t in tools:
+                line += [r["tools"][t][x] for x in ("median", "min", "max", "n")]
+            for num, den in ratios:
+                line += [r["ratios"][f"{num}/{den}"][x] for x in ("ratio", "target", "verdict")]
+            w.writerow(line)
+    with open(f"{args.out}/summary.json", "w") as f:
+        json.dump({"tools": tools, "headings": headings, "ratios": [f"{a}/{b}" for a, b in ratios],
+                   "unit_of_values": "per second (raw, unscaled)", "display_unit": args.unit,
+                   "display_scale": args.scale, "cells": results}, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":

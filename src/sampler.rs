@@ -195,9 +195,20 @@ pub fn filesystem_of(path: &Path) -> Option<FilesystemInfo> {
             fs_type: fs_type.to_string(),
             source: source.to_string(),
             mount_options: options.to_string(),
+            journal: None,
         });
     }
+    if let Some(fs) = best.as_mut().filter(|fs| fs.fs_type == "ext4") {
+        fs.journal = ext4_has_journal(&fs.source);
+    }
     best
+}
+
+/// Whether the ext4 filesystem on `source` (e.g. /dev/vda) has a journal; `None` if unknown.
+fn ext4_has_journal(source: &str) -> Option<bool> {
+    let device = Path::new(source).file_name()?.to_str()?;
+    let task = std::fs::read_to_string(format!("/sys/fs/ext4/{device}/journal_task")).ok()?;
+    Some(task.trim() != "<none>")
 }
 
 /// Writes dirty pages and drops the page cache (root only), for cold-cache phases.

@@ -84,6 +84,11 @@ pub struct Environment {
     pub work_dir: String,
     /// Filesystem facts of the work directory.
     pub work_dir_filesystem: Option<FilesystemInfo>,
+    /// Proactive reclaim that evicts memory (page cache included) nobody touched for a while,
+    /// e.g. "DAMON pageout: memory idle for 30 s or more is paged out". `None`: none found. A
+    /// "warm" read of data idle longer than that may come from disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_reclaim: Option<String>,
 }
 
 /// The filesystem a path lives on.
@@ -99,6 +104,11 @@ pub struct FilesystemInfo {
     pub source: String,
     /// Mount options, e.g. "rw,relatime".
     pub mount_options: String,
+    /// ext4 only: whether it has a journal (`/sys/fs/ext4/DEV/journal_task`). Without one, fsync
+    /// writes metadata in place, and creating files soon after many were deleted is slow (the
+    /// inode allocator steps over recently deleted inodes for a minute or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<bool>,
 }
 
 /// One case: a target × workload × size × threads × repeat.

@@ -120,7 +120,11 @@ fn ordered_targets(cases: &[CaseResult]) -> Vec<String> {
 fn header(report: &RunReport, out: &mut String) {
     let env = &report.environment;
     let _ = writeln!(out, "stowbench {} — run {} ({}), {} cases, seed {}", report.name, report.run_id, report.status, report.cases.len(), report.seed);
-    let fs = env.work_dir_filesystem.as_ref().map(|f| format!("{} ({})", f.fs_type, f.mount_options)).unwrap_or_else(|| "unknown filesystem".into());
+    let fs = env
+        .work_dir_filesystem
+        .as_ref()
+        .map(|f| format!("{} ({}){}", f.fs_type, f.mount_options, if f.journal == Some(false) { ", no journal" } else { "" }))
+        .unwrap_or_else(|| "unknown filesystem".into());
     let cache: Vec<&str> = dedup(report.cases.iter().map(|c| c.cache_state.as_str()));
     let _ = writeln!(out, "data in {} on {fs}; page cache {}; {} CPUs, {} RAM, kernel {}", env.work_dir, cache.join("/"), env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
     let mut seen: Vec<(String, String)> = Vec::new();

@@ -50,6 +50,19 @@ pub fn for_report(report: &RunReport) -> Vec<String> {
     if warm_reads {
         warnings.push("reads ran with a warm page cache: data just written is likely served from memory. Use cache = \"cold\" (root) to read from disk".into());
     }
+    if let Some(reclaim) = &report.environment.page_cache_reclaim {
+        warnings.push(format!(
+            "this machine evicts idle memory ({reclaim}): page cache idle that long is evicted too, so \"warm\" reads \
+             after a pause may come from disk and vary from run to run"
+        ));
+    }
+    if report.environment.work_dir_filesystem.as_ref().is_some_and(|f| f.journal == Some(false)) {
+        warnings.push(
+            "the data directory's ext4 has no journal: creating files within a minute or more of deleting many (a previous \
+             case's cleanup) is slower, because the inode allocator steps over recently deleted inodes"
+                .into(),
+        );
+    }
     let failed = report.cases.iter().filter(|c| c.status != "ok").count();
     if failed > 0 {
         warnings.push(format!("{failed} case(s) failed; their numbers are left out of the comparison"));

@@ -138,6 +138,35 @@ pub struct PhasePlan {
     pub key_order: KeyOrder,
     /// Untimed operations first, if any.
     pub warmup: Option<Stop>,
+    /// The operations of `mix` run in order, each once per iteration (weights are 1), instead of
+    /// being drawn at random; `stop.count` counts iterations.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sequence: bool,
+    /// Gets and heads read the key of the worker's N-th most recent put in this phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_recent: Option<u64>,
+}
+
+impl PhasePlan {
+    /// A phase of one operation on keys in `key_order`, stopped by the workload's defaults.
+    pub fn single(op: Op, key_order: KeyOrder) -> PhasePlan {
+        PhasePlan {
+            label: op.name().into(),
+            mix: vec![(op, 1)],
+            stop: Stop::default(),
+            key_order,
+            warmup: None,
+            sequence: false,
+            read_recent: None,
+        }
+    }
+
+    /// Whether every read of this phase reads a key the phase itself put before (a sequence that
+    /// starts with a put and reads only recent puts): such a phase needs no preload.
+    pub fn reads_only_its_own_puts(&self) -> bool {
+        self.sequence && self.read_recent.is_some() && self.mix.first().is_some_and(|(op, _)| *op == Op::Put)
+            && self.mix.iter().all(|(op, _)| matches!(op, Op::Put | Op::Get | Op::Head))
+    }
 }
 
 /// One validated workload (shared by its cases).
@@ -437,7 +466,8 @@ fn build_workload(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Res
     if !(0.0..=1.0).contains(&max_error_ratio) {
         return Err(err("max_error_ratio", format!("{max_error_ratio} is out of range; use 0 to 1")));
     }
-    let first_is_put = phases.first().map(|p| p.mix.iter().all(|(op, _)| *op == Op::Put)).unwrap_or(true);
+    let first_is_put =
+        phases.first().map(|p| p.mix.iter().all(|(op, _)| *op == Op::Put) || p.reads_only_its_own_puts()).unwrap_or(true);
     Ok(WorkloadPlan {
         name: w.name.clone(),
         phases,
@@ -456,25 +486,49 @@ fn simple_phase(name: &str, key_order: KeyOrder) -> Result<PhasePlan, String> {
         let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
         format!("\"{name}\" is not an operation; use put, get, delete or head.{hint}")
     })?;
-    Ok(PhasePlan { label: op.name().into(), mix: vec![(op, 1)], stop: Stop::default(), key_order, warmup: None })
+    Ok(PhasePlan::single(op, key_order))
 }
 
 fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<PhasePlan, String> {
+    let sequence = !p.sequence.is_empty();
     let mut mix = Vec::new();
-    for (name, weight) in &p.mix {
-        let op = simple_phase(name, default_order)?.mix[0].0;
-        if *weight > 0 {
-            mix.push((op, *weight));
+    match (p.mix.is_empty(), sequence) {
+        (false, true) => return Err("use either mix = {...} or sequence = [...] in a phase, not both".into()),
+        (true, false) => {
+            return Err("a phase needs mix = { get = 90, put = 10 } (drawn at random) or sequence = [\"put\", \"get\"] (in order)".into())
+        }
+        (false, false) => {
+            for (name, weight) in &p.mix {
+                let op = simple_phase(name, default_order)?.mix[0].0;
+                if *weight > 0 {
+                    mix.push((op, *weight));
+                }
+            }
+            if mix.is_empty() {
+                return Err("a phase's mix has no operation with a weight above 0; e.g. mix = { get = 90, put = 10 }".into());
+            }
+        }
+        (true, true) => {
+            for name in &p.sequence {
+                mix.push((simple_phase(name, default_order)?.mix[0].0, 1));
+            }
         }
     }
-    if mix.is_empty() {
-        return Err("a phase's mix has no operation with a weight above 0; e.g. mix = { get = 90, put = 10 }".into());
+    match p.read_recent {
+        Some(0) => return Err("read_recent counts from 1 (the newest put); e.g. read_recent = 5 reads the 5th newest".into()),
+        Some(_) if !mix.iter().any(|(op, _)| *op == Op::Put) || !mix.iter().any(|(op, _)| matches!(op, Op::Get | Op::Head)) => {
+            return Err("read_recent makes gets and heads read what this phase put: the phase needs a put and a get or head".into())
+        }
+        _ => {}
     }
     let key_order = match &p.key_order {
         Some(name) => parse_key_order(name, theta)?,
         None => default_order,
     };
-    let label = if mix.len() == 1 {
+    let label = if sequence {
+        let names: Vec<&str> = mix.iter().map(|(op, _)| op.name()).collect();
+        format!("sequence {}", names.join("-"))
+    } else if mix.len() == 1 {
         mix[0].0.name().to_string()
     } else {
         let parts: Vec<String> = mix.iter().map(|(op, w)| format!("{}{w}", op.name())).collect();
@@ -488,7 +542,7 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         (None, None) => None,
         (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None }),
     };
-    Ok(PhasePlan { label, mix, stop, key_order, warmup })
+    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent })
 }
 
 fn sizes_of(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Result<Vec<SizeSpec>, String> {
@@ -573,5 +627,22 @@ mod tests {
         assert_eq!(phase.label, "mix get90 put10");
         assert_eq!(phase.stop.duration_ns, Some(2_000_000_000));
         assert!(matches!(phase.key_order, KeyOrder::Zipf { .. }));
+    }
+
+    #[test]
+    fn sequences_and_read_recent() {
+        let e1 = "[[workload]]\nname = \"e1\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nread_recent = 5\ncount = 5\n";
+        let p = plan(&format!("{BASE}{e1}")).unwrap();
+        let (workload, phase) = (&p.workloads[0], &p.workloads[0].phases[0]);
+        assert_eq!(phase.label, "sequence put-get");
+        assert!(phase.sequence);
+        assert_eq!(phase.read_recent, Some(5));
+        assert!(!workload.preload, "a sequence that reads only its own puts needs no preload");
+        let bad = |phase: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\n{phase}")).unwrap_err();
+        assert!(bad("sequence = [\"put\"]\nmix = { get = 1 }\n").contains("not both"));
+        assert!(bad("count = 3\n").contains("or sequence ="));
+        assert!(bad("sequence = [\"get\"]\nread_recent = 2\n").contains("needs a put"));
+        assert!(bad("sequence = [\"put\", \"get\"]\nread_recent = 0\n").contains("counts from 1"));
+        assert!(bad("sequence = [\"put\", \"gte\"]\n").contains("Did you mean"));
     }
 }

@@ -131,8 +131,17 @@ pub struct WorkloadSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseSpec {
-    /// Operation weights, e.g. { get = 90, put = 10 }.
+    /// Operation weights, e.g. { get = 90, put = 10 }: each operation drawn at random.
+    #[serde(default)]
     pub mix: BTreeMap<String, u32>,
+    /// Instead of `mix`: operations run in this order, each once per iteration, e.g.
+    /// ["put", "get"]; `count` then counts iterations.
+    #[serde(default)]
+    pub sequence: Vec<String>,
+    /// Gets and heads read the key of this worker's N-th most recent put in this phase (1 = the
+    /// last one) instead of a key chosen by `key_order`: E1's "read back the 5th newest".
+    #[serde(default)]
+    pub read_recent: Option<u64>,
     /// Stop after this many operations (all threads together).
     #[serde(default)]
     pub count: Option<u64>,

@@ -329,13 +329,7 @@ impl CaseRun<'_> {
     }
 
     fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
-        let put = PhasePlan {
-            label: "preload".into(),
-            mix: vec![(Op::Put, 1)],
-            stop: Stop::default(),
-            key_order: crate::job::KeyOrder::Sequential,
-            warmup: None,
-        };
+        let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::job::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
         let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
         let workers = phase::run(&ctx, sessions, || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;

@@ -59,6 +59,8 @@ pub struct Worker<'a, 'c> {
     pub name: String,
     /// The clock reading that ended the last timed call.
     pub timed_end_ns: u64,
+    /// Whether the last put was stored (acknowledged by the backend).
+    pub last_put_stored: bool,
 }
 
 fn is_not_found<T>(r: &BResult<T>) -> bool {
@@ -106,6 +108,7 @@ impl Worker<'_, '_> {
 
     fn put(&mut self, key: u64, index: u64, name: &str) -> bool {
         let ctx = self.ctx;
+        self.last_put_stored = false;
         let ticket = ctx.keys.begin_put(key);
         let generation = ticket.generation;
         let size = ctx.payload.size_of(key, generation);
@@ -131,6 +134,7 @@ impl Worker<'_, '_> {
             let digest = digest.unwrap_or_else(|| self.own.spend(ctx.clock, &self.own.generation_ns, || ctx.payload.digest_of(key, generation)));
             (size, digest)
         });
+        self.last_put_stored = stored.is_some();
         ctx.keys.end_put(ticket, stored);
         self.finish(Op::Put, index, latency, retries, result.map(|()| size));
         true

@@ -112,18 +112,21 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, w: u64, workers: u64, s
     stats.end_ns = stats.start_ns;
     // The deadline is wall time, our own work included: a 30 s phase lasts 30 s.
     let deadline = ctx.stop.duration_ns.map(|d| stats.start_ns + d);
-    let mut worker = Worker { ctx, session, stats, own: OwnTime::default(), name: String::new(), timed_end_ns: 0 };
+    let mut worker =
+        Worker { ctx, session, stats, own: OwnTime::default(), name: String::new(), timed_end_ns: 0, last_put_stored: false };
     let batch = claim_batch(ctx.stop, workers);
     let mut claimed = 0..0;
-    loop {
+    let mut recent = RecentPuts::new(ctx.phase.read_recent);
+    let ops_per_iteration = if ctx.phase.sequence { ctx.phase.mix.len() } else { 1 };
+    let mut iterations = 0u64;
+    'iterations: loop {
         if ctx.interrupted.load(Ordering::Relaxed) || deadline.is_some_and(|d| ctx.clock.now_ns() >= d) {
             break;
         }
         let index = if ctx.clock.is_virtual() {
             // Simulated time: a fixed share per worker, so results never depend on OS scheduling.
-            let local = worker.stats.attempted() + worker.stats.misses();
             ctx.next_op.fetch_add(1, Ordering::Relaxed);
-            w + local * workers
+            w + iterations * workers
         } else {
             if claimed.is_empty() {
                 let from = ctx.next_op.fetch_add(batch, Ordering::Relaxed);
@@ -134,16 +137,56 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, w: u64, workers: u64, s
         if ctx.stop.count.is_some_and(|c| index >= c) {
             break;
         }
-        let op = pick(&ctx.phase.mix, total_weight, &mut mix_rng);
-        let key = chooser.next(index, ctx.objects);
-        if !worker.one_op(op, key, index) {
-            break;
+        iterations += 1;
+        for step in 0..ops_per_iteration {
+            let op = if ctx.phase.sequence { ctx.phase.mix[step].0 } else { pick(&ctx.phase.mix, total_weight, &mut mix_rng) };
+            let key = match recent.key(op) {
+                Some(key) => key,
+                None => chooser.next(index, ctx.objects),
+            };
+            if !worker.one_op(op, key, index) {
+                break 'iterations;
+            }
+            if op == Op::Put && worker.last_put_stored {
+                recent.push(key);
+            }
         }
     }
     let own = worker.own;
     stats.generation_ns = own.generation_ns.get();
     stats.verification_ns = own.verification_ns.get();
     stats.end_ns = stats.end_ns.max(stats.start_ns);
+}
+
+/// The keys of a worker's latest puts in a phase with `read_recent = n`, so its gets and heads
+/// read the n-th newest. Before the worker has put n objects, they read the oldest it has put;
+/// before its first put, the key order chooses.
+struct RecentPuts {
+    rank: usize,
+    keys: std::collections::VecDeque<u64>,
+}
+
+impl RecentPuts {
+    fn new(read_recent: Option<u64>) -> RecentPuts {
+        let rank = read_recent.unwrap_or(0) as usize;
+        RecentPuts { rank, keys: std::collections::VecDeque::with_capacity(rank) }
+    }
+
+    /// The key operation `op` reads, if it is a read that follows recent puts.
+    fn key(&self, op: Op) -> Option<u64> {
+        let reads = matches!(op, Op::Get | Op::Head);
+        (reads && self.rank > 0).then(|| self.keys.front().copied()).flatten()
+    }
+
+    fn push(&mut self, key: u64) {
+        if self.rank == 0 {
+            return;
+        }
+        if self.keys.len() == self.rank {
+            self.keys.pop_front();
+        }
+        self.keys.push_back(key);
+    }
 }
 
 /// Operation indexes a worker claims at once. Claiming one at a time makes every worker write
@@ -247,7 +290,7 @@ mod tests {
     }
 
     fn plan(mix: Vec<(Op, u32)>, count: u64) -> PhasePlan {
-        PhasePlan { label: "mix".into(), mix, stop: Stop { count: Some(count), ..Stop::default() }, key_order: KeyOrder::Sequential, warmup: None }
+        PhasePlan { label: "mix".into(), mix, stop: Stop { count: Some(count), ..Stop::default() }, ..PhasePlan::single(Op::Put, KeyOrder::Sequential) }
     }
 
     fn context<'a>(phase: &'a PhasePlan, keys: &'a KeyTable, seed: u64, interrupted: &'a AtomicBool) -> PhaseContext<'a> {
@@ -329,5 +372,63 @@ mod tests {
         let gets_only = plan(vec![(Op::Get, 1)], 1);
         let stats = run_gated(&gets_only, &[Op::Get], false);
         assert_eq!(totals(&stats, Op::Get), (0, 0, 0, 1), "never deleted, not found: lost data is an error");
+    }
+
+    /// Stores what is put and records every operation's name and key, in order.
+    #[derive(Default)]
+    struct RecordingSession {
+        stored: std::collections::HashMap<String, Vec<u8>>,
+        log: Arc<Mutex<Vec<(Op, String)>>>,
+    }
+
+    impl Session for RecordingSession {
+        fn put(&mut self, key: &str, body: &mut dyn Read, _: u64) -> BResult<()> {
+            let mut bytes = Vec::new();
+            body.read_to_end(&mut bytes)?;
+            self.stored.insert(key.to_string(), bytes);
+            self.log.lock().unwrap().push((Op::Put, key.to_string()));
+            Ok(())
+        }
+        fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+            self.log.lock().unwrap().push((Op::Get, key.to_string()));
+            let bytes = self.stored.get(key).ok_or_else(|| BackendError::not_found(key))?;
+            sink.write_all(bytes)?;
+            Ok(bytes.len() as u64)
+        }
+        fn delete(&mut self, _: &str) -> BResult<()> {
+            unreachable!("this phase never deletes")
+        }
+        fn head(&mut self, key: &str) -> BResult<u64> {
+            self.log.lock().unwrap().push((Op::Head, key.to_string()));
+            self.stored.get(key).map(|b| b.len() as u64).ok_or_else(|| BackendError::not_found(key))
+        }
+    }
+
+    #[test]
+    fn a_sequence_runs_in_order_and_reads_the_nth_newest_put() {
+        let phase = PhasePlan {
+            label: "sequence put-get-head".into(),
+            mix: vec![(Op::Put, 1), (Op::Get, 1), (Op::Head, 1)],
+            stop: Stop { count: Some(7), ..Stop::default() },
+            sequence: true,
+            read_recent: Some(3),
+            ..PhasePlan::single(Op::Put, KeyOrder::Sequential)
+        };
+        let (keys, flag) = (KeyTable::new(7), AtomicBool::new(false));
+        let mut ctx = context(&phase, &keys, 1, &flag);
+        ctx.objects = 7;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(RecordingSession { log: log.clone(), ..Default::default() })];
+        let workers = run(&ctx, &mut sessions, || ()).unwrap();
+        let stats = crate::stats::merge("sequence", workers, 0);
+        assert_eq!(totals(&stats, Op::Get), (7, 0, 0, 0), "every read found what was put, verified");
+        // Iteration i puts key i, then reads the 3rd newest put: key i-2, or key 0 before that.
+        let name = crate::workload::keys::key_name;
+        let mut want = Vec::new();
+        for i in 0..7u64 {
+            let read = name(i.saturating_sub(2));
+            want.extend([(Op::Put, name(i)), (Op::Get, read.clone()), (Op::Head, read)]);
+        }
+        assert_eq!(*log.lock().unwrap(), want);
     }
 }

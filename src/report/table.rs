@@ -79,6 +79,9 @@ pub fn render(report: &RunReport) -> String {
         let thread_word = if *threads == 1 { "thread" } else { "threads" };
         let _ = writeln!(out, "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window, p99 latency; median of repeats)");
         render_group(&targets, rows, &mut out);
+        if let Some(ops) = phase.strip_prefix("sequence ") {
+            sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
+        }
     }
     footer(report, &mut out);
     fio_section(report, &mut out);
@@ -174,6 +177,41 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
             [] => "-".into(),
         });
         lines.push(line);
+    }
+    write_columns(&lines, out);
+}
+
+/// For a sequence phase, the published E1 layout: mean time of each operation of the sequence
+/// and of the whole iteration, one row per operation, one column per target (median of repeats).
+fn sequence_times(report: &RunReport, (workload, phase, threads): (&str, &str, u32), ops: &[&str], targets: &[String], out: &mut String) {
+    // (size bytes, label) → op (or "total") → target → mean latency of each repeat, in ns.
+    let mut means: BTreeMap<(u64, String), BTreeMap<String, BTreeMap<String, Vec<f64>>>> = BTreeMap::new();
+    for case in report.cases.iter().filter(|c| c.status == "ok" && c.workload == workload && c.threads == threads) {
+        let Some(result) = case.phases.iter().find(|p| p.phase == phase) else { continue };
+        let rows = means.entry((case.size_bytes_max, case.size_label.clone())).or_default();
+        let mut total = 0.0;
+        for op in ops {
+            let mean = result.ops.get(*op).map(|o| o.latency.mean_ns).unwrap_or(0.0);
+            total += mean;
+            rows.entry(op.to_string()).or_default().entry(case.target.clone()).or_default().push(mean);
+        }
+        rows.entry("total".into()).or_default().entry(case.target.clone()).or_default().push(total);
+    }
+    if means.is_empty() {
+        return;
+    }
+    let present: Vec<&String> = targets.iter().filter(|t| means.values().any(|r| r.values().any(|c| c.contains_key(*t)))).collect();
+    let _ = writeln!(out, "  mean time per operation and per iteration ({}):", ops.join(", then "));
+    let mut lines: Vec<Vec<String>> = vec![["size", "op"].iter().map(|s| s.to_string()).chain(present.iter().map(|t| t.to_string())).collect()];
+    for ((_, label), rows) in &means {
+        for (i, op) in ops.iter().copied().chain(["total"]).enumerate() {
+            let mut line = vec![if i == 0 { label.clone() } else { String::new() }, op.to_string()];
+            for target in &present {
+                let mut values = rows.get(op).and_then(|r| r.get(*target)).cloned().unwrap_or_default();
+                line.push(median(&mut values).map(|ns| format_nanos(ns as u64)).unwrap_or_else(|| "-".into()));
+            }
+            lines.push(line);
+        }
     }
     write_columns(&lines, out);
 }

@@ -29,6 +29,12 @@ pub struct Cli {
 pub enum Command {
     /// Run a job file, or the quick default comparison when none is given.
     Run(RunArgs),
+    /// The published experiments, built in: list them, print one's job file, or run one.
+    Recipe {
+        /// list, show NAME or run NAME.
+        #[command(subcommand)]
+        action: RecipeAction,
+    },
     /// Check a job file without running it.
     Validate {
         /// The job file (TOML).
@@ -63,6 +69,29 @@ pub enum Command {
     },
 }
 
+/// What `stowbench recipe` does.
+#[derive(Debug, Subcommand)]
+pub enum RecipeAction {
+    /// The recipes: the question each answers, what it needs, how long it takes at scale 1.
+    List,
+    /// Print a recipe's job file, to copy and edit (`stowbench recipe show e1-filestream > e1.toml`).
+    Show {
+        /// Recipe name.
+        name: String,
+    },
+    /// Run a recipe; server targets without a configured server are skipped, each with the reason.
+    Run {
+        /// Recipe name.
+        name: String,
+        /// Multiply every count, size and duration by this (1 = the published size).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Where results go, which targets, output format.
+        #[command(flatten)]
+        settings: RunSettings,
+    },
+}
+
 /// Output formats for results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -79,6 +108,14 @@ pub enum Format {
 pub struct RunArgs {
     /// Job file (TOML); without it, the quick default comparison runs.
     pub job: Option<PathBuf>,
+    /// Where results go, which targets, output format.
+    #[command(flatten)]
+    pub settings: RunSettings,
+}
+
+/// Options shared by `stowbench run` and `stowbench recipe run`.
+#[derive(Debug, clap::Args)]
+pub struct RunSettings {
     /// Directory for results; the report goes to OUT/<timestamp>/report.json.
     #[arg(long, default_value = "stowbench-results")]
     pub out: PathBuf,
@@ -112,7 +149,8 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
         }
     };
     let result = match cli.command {
-        Command::Run(run) => run_command(run, args, interrupted),
+        Command::Run(run) => load_plan(run.job.as_deref()).and_then(|plan| run_command(plan, run.settings, args, interrupted)),
+        Command::Recipe { action } => recipe_command(action, args, interrupted),
         Command::Validate { job } => validate(&job),
         Command::Report { file, format } => report::read(&file).map(|r| {
             print!("{}", render(&r, format));
@@ -157,8 +195,30 @@ fn load_plan(job: Option<&Path>) -> Result<Plan, String> {
     }
 }
 
-fn run_command(args: RunArgs, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
-    let mut plan = load_plan(args.job.as_deref())?;
+fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
+    use crate::job::recipes;
+    match action {
+        RecipeAction::List => print!("{}", recipes::list()),
+        RecipeAction::Show { name } => print!("{}", recipes::find(&name)?.text),
+        RecipeAction::Run { name, scale, settings } => {
+            let plan = recipes::plan(recipes::find(&name)?, scale)?;
+            let skipped = plan.recipe.as_ref().map(|r| r.skipped_targets.clone()).unwrap_or_default();
+            if let Some(s) = skipped.iter().find(|s| settings.targets.contains(&s.target)) {
+                return Err(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable));
+            }
+            for s in &skipped {
+                eprintln!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
+            }
+            if plan.targets.is_empty() && plan.fio.is_empty() {
+                return Err(format!("recipe {name}: every target was skipped; nothing to run"));
+            }
+            return run_command(plan, settings, command, interrupted);
+        }
+    }
+    Ok(0)
+}
+
+fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
     if !args.targets.is_empty() {
         plan.retain_targets(&args.targets)?;
     }

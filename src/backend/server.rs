@@ -370,6 +370,32 @@ const PROBES: &[Probe] = &[
     Probe { backend: "gridfs", uri_env: "STOWBENCH_MONGO_URI", schemes: &["mongodb://", "mongodb+srv://"], probe: super::gridfs::probe },
 ];
 
+/// Whether `backend` talks to a server (postgres, mariadb, s3, gridfs).
+pub fn is_server_backend(backend: &str) -> bool {
+    PROBES.iter().any(|p| p.backend == backend)
+}
+
+/// For a server backend whose target names no server (no `uri` option, and its URI variable is
+/// unset or empty): why, and the command that would enable it. `None` when configured, or not a
+/// server backend.
+pub fn unconfigured(backend: &str, options: &Options) -> Option<(String, String)> {
+    let probe = PROBES.iter().find(|p| p.backend == backend)?;
+    if options.opt_string("uri").ok().flatten().is_some() {
+        return None;
+    }
+    let env_name = options.string("uri_env", probe.uri_env).unwrap_or_else(|_| probe.uri_env.to_string());
+    if std::env::var(&env_name).is_ok_and(|v| !v.trim().is_empty()) {
+        return None;
+    }
+    Some((
+        format!("no {backend} server configured: {env_name} is not set"),
+        format!(
+            "scripts/services.sh start && eval \"$(scripts/services.sh env)\" (local test servers), or export {env_name}={}...",
+            probe.schemes[0]
+        ),
+    ))
+}
+
 /// For a server backend, one line saying whether its server answers and which version it is:
 /// the `uri` given on the command line when its scheme fits, else the default environment
 /// variable. None for backends without a server. Secrets never appear in the line.

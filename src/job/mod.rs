@@ -1,6 +1,7 @@
 //! Job files: parsing (`spec`), validation and matrix expansion (`plan`), and the built-in recipes.
 
 pub mod plan;
+pub mod recipes;
 pub mod spec;
 
 pub use plan::{CasePlan, KeyOrder, Op, PhasePlan, Plan, SizeSpec, Stop, WorkloadPlan};

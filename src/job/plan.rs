@@ -249,6 +249,9 @@ pub struct Plan {
     pub cases: Vec<CasePlan>,
     /// fio sweeps, run after the object cases.
     pub fio: Vec<crate::fio::FioSweep>,
+    /// Set for a built-in recipe: its name, scale and skipped targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<crate::report::model::RecipeRun>,
 }
 
 /// Default seed, so two runs of the same job write the same bytes unless asked otherwise.
@@ -314,6 +317,7 @@ pub fn build(job: &JobSpec, source: &str, text: &str) -> Result<Plan, String> {
             workloads: Vec::new(),
             cases: Vec::new(),
             fio,
+            recipe: None,
         });
     }
     if job.targets.is_empty() {
@@ -375,6 +379,7 @@ pub fn build(job: &JobSpec, source: &str, text: &str) -> Result<Plan, String> {
         workloads,
         cases,
         fio,
+        recipe: None,
     })
 }
 

@@ -2,6 +2,7 @@
 //! environment it records (`env`), cautions for readers (`warnings`), and the renderers that turn
 //! it into a terminal table (`table`) or CSV (`csv`). Renderers are pure functions of a report.
 
+pub mod breakeven;
 pub mod csv;
 pub mod env;
 pub mod model;
@@ -29,6 +30,8 @@ pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path
         seed: plan.seed,
         plan: serde_json::to_value(plan).unwrap_or_default(),
         environment: env::capture(work_dir),
+        recipe: plan.recipe.clone(),
+        break_even: Vec::new(),
         cases: Vec::new(),
         fio_cases: Vec::new(),
         fio_failures: Vec::new(),

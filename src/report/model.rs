@@ -40,6 +40,13 @@ pub struct RunReport {
     pub plan: serde_json::Value,
     /// The machine and software the run used.
     pub environment: Environment,
+    /// Sizes at which one target overtakes another (`report::breakeven`), per workload, phase,
+    /// thread count and operation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub break_even: Vec<super::breakeven::BreakEven>,
+    /// Set when the run is a built-in recipe (`stowbench recipe run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<RecipeRun>,
     /// Finished cases, in run order.
     pub cases: Vec<CaseResult>,
     /// Finished fio cases, in run order.
@@ -59,6 +66,28 @@ pub struct FioFailure {
     pub case_id: String,
     /// What went wrong.
     pub message: String,
+}
+
+/// A run of a built-in recipe: which one, at what scale, and which targets it left out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RecipeRun {
+    /// Recipe name (`stowbench recipe list`).
+    pub name: String,
+    /// Factor applied to every count, size and duration; 1 is the published size.
+    pub scale: f64,
+    /// Targets not run, with the reason.
+    pub skipped_targets: Vec<SkippedTarget>,
+}
+
+/// A target a recipe did not run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SkippedTarget {
+    /// Target name.
+    pub target: String,
+    /// Why it was left out.
+    pub reason: String,
+    /// What would enable it.
+    pub enable: String,
 }
 
 /// The machine, kernel and software behind the numbers.

@@ -3,6 +3,7 @@
 //!
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
+use super::breakeven::BreakEven;
 use super::model::{CaseResult, PhaseResult, RunReport};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
 use std::collections::BTreeMap;
@@ -75,12 +76,30 @@ pub fn render(report: &RunReport) -> String {
             }
         }
     }
+    let break_evens = super::breakeven::compute(report);
     for ((_, (workload, phase, threads)), rows) in &groups {
         let thread_word = if *threads == 1 { "thread" } else { "threads" };
         let _ = writeln!(out, "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window, p99 latency; median of repeats)");
         render_group(&targets, rows, &mut out);
         if let Some(ops) = phase.strip_prefix("sequence ") {
             sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
+        }
+        let crossings: Vec<&BreakEven> =
+            break_evens.iter().filter(|b| b.workload == *workload && b.phase == *phase && b.threads == *threads).collect();
+        if !crossings.is_empty() {
+            let _ = writeln!(out, "  break-even sizes (mean time per operation, interpolated in log-size between the two measured sizes):");
+            for b in crossings {
+                let _ = writeln!(
+                    out,
+                    "    {:<9}  {} faster below ~{}, {} above (between {} and {})",
+                    b.op,
+                    b.faster_below,
+                    format_bytes(b.size_bytes as u64),
+                    b.faster_above,
+                    format_bytes(b.bracket_bytes[0]),
+                    format_bytes(b.bracket_bytes[1])
+                );
+            }
         }
     }
     footer(report, &mut out);
@@ -130,6 +149,13 @@ fn header(report: &RunReport, out: &mut String) {
         .unwrap_or_else(|| "unknown filesystem".into());
     let cache: Vec<&str> = dedup(report.cases.iter().map(|c| c.cache_state.as_str()));
     let _ = writeln!(out, "data in {} on {fs}; page cache {}; {} CPUs, {} RAM, kernel {}", env.work_dir, cache.join("/"), env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
+    if let Some(recipe) = &report.recipe {
+        let size = if recipe.scale == 1.0 { "the published size".to_string() } else { format!("×{} of the published size", recipe.scale) };
+        let _ = writeln!(out, "  recipe {} at scale {} ({size})", recipe.name, recipe.scale);
+        for s in &recipe.skipped_targets {
+            let _ = writeln!(out, "  skipped target {}: {}; to run it: {}", s.target, s.reason, s.enable);
+        }
+    }
     let mut seen: Vec<(String, String)> = Vec::new();
     for c in &report.cases {
         if !c.durability.is_empty() && !seen.iter().any(|(t, _)| *t == c.target) {

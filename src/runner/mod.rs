@@ -95,6 +95,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.warnings = crate::report::warnings::for_report(&report);
+    report.break_even = crate::report::breakeven::compute(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
     if !opts.keep {
         namespace::remove(&root.dir)?;

@@ -1,0 +1,205 @@
+//! The built-in recipes: job files that re-run the published experiments
+//! (`../shared/published-experiments.md`), embedded in the binary so `stowbench recipe run NAME`
+//! works anywhere. `--scale F` shrinks every count, size and duration of a recipe by F (1 is the
+//! published size); server targets without a configured server are skipped with the reason and
+//! the command that would enable them.
+
+use super::spec::{self, JobSpec};
+use super::Plan;
+use crate::report::model::{RecipeRun, SkippedTarget};
+use crate::units::{ByteSize, Nanos};
+
+/// One built-in recipe.
+pub struct Recipe {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// The question it answers, in one line.
+    pub question: &'static str,
+    /// Whether parts of it need root (making filesystems, dropping caches).
+    pub needs_root: bool,
+    /// How long it takes at scale 1 on the development machine (2 cores, ext4 on virtio), and how
+    /// that was found.
+    pub time_at_scale_1: &'static str,
+    /// The job file.
+    pub text: &'static str,
+}
+
+/// Every built-in recipe, in list order.
+pub const RECIPES: &[Recipe] = &[
+    Recipe {
+        name: "quick",
+        question: "Files, SQLite BLOBs or SQLite row + file, for 4 KiB to 16 MiB objects? (what `stowbench run` runs)",
+        needs_root: false,
+        time_at_scale_1: "about 1 min",
+        text: super::QUICK_RECIPE,
+    },
+    Recipe {
+        name: "e1-filestream",
+        question: "E1: the object inside its row or in a file beside it — and at which size does the file win?",
+        needs_root: false,
+        time_at_scale_1: "about 25 min with every server (estimated: --scale 0.1 took 15 s per target)",
+        text: include_str!("../../recipes/e1-filestream.toml"),
+    },
+    Recipe {
+        name: "e2-container-growth",
+        question: "E2: many objects in one container file (CFB, zip, pack) or one file each?",
+        needs_root: false,
+        time_at_scale_1: "about 1 min",
+        text: include_str!("../../recipes/e2-container-growth.toml"),
+    },
+    Recipe {
+        name: "e3-fio-filesystems",
+        question: "E3: IOPS and MB/s against queue depth, block size and filesystem (fio)",
+        needs_root: true,
+        time_at_scale_1: "about 10 min",
+        text: include_str!("../../recipes/e3-fio-filesystems.toml"),
+    },
+    Recipe {
+        name: "e4-data-files",
+        question: "E4: do more data files speed up 16 concurrent writers? (fio level)",
+        needs_root: true,
+        time_at_scale_1: "about 5 min",
+        text: include_str!("../../recipes/e4-data-files.toml"),
+    },
+];
+
+/// The recipe called `name`, or an error listing the others (with a did-you-mean).
+pub fn find(name: &str) -> Result<&'static Recipe, String> {
+    RECIPES.iter().find(|r| r.name == name).ok_or_else(|| {
+        let names: Vec<&str> = RECIPES.iter().map(|r| r.name).collect();
+        let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+        format!("no recipe named \"{name}\".{hint} Recipes: {} (stowbench recipe list)", names.join(", "))
+    })
+}
+
+/// The server backends a recipe's targets use (e.g. ["postgres", "mariadb"]), in job order.
+pub fn servers_used(recipe: &Recipe) -> Vec<String> {
+    let Ok(job) = spec::parse(recipe.text) else { return Vec::new() };
+    let mut servers: Vec<String> = Vec::new();
+    for target in &job.targets {
+        let backend = &target.get_ref().backend;
+        if crate::backend::server::is_server_backend(backend) && !servers.contains(backend) {
+            servers.push(backend.clone());
+        }
+    }
+    servers
+}
+
+/// The recipe's plan at `scale`: counts, sizes and durations multiplied by it, server targets
+/// without a configured server left out (and listed in the plan's `recipe` record).
+pub fn plan(recipe: &Recipe, scale: f64) -> Result<Plan, String> {
+    if !(scale > 0.0 && scale <= 1000.0) {
+        return Err(format!("--scale {scale}: use a factor above 0 (e.g. 0.1 for a tenth of the published size, 1 for all of it)"));
+    }
+    let source = format!("built-in recipe {}", recipe.name);
+    let mut job = spec::parse(recipe.text).map_err(|e| format!("{source}: {}", e.message))?;
+    scale_job(&mut job, scale);
+    let mut plan = super::plan::build(&job, &source, recipe.text)?;
+    let mut skipped = Vec::new();
+    for target in &plan.targets {
+        if let Some((reason, enable)) = crate::backend::server::unconfigured(&target.backend, &target.options) {
+            skipped.push(SkippedTarget { target: target.name.clone(), reason, enable });
+        }
+    }
+    if !skipped.is_empty() {
+        let keep: Vec<String> =
+            plan.targets.iter().map(|t| t.name.clone()).filter(|name| !skipped.iter().any(|s| s.target == *name)).collect();
+        plan.retain_targets(&keep)?;
+    }
+    plan.recipe = Some(RecipeRun { name: recipe.name.to_string(), scale, skipped_targets: skipped });
+    Ok(plan)
+}
+
+/// Multiplies every count, size and duration of `job` by `factor` (each at least 1).
+fn scale_job(job: &mut JobSpec, factor: f64) {
+    if factor == 1.0 {
+        return;
+    }
+    let count = |n: u64| ((n as f64 * factor).round() as u64).max(1);
+    let bytes = |b: ByteSize| ByteSize(count(b.0));
+    let time = |t: Nanos| Nanos(count(t.0));
+    for workload in &mut job.workloads {
+        let w = workload.get_mut();
+        w.sizes.iter_mut().for_each(|s| *s = bytes(*s));
+        if let Some(dist) = w.size_dist.as_mut() {
+            dist.min = bytes(dist.min);
+            dist.max = bytes(dist.max);
+        }
+        // Object counts shrink with the factor too: a dataset shrinks by it twice (once for the
+        // smaller objects, once for fewer of them).
+        w.objects = w.objects.map(count);
+        w.dataset = w.dataset.map(|d| bytes(bytes(d)));
+        w.min_objects = w.min_objects.map(count);
+        w.max_objects = w.max_objects.map(count);
+        for phase in &mut w.phase_tables {
+            phase.count = phase.count.map(count);
+            phase.bytes = phase.bytes.map(bytes);
+            phase.duration = phase.duration.map(time);
+            phase.warmup_count = phase.warmup_count.map(count);
+            phase.warmup = phase.warmup.map(time);
+        }
+    }
+    for sweep in &mut job.fio {
+        let s = sweep.get_mut();
+        s.size.iter_mut().for_each(|v| *v = bytes(*v));
+        s.runtime = time(s.runtime);
+        s.ramp_time = time(s.ramp_time);
+    }
+}
+
+/// `stowbench recipe list`: one block per recipe.
+pub fn list() -> String {
+    let mut out = String::new();
+    for r in RECIPES {
+        let servers = servers_used(r);
+        let mut needs: Vec<String> = Vec::new();
+        if r.needs_root {
+            needs.push("root".into());
+        }
+        if !servers.is_empty() {
+            needs.push(format!("servers: {} (optional; skipped when not configured)", servers.join(", ")));
+        }
+        if needs.is_empty() {
+            needs.push("nothing beyond stowbench".into());
+        }
+        out.push_str(&format!("{}\n    {}\n    needs {}; {} at scale 1\n", r.name, r.question, needs.join(", "), r.time_at_scale_1));
+    }
+    out.push_str("\nstowbench recipe show NAME prints a recipe's job file (copy and edit it); \
+                  stowbench recipe run NAME [--scale F] [--targets a,b] runs it.\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_recipe_plans_at_full_and_tiny_scale() {
+        for r in RECIPES {
+            let full = plan(r, 1.0).unwrap_or_else(|e| panic!("{}: {e}", r.name));
+            let tiny = plan(r, 0.01).unwrap_or_else(|e| panic!("{} at 0.01: {e}", r.name));
+            assert_eq!(tiny.recipe.as_ref().map(|x| x.scale), Some(0.01));
+            assert_eq!(full.cases.len(), tiny.cases.len(), "{}: scaling changes sizes, not the matrix", r.name);
+        }
+    }
+
+    #[test]
+    fn scale_shrinks_counts_sizes_and_durations() {
+        let mut job = spec::parse(
+            "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"2.6MB\"]\nobjects = 1000\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\ncount = 1000\nduration = \"10s\"\n",
+        )
+        .unwrap();
+        scale_job(&mut job, 0.1);
+        let w = job.workloads[0].get_ref();
+        assert_eq!(w.sizes[0].0, 260_000);
+        assert_eq!(w.objects, Some(100));
+        assert_eq!(w.phase_tables[0].count, Some(100));
+        assert_eq!(w.phase_tables[0].duration.map(|d| d.0), Some(1_000_000_000));
+    }
+
+    #[test]
+    fn unknown_names_and_scales_are_refused_with_the_fix() {
+        assert!(find("e1-filestraem").unwrap_err().contains("Did you mean \"e1-filestream\""));
+        assert!(plan(find("quick").unwrap(), 0.0).unwrap_err().contains("above 0"));
+    }
+}

@@ -1,0 +1,142 @@
+//! Break-even sizes: where one target overtakes another as objects grow ("sqlite faster below
+//! ~X, fs above"). For every pair of targets measured at three or more common sizes in one
+//! workload, phase and thread count, per operation (and per iteration of a sequence), the mean
+//! time per operation is compared size by size; wherever the faster target changes between two
+//! neighbouring sizes, the crossing is interpolated in log-size and log-time, and the two measured
+//! sizes that bracket it are kept. A pure function of the report.
+
+use super::model::{CaseResult, RunReport};
+use super::table::median;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One crossing between two targets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BreakEven {
+    /// Workload name.
+    pub workload: String,
+    /// Phase label.
+    pub phase: String,
+    /// Threads.
+    pub threads: u32,
+    /// Operation ("put", "get", …) or "iteration" (all operations of a sequence).
+    pub op: String,
+    /// The target with the lower mean time below the crossing.
+    pub faster_below: String,
+    /// The target with the lower mean time above it.
+    pub faster_above: String,
+    /// Interpolated crossing, in bytes.
+    pub size_bytes: f64,
+    /// The measured sizes on either side of it, in bytes.
+    pub bracket_bytes: [u64; 2],
+}
+
+/// Mean time per operation, in ns: (workload, phase, threads, op) → target → size → repeats.
+type Series = BTreeMap<(String, String, u32, String), BTreeMap<String, BTreeMap<u64, Vec<f64>>>>;
+
+/// Every break-even in the report, in a stable order.
+pub fn compute(report: &RunReport) -> Vec<BreakEven> {
+    let mut series: Series = BTreeMap::new();
+    // Cases with a size distribution ("uniform-…", "loguniform-…") have no single size to place.
+    let fixed_size = |c: &CaseResult| !c.size_label.starts_with("uniform-") && !c.size_label.starts_with("loguniform-");
+    for case in report.cases.iter().filter(|c| c.status == "ok" && fixed_size(c)) {
+        add_case(&mut series, case);
+    }
+    crossings(&series)
+}
+
+fn crossings(series: &Series) -> Vec<BreakEven> {
+    let mut found = Vec::new();
+    for ((workload, phase, threads, op), targets) in series {
+        let medians: Vec<(&String, BTreeMap<u64, f64>)> = targets
+            .iter()
+            .map(|(t, sizes)| (t, sizes.iter().filter_map(|(s, v)| median(&mut v.clone()).map(|m| (*s, m))).collect()))
+            .collect();
+        for (i, (a, a_times)) in medians.iter().enumerate() {
+            for (b, b_times) in &medians[i + 1..] {
+                let common: Vec<(u64, f64, f64)> =
+                    a_times.iter().filter_map(|(s, ta)| b_times.get(s).map(|tb| (*s, *ta, *tb))).filter(|(_, ta, tb)| *ta > 0.0 && *tb > 0.0).collect();
+                if common.len() < 3 {
+                    continue;
+                }
+                for pair in common.windows(2) {
+                    let ((s0, a0, b0), (s1, a1, b1)) = (pair[0], pair[1]);
+                    // ln(a/b) < 0: a is faster. A change of sign is a crossing.
+                    let (r0, r1) = ((a0 / b0).ln(), (a1 / b1).ln());
+                    if r0 == 0.0 || r0.signum() == r1.signum() {
+                        continue;
+                    }
+                    let t = r0 / (r0 - r1);
+                    let size = ((s0 as f64).ln() + t * ((s1 as f64).ln() - (s0 as f64).ln())).exp();
+                    let (below, above) = if r0 < 0.0 { (a, b) } else { (b, a) };
+                    found.push(BreakEven {
+                        workload: workload.clone(),
+                        phase: phase.clone(),
+                        threads: *threads,
+                        op: op.clone(),
+                        faster_below: below.to_string(),
+                        faster_above: above.to_string(),
+                        size_bytes: size,
+                        bracket_bytes: [s0, s1],
+                    });
+                }
+            }
+        }
+    }
+    found
+}
+
+fn add_case(series: &mut Series, case: &CaseResult) {
+    for phase in &case.phases {
+        let mut iteration = 0.0;
+        for (op, result) in &phase.ops {
+            if result.count == 0 {
+                continue;
+            }
+            iteration += result.latency.mean_ns;
+            let key = (case.workload.clone(), phase.phase.clone(), case.threads, op.clone());
+            series.entry(key).or_default().entry(case.target.clone()).or_default().entry(case.size_bytes_max).or_default().push(result.latency.mean_ns);
+        }
+        if phase.phase.starts_with("sequence ") {
+            let key = (case.workload.clone(), phase.phase.clone(), case.threads, "iteration".to_string());
+            series.entry(key).or_default().entry(case.target.clone()).or_default().entry(case.size_bytes_max).or_default().push(iteration);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crossing_is_interpolated_in_log_size_between_its_bracketing_sizes() {
+        // a: 10 µs per op at every size; b: 40, 20, 5 µs at 1 kB, 10 kB, 100 kB. They cross between
+        // 10 kB (b twice as slow) and 100 kB (b twice as fast): in the middle in log-size, 31.6 kB.
+        let mut series: Series = BTreeMap::new();
+        let key = ("w".to_string(), "get".to_string(), 1, "get".to_string());
+        for (size, a, b) in [(1_000u64, 10.0, 40.0), (10_000, 10.0, 20.0), (100_000, 10.0, 5.0)] {
+            series.entry(key.clone()).or_default().entry("a".into()).or_default().insert(size, vec![a]);
+            series.entry(key.clone()).or_default().entry("b".into()).or_default().insert(size, vec![b]);
+        }
+        let found = crossings(&series);
+        assert_eq!(found.len(), 1);
+        let cross = &found[0];
+        assert_eq!((cross.faster_below.as_str(), cross.faster_above.as_str()), ("a", "b"));
+        assert_eq!(cross.bracket_bytes, [10_000, 100_000]);
+        assert!((cross.size_bytes - 31_622.8).abs() < 1.0, "{}", cross.size_bytes);
+    }
+
+    #[test]
+    fn no_crossing_with_fewer_than_three_common_sizes_or_without_a_change() {
+        let mut series: Series = BTreeMap::new();
+        let key = ("w".to_string(), "put".to_string(), 1, "put".to_string());
+        for (size, a, b) in [(1_000u64, 10.0, 40.0), (10_000, 10.0, 5.0)] {
+            series.entry(key.clone()).or_default().entry("a".into()).or_default().insert(size, vec![a]);
+            series.entry(key.clone()).or_default().entry("b".into()).or_default().insert(size, vec![b]);
+        }
+        assert!(crossings(&series).is_empty(), "two sizes are not enough to call a trend");
+        series.get_mut(&key).unwrap().get_mut("b").unwrap().insert(100_000, vec![50.0]);
+        series.get_mut(&key).unwrap().get_mut("a").unwrap().insert(100_000, vec![10.0]);
+        assert_eq!(crossings(&series).len(), 2, "a wins, loses, wins again: two crossings");
+    }
+}

@@ -234,3 +234,61 @@ fn sigint_during_fio_on_a_made_filesystem_leaves_nothing_mounted() {
     let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-fio")).count();
     assert_eq!(leftovers, 0, "the marked target directory is removed");
 }
+
+#[test]
+fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = stowbench(dir.path(), &["recipe", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for name in ["quick", "e1-filestream", "e2-container-growth", "e3-fio-filesystems", "e4-data-files"] {
+        assert!(text(&out).contains(name), "{name} missing from the list: {}", text(&out));
+    }
+    let shown = stowbench(dir.path(), &["recipe", "show", "e1-filestream"]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("read_recent = 5"), "{}", text(&shown));
+    let typo = stowbench(dir.path(), &["recipe", "show", "e1-filestraem"]);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(text(&typo).contains("Did you mean \"e1-filestream\""), "{}", text(&typo));
+
+    // No server configured: the postgres and mariadb targets are skipped, each with its fix.
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--no-progress", "--format", "json"])
+        .current_dir(dir.path())
+        .env_remove("STOWBENCH_PG_URI")
+        .env_remove("STOWBENCH_MARIADB_URI")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["recipe"]["name"], "e1-filestream");
+    assert_eq!(report["recipe"]["scale"], 0.01);
+    let skipped: Vec<&str> = report["recipe"]["skipped_targets"].as_array().unwrap().iter().map(|s| s["target"].as_str().unwrap()).collect();
+    assert_eq!(skipped, ["postgres-bytea", "postgres-lo", "postgres-file", "mariadb"]);
+    assert!(text(&out).contains("STOWBENCH_PG_URI is not set"), "{}", text(&out));
+    // E1's shape: every case is a put-then-read sequence on sqlite or sqlite-file, 94 kB scaled to 940 B.
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2 * (2 + 1 + 8), "2 targets × (2 published sizes + 54 MB + 8 sweep sizes)");
+    assert!(cases.iter().all(|c| c["status"] == "ok" && c["phases"][0]["phase"] == "sequence put-get"));
+    assert!(cases.iter().any(|c| c["size_label"] == "940B"), "94 kB at scale 0.01");
+    common::assert_valid_report(Path::new(&find_report(dir.path())));
+    let table = stowbench(dir.path(), &["report", &find_report(dir.path())]);
+    let table = text(&table);
+    assert!(table.contains("recipe e1-filestream at scale 0.01") && table.contains("mean time per operation"), "{table}");
+    assert!(table.contains("skipped target postgres-lo"), "{table}");
+
+    // A skipped target asked for by name is an error that says why.
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", "mariadb"])
+        .current_dir(dir.path())
+        .env_remove("STOWBENCH_MARIADB_URI")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("STOWBENCH_MARIADB_URI is not set"), "{}", text(&out));
+}
+
+/// The newest report.json under DIR/stowbench-results.
+fn find_report(dir: &Path) -> String {
+    let mut runs: Vec<_> = std::fs::read_dir(dir.join("stowbench-results")).unwrap().flatten().map(|e| e.path()).collect();
+    runs.sort();
+    runs.last().unwrap().join("report.json").display().to_string()
+}

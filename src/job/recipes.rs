@@ -10,6 +10,7 @@ use crate::report::model::{RecipeRun, SkippedTarget};
 use crate::units::{ByteSize, Nanos};
 
 /// One built-in recipe.
+#[derive(Debug)]
 pub struct Recipe {
     /// Name on the command line.
     pub name: &'static str,
@@ -51,14 +52,14 @@ pub const RECIPES: &[Recipe] = &[
         name: "e3-fio-filesystems",
         question: "E3: IOPS and MB/s against queue depth, block size and filesystem (fio)",
         needs_root: true,
-        time_at_scale_1: "about 10 min",
+        time_at_scale_1: "about 40 min (192 fio cases of 12 s)",
         text: include_str!("../../recipes/e3-fio-filesystems.toml"),
     },
     Recipe {
         name: "e4-data-files",
         question: "E4: do more data files speed up 16 concurrent writers? (fio level)",
         needs_root: true,
-        time_at_scale_1: "about 5 min",
+        time_at_scale_1: "about 5 min (25 fio runs of 10 s)",
         text: include_str!("../../recipes/e4-data-files.toml"),
     },
 ];
@@ -141,10 +142,25 @@ fn scale_job(job: &mut JobSpec, factor: f64) {
     }
     for sweep in &mut job.fio {
         let s = sweep.get_mut();
-        s.size.iter_mut().for_each(|v| *v = bytes(*v));
+        // Each file must hold whole blocks, and a size split over files must split evenly: round
+        // to a multiple of the largest block times every file count.
+        let largest_block = s.bs.iter().map(|b| b.0).max().unwrap_or(1);
+        let files = s.nrfiles.iter().fold(1u64, |acc, n| lcm(acc, u64::from(*n).max(1)));
+        let unit = largest_block.saturating_mul(files).max(1);
+        s.size.iter_mut().for_each(|v| *v = ByteSize(bytes(*v).0.div_ceil(unit) * unit));
         s.runtime = time(s.runtime);
         s.ramp_time = time(s.ramp_time);
     }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let gcd = |mut x: u64, mut y: u64| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    a / gcd(a, b) * b
 }
 
 /// `stowbench recipe list`: one block per recipe.

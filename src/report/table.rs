@@ -86,21 +86,7 @@ pub fn render(report: &RunReport) -> String {
         }
         let crossings: Vec<&BreakEven> =
             break_evens.iter().filter(|b| b.workload == *workload && b.phase == *phase && b.threads == *threads).collect();
-        if !crossings.is_empty() {
-            let _ = writeln!(out, "  break-even sizes (mean time per operation, interpolated in log-size between the two measured sizes):");
-            for b in crossings {
-                let _ = writeln!(
-                    out,
-                    "    {:<9}  {} faster below ~{}, {} above (between {} and {})",
-                    b.op,
-                    b.faster_below,
-                    format_bytes(b.size_bytes as u64),
-                    b.faster_above,
-                    format_bytes(b.bracket_bytes[0]),
-                    format_bytes(b.bracket_bytes[1])
-                );
-            }
-        }
+        break_even_lines(&crossings, &mut out);
     }
     footer(report, &mut out);
     fio_section(report, &mut out);
@@ -205,6 +191,34 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
         lines.push(line);
     }
     write_columns(&lines, out);
+}
+
+/// The break-even sizes of one table group. A pair of targets whose faster one changes once has
+/// a break-even; a pair that changes places several times is within its noise there, and is only
+/// counted (report.json keeps every crossing).
+fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
+    let mut by_pair: BTreeMap<(String, String, String), Vec<&BreakEven>> = BTreeMap::new();
+    for b in crossings {
+        let mut pair = [b.faster_below.clone(), b.faster_above.clone()];
+        pair.sort();
+        let [first, second] = pair;
+        by_pair.entry((b.op.clone(), first, second)).or_default().push(b);
+    }
+    let (single, tangled): (Vec<_>, Vec<_>) = by_pair.into_iter().partition(|(_, list)| list.len() == 1);
+    if single.is_empty() && tangled.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  break-even sizes (mean time per operation, interpolated in log-size between the two measured sizes):");
+    for (_, list) in &single {
+        let b = list[0];
+        let (below, above) = (format_bytes(b.bracket_bytes[0]), format_bytes(b.bracket_bytes[1]));
+        let size = format_bytes(b.size_bytes as u64);
+        let _ = writeln!(out, "    {:<9}  {} faster below ~{size}, {} above (between {below} and {above})", b.op, b.faster_below, b.faster_above);
+    }
+    if !tangled.is_empty() {
+        let pairs: Vec<String> = tangled.iter().map(|((op, a, b), list)| format!("{op} {a}/{b} ({}×)", list.len())).collect();
+        let _ = writeln!(out, "    no single break-even (the faster one changes more than once): {}", pairs.join(", "));
+    }
 }
 
 /// For a sequence phase, the published E1 layout: mean time of each operation of the sequence

@@ -235,16 +235,16 @@ fn inspect_port(uri: &str) -> u16 {
 
 // ---- recipes against the real servers ----
 
-/// E1 at a tiny scale on PostgreSQL (bytea, large objects, row + file) and MariaDB: every
-/// server target runs (none skipped), each case is E1's put-then-read sequence, and the report
-/// carries the published layout's mean times.
+/// E1 at a tiny scale on PostgreSQL (bytea, large objects, row + file) and MariaDB (row, row +
+/// file): every server target runs (none skipped), each case is E1's put-then-read sequence, and
+/// the report carries the published layout's mean times.
 #[test]
 fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
     if !available("STOWBENCH_PG_URI") || !available("STOWBENCH_MARIADB_URI") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let targets = "postgres-bytea,postgres-lo,postgres-file,mariadb";
+    let targets = "postgres-bytea,postgres-lo,postgres-file,mariadb,mariadb-file";
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
         .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", targets, "--no-progress", "--format", "json"])
         .current_dir(dir.path())
@@ -255,7 +255,7 @@ fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
     let cases = report["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 4 * 11, "4 server targets × 11 sizes");
+    assert_eq!(cases.len(), 5 * 11, "5 server targets × 11 sizes");
     for case in cases {
         assert_eq!(case["status"], "ok", "{case}");
         let phase = &case["phases"][0];

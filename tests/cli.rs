@@ -262,7 +262,7 @@ fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_sk
     assert_eq!(report["recipe"]["name"], "e1-filestream");
     assert_eq!(report["recipe"]["scale"], 0.01);
     let skipped: Vec<&str> = report["recipe"]["skipped_targets"].as_array().unwrap().iter().map(|s| s["target"].as_str().unwrap()).collect();
-    assert_eq!(skipped, ["postgres-bytea", "postgres-lo", "postgres-file", "mariadb"]);
+    assert_eq!(skipped, ["postgres-bytea", "postgres-lo", "postgres-file", "mariadb", "mariadb-file"]);
     assert!(text(&out).contains("STOWBENCH_PG_URI is not set"), "{}", text(&out));
     // E1's shape: every case is a put-then-read sequence on sqlite or sqlite-file, 94 kB scaled to 940 B.
     let cases = report["cases"].as_array().unwrap();

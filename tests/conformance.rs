@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 /// A prepared backend in its own namespace; the temporary directory goes when it drops.
 struct Fixture {
     name: &'static str,
+    /// The options as written in the conformance line.
+    options: &'static str,
     backend: Box<dyn Backend>,
     /// The directory that holds the namespace directory and nothing else.
     outer: PathBuf,
@@ -25,17 +27,17 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new(name: &'static str, options: &str) -> Fixture {
+    fn new(name: &'static str, options_text: &'static str) -> Fixture {
         let tmp = tempfile::Builder::new().prefix("stowbench-conformance-").tempdir().expect("temporary directory");
         let outer = tmp.path().join("outer");
         let ns_dir = outer.join("ns");
         let ns = Namespace::create(&ns_dir, "conformance", "case").expect("namespace");
-        let table: toml::Table = toml::from_str(options).expect("test options are valid TOML");
+        let table: toml::Table = toml::from_str(options_text).expect("test options are valid TOML");
         let options = Options::new("conformance", "tests/conformance.rs", table);
         let kind = stowbench::backend::find(name).expect("registered backend");
         let backend = (kind.construct)(&options, &ns).unwrap_or_else(|e| panic!("construct {name}: {e}"));
         backend.prepare().unwrap_or_else(|e| panic!("prepare {name}: {e}"));
-        Fixture { name, backend, outer, ns_dir, _tmp: tmp }
+        Fixture { name, options: options_text, backend, outer, ns_dir, _tmp: tmp }
     }
 
     fn session(&self, worker: usize) -> Box<dyn Session> {
@@ -224,9 +226,11 @@ fn assert_no_file_outside(outer: &Path, inside: &Path) {
 }
 
 /// The limit each real backend must declare; None means "no limit of its own".
-fn declared_limit(name: &str) -> Option<Option<u64>> {
+fn declared_limit(name: &str, options: &str) -> Option<Option<u64>> {
     match name {
         "fs" | "sqlite-file" => Some(None),
+        // File mode's content never travels in a packet: max_allowed_packet must not apply.
+        "mariadb" if options.contains("mode = \"file\"") => Some(None),
         "sqlite" => Some(Some(stowbench::backend::sqlite::MAX_OBJECT_BYTES)),
         _ => None, // test tools declare what their options say
     }
@@ -234,7 +238,7 @@ fn declared_limit(name: &str) -> Option<Option<u64>> {
 
 fn max_object_bytes_is_real(f: &Fixture) {
     let caps = f.backend.capabilities();
-    if let Some(expected) = declared_limit(f.name) {
+    if let Some(expected) = declared_limit(f.name, f.options) {
         assert_eq!(caps.max_object_bytes, expected, "declared max_object_bytes");
     }
     let Some(max) = caps.max_object_bytes else { return };
@@ -387,6 +391,11 @@ conformance!(postgres_lo, "postgres", "mode = \"lo\"", requires = "STOWBENCH_PG_
 conformance!(postgres_lo_small_chunks, "postgres", "mode = \"lo\"\nchunk_size = \"8KiB\"", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_file, "postgres", "mode = \"file\"", requires = "STOWBENCH_PG_URI");
 conformance!(mariadb_default, "mariadb", "", requires = "STOWBENCH_MARIADB_URI");
+conformance!(mariadb_file, "mariadb", "mode = \"file\"", requires = "STOWBENCH_MARIADB_URI");
+conformance!(
+    mariadb_file_row_then_file, "mariadb", "mode = \"file\"\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI"
+);
+conformance!(mariadb_file_fsync, "mariadb", "mode = \"file\"\nfsync = true", requires = "STOWBENCH_MARIADB_URI");
 conformance!(s3_default, "s3", "", requires = "STOWBENCH_S3_ENDPOINT");
 conformance!(s3_multipart, "s3", "multipart_threshold = \"1MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");
 conformance!(s3_unsigned_payload, "s3", "unsigned_payload = true\nmultipart_threshold = \"5MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");

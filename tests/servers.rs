@@ -12,7 +12,7 @@ mod common;
 
 use stowbench::backend::options::Options;
 use stowbench::backend::server::owned_name;
-use stowbench::backend::{Backend, Namespace, Session};
+use stowbench::backend::{Backend, ErrorKind, Namespace, Session};
 
 /// Whether the service behind `env` is configured; fails in CI, skips loudly elsewhere.
 fn available(env: &str) -> bool {
@@ -101,9 +101,125 @@ cleanup_check!(postgres_bytea_cleanup, "postgres", "mode = \"bytea\"", Server::P
 cleanup_check!(postgres_lo_cleanup, "postgres", "mode = \"lo\"", Server::Pg);
 cleanup_check!(postgres_file_cleanup, "postgres", "mode = \"file\"", Server::Pg);
 cleanup_check!(mariadb_cleanup, "mariadb", "", Server::Maria);
+cleanup_check!(mariadb_file_cleanup, "mariadb", "mode = \"file\"", Server::Maria);
+cleanup_check!(mariadb_file_row_then_file_cleanup, "mariadb", "mode = \"file\"\norder = \"row-then-file\"", Server::Maria);
 cleanup_check!(s3_cleanup, "s3", "", Server::S3);
 cleanup_check!(s3_multipart_cleanup, "s3", "multipart_threshold = \"1MiB\"\npart_size = \"5MiB\"", Server::S3);
 cleanup_check!(gridfs_cleanup, "gridfs", "", Server::Mongo);
+
+// ---- mariadb file mode: sqlite-file's crash and cleanup claims, with the row on a server ----
+
+/// A body that gives `left` bytes and then panics: the panic stands in for a crash (nothing after
+/// the write in progress runs, not even the undo of a failed put).
+struct CrashingBody {
+    left: u64,
+}
+
+impl std::io::Read for CrashingBody {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        assert!(self.left > 0, "simulated crash in the middle of a put");
+        let n = buf.len().min(self.left as usize);
+        buf[..n].fill(b'x');
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+fn crash_mid_put(f: &Fixture, key: &str) {
+    let mut s = f.session(0);
+    let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = s.put(key, &mut CrashingBody { left: 300_000 }, 1_000_000);
+    }));
+    assert!(crashed.is_err(), "the body must have crashed the put");
+}
+
+/// Files (content, orphans, temporaries) under a file-mode backend's files directory.
+fn content_files(f: &Fixture) -> u64 {
+    let files = f.backend.describe().data_paths[0].clone();
+    assert!(files.ends_with("files"), "data_paths[0] is the files directory: {}", files.display());
+    stowbench::backend::fs::disk_usage_of(&[files]).unwrap().files
+}
+
+#[test]
+fn mariadb_file_crash_mid_put_with_file_then_row_leaves_only_an_orphan_file() {
+    if !available(Server::Maria.env()) {
+        return;
+    }
+    let f = fixture("mariadb", "mode = \"file\"");
+    put(&mut *f.session(0), "k", 1, 9);
+    crash_mid_put(&f, "k");
+    crash_mid_put(&f, "new");
+    let mut s = f.session(1);
+    let mut value = common::VerifyingSink::new(1);
+    assert_eq!(s.get("k", &mut value).unwrap(), 9);
+    value.check(9).unwrap();
+    assert_eq!(s.head("new").unwrap_err().kind, ErrorKind::NotFound);
+    // The old content plus two partial temporary files: counted by disk_usage, gone after cleanup.
+    assert_eq!(content_files(&f), 3);
+    assert!(f.backend.disk_usage().unwrap().files >= 3);
+    drop(s);
+    f.backend.cleanup().unwrap();
+    assert_eq!(content_files(&f), 0);
+}
+
+#[test]
+fn mariadb_file_crash_mid_put_with_row_then_file_leaves_a_row_without_content() {
+    if !available(Server::Maria.env()) {
+        return;
+    }
+    let f = fixture("mariadb", "mode = \"file\"\norder = \"row-then-file\"");
+    crash_mid_put(&f, "new");
+    let mut s = f.session(1);
+    assert_eq!(s.head("new").unwrap(), 1_000_000, "the row committed before the file");
+    let err = s.get("new", &mut Vec::new()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert!(err.message.contains("row-then-file"), "{err}");
+    drop(s);
+    f.backend.cleanup().unwrap();
+}
+
+/// With a `path` option, cleanup drops the table and removes every file the backend wrote there
+/// (a crashed put's temporary file included) with the run's directory, and leaves a foreign file
+/// and a foreign stowbench-named directory beside it, a foreign file in the runner's namespace and
+/// the foreign tables alone.
+#[test]
+fn mariadb_file_cleanup_removes_its_files_and_only_those() {
+    if !available(Server::Maria.env()) {
+        return;
+    }
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("keep.txt"), "keep").unwrap();
+    std::fs::create_dir(shared.path().join("stowbench-keep")).unwrap();
+    std::fs::write(shared.path().join("stowbench-keep/files"), "keep").unwrap();
+    let f = fixture("mariadb", &format!("mode = \"file\"\npath = \"{}\"", shared.path().display()));
+    std::fs::write(f.ns.dir.join("keep.txt"), "keep").unwrap();
+    let owned = f.owned();
+    let foreign = Server::Maria.make_foreign(&owned);
+    let mut s = f.session(0);
+    for (i, len) in [0u64, 10, 1_048_577, 3_000_000].into_iter().enumerate() {
+        put(&mut *s, &format!("c/{i}"), 30 + i as u64, len);
+    }
+    put(&mut *s, "c/1", 40, 20); // the overwrite removed the file it replaced
+    drop(s);
+    crash_mid_put(&f, "orphan");
+    assert!(f.backend.describe().data_paths[0].starts_with(shared.path()), "the files live under the path option");
+    assert_eq!(content_files(&f), 5, "4 objects and the crashed put's temporary file");
+    assert!(!Server::Maria.ours(&owned).is_empty(), "the test must see our table before cleanup");
+    f.backend.cleanup().expect("cleanup");
+    assert_eq!(Server::Maria.ours(&owned), Vec::<String>::new(), "cleanup left our table behind");
+    assert!(Server::Maria.foreign_alive(&foreign), "cleanup touched tables it did not create: {foreign:?}");
+    Server::Maria.drop_foreign(&foreign);
+    let names = |dir: &std::path::Path| {
+        let entries = std::fs::read_dir(dir).unwrap();
+        let mut names: Vec<String> = entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(shared.path()), ["keep.txt", "stowbench-keep"], "cleanup removes its own directory under the path, only it");
+    assert_eq!(std::fs::read_to_string(shared.path().join("stowbench-keep/files")).unwrap(), "keep");
+    assert_eq!(names(&f.ns.dir), [stowbench::backend::namespace::MARKER_FILE, "keep.txt"]);
+    f.backend.cleanup().expect("a second cleanup is harmless");
+}
 
 #[path = "servers/inspect.rs"]
 mod inspect;
@@ -119,16 +235,16 @@ fn inspect_port(uri: &str) -> u16 {
 
 // ---- recipes against the real servers ----
 
-/// E1 at a tiny scale on PostgreSQL (bytea, large objects, row + file) and MariaDB: every
-/// server target runs (none skipped), each case is E1's put-then-read sequence, and the report
-/// carries the published layout's mean times.
+/// E1 at a tiny scale on PostgreSQL (bytea, large objects, row + file) and MariaDB (row, row +
+/// file): every server target runs (none skipped), each case is E1's put-then-read sequence, and
+/// the report carries the published layout's mean times.
 #[test]
 fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
     if !available("STOWBENCH_PG_URI") || !available("STOWBENCH_MARIADB_URI") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let targets = "postgres-bytea,postgres-lo,postgres-file,mariadb";
+    let targets = "postgres-bytea,postgres-lo,postgres-file,mariadb,mariadb-file";
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
         .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", targets, "--no-progress", "--format", "json"])
         .current_dir(dir.path())
@@ -139,7 +255,7 @@ fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
     let cases = report["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 4 * 11, "4 server targets × 11 sizes");
+    assert_eq!(cases.len(), 5 * 11, "5 server targets × 11 sizes");
     for case in cases {
         assert_eq!(case["status"], "ok", "{case}");
         let phase = &case["phases"][0];

@@ -1,18 +1,27 @@
-//! `mariadb`: one row per object in an InnoDB `LONGBLOB` column (MariaDB or MySQL).
+//! `mariadb`: objects in MariaDB or MySQL (InnoDB by default), stored one of two ways (`mode`):
 //!
-//! A put is one autocommitted `INSERT ... ON DUPLICATE KEY UPDATE` (atomic: readers see the old or
-//! the new value, never a mix); a get is one `SELECT`. The MySQL protocol carries a row and a
-//! statement parameter whole, so the client holds one object in memory per operation: the
-//! largest object is the server's `max_allowed_packet`, read at construct and enforced before
-//! any data is written. The table is named after the case's namespace and run, so cleanup drops
-//! only this case's table.
+//! - `inline` (default): one row per object with the bytes in a `LONGBLOB` column. A put is one
+//!   autocommitted `INSERT ... ON DUPLICATE KEY UPDATE` (atomic: readers see the old or the new
+//!   value, never a mix); a get is one `SELECT`. The MySQL protocol carries a row and a statement
+//!   parameter whole, so the client holds one object in memory per operation: the largest object
+//!   is the server's `max_allowed_packet`, read at construct and enforced before any data is
+//!   written.
+//! - `file`: the FILESTREAM pattern of experiment E1. The row holds key, size and the content
+//!   file's path; the bytes live in a local file beside it, written and read by the same code as
+//!   `sqlite-file` (`row_file`), with the same `order`, `fsync` and `path` options, so the two
+//!   engines differ only in the row store. No packet carries content: no size limit but the
+//!   filesystem's, and the bytes stream in both directions.
+//!
+//! The table is named after the case's namespace, run and mode, so cleanup drops only this case's
+//! table and two layouts never share one; file mode's cleanup also removes its files directory.
 
 use super::options::{OptionDoc, Options};
+use super::row_file::{ContentFiles, Order, Row, Rows};
 use super::server::{self, Endpoint};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::Nanos;
 use mysql::prelude::Queryable;
-use mysql::{Conn, Opts, OptsBuilder};
+use mysql::{Conn, Opts, OptsBuilder, TxOpts};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -21,7 +30,7 @@ use std::sync::Arc;
 /// Registry entry.
 pub const KIND: BackendKind = BackendKind {
     name: "mariadb",
-    summary: "MariaDB/MySQL: one InnoDB row per object in a LONGBLOB column",
+    summary: "MariaDB/MySQL: one InnoDB row per object, content in a LONGBLOB column or in a file beside it (option mode)",
     options: OPTIONS,
     construct,
     is_test_tool: false,
@@ -32,6 +41,27 @@ const URI_ENV: &str = "STOWBENCH_MARIADB_URI";
 const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "uri", default: "", help: "connection URI mysql://user:password@host:port/db (password redacted everywhere)" },
     OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
+    OptionDoc {
+        name: "mode",
+        default: "inline",
+        help: "inline (LONGBLOB column in the row) or file (the row holds key and size, the content a file beside it)",
+    },
+    OptionDoc {
+        name: "order",
+        default: "file-then-row",
+        help: "file mode: file-then-row (a crash leaves at worst an orphan file) \
+               or row-then-file (a row can point at a missing file)",
+    },
+    OptionDoc {
+        name: "fsync",
+        default: "false",
+        help: "file mode: fsync each content file before its rename and its directory after it",
+    },
+    OptionDoc {
+        name: "path",
+        default: "<run directory>",
+        help: "file mode: directory under which the run's directory for the content files is created",
+    },
     OptionDoc { name: "engine", default: "InnoDB", help: "storage engine of the table" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
     OptionDoc { name: "server_pid", default: "<found>", help: "mariadbd pid for CPU/memory figures (default: STOWBENCH_MARIADB_PID, @@pid_file, or the port's listener)" },
@@ -40,6 +70,30 @@ const OPTIONS: &[OptionDoc] = &[
 
 /// Bytes of a packet that are not the value: command, statement id, key and length headers.
 const PACKET_OVERHEAD_BYTES: u64 = 64 * 1024;
+
+/// Options that only file mode reads; given with `mode = "inline"` they would silently do nothing.
+const FILE_MODE_OPTIONS: &[&str] = &["order", "fsync", "path"];
+
+/// ER_DUP_ENTRY: an INSERT found the key taken (a concurrent first put of the same key committed).
+const ER_DUP_ENTRY: u16 = 1062;
+
+/// How often a file-mode row commit is retried after losing the race to insert a new key.
+const COMMIT_ATTEMPTS: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Inline,
+    File,
+}
+
+/// File mode: where the content files go, in which order, how durable.
+struct FileMode {
+    /// The namespace the files directory is in; a `path` option's directory is released on cleanup.
+    data: super::fs::DataNamespace,
+    files: PathBuf,
+    order: Order,
+    fsync: bool,
+}
 
 struct Shared {
     endpoint: Endpoint,
@@ -58,6 +112,8 @@ pub struct MariaBackend {
     settings: BTreeMap<String, String>,
     server_pid: Option<u32>,
     data_dir: Option<PathBuf>,
+    /// Set in file mode only.
+    file: Option<FileMode>,
     options: Options,
 }
 
@@ -68,10 +124,26 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     if engine.is_empty() || !engine.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!("target \"{}\": option \"engine\" = \"{engine}\" is not an engine name like InnoDB", options.target));
     }
+    let mode = match options.choice("mode", &["inline", "file"], "inline")?.as_str() {
+        "file" => Mode::File,
+        _ => Mode::Inline,
+    };
+    let file_options = match mode {
+        Mode::File => Some((Order::from_options(options)?, options.bool("fsync", false)?)),
+        Mode::Inline => {
+            if let Some(name) = FILE_MODE_OPTIONS.iter().find(|name| options.table.contains_key(**name)) {
+                let target = &options.target;
+                let why = format!("option \"{name}\" applies only to mode = \"file\"; set mode = \"file\" or remove it");
+                return Err(format!("target \"{target}\": {why}"));
+            }
+            None
+        }
+    };
     let mut shared = Shared {
         endpoint,
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
-        table: format!("{}_objects", server::owned_name(ns)),
+        // The mode is in the name, so no two layouts share a table.
+        table: format!("{}_{}", server::owned_name(ns), format!("{mode:?}").to_lowercase()),
         max_object_bytes: 0,
     };
     let mut conn = shared.connect().map_err(|e| e.message)?;
@@ -88,7 +160,26 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let discovered = pid_file.and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| t.trim().parse().ok());
     let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_MARIADB_PID", 3306, discovered)?;
     let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_MARIADB_DATA", Some(datadir))?;
-    Ok(Box::new(MariaBackend { shared: Arc::new(shared), engine, database, max_allowed_packet, server_version, settings, server_pid, data_dir, options: options.clone() }))
+    // Last, once the server answered: a `path` option's directory is created here.
+    let file = match file_options {
+        Some((order, fsync)) => {
+            let data = super::fs::DataNamespace::new(options, ns)?;
+            Some(FileMode { files: data.ns.dir.join("files"), data, order, fsync })
+        }
+        None => None,
+    };
+    Ok(Box::new(MariaBackend {
+        shared: Arc::new(shared),
+        engine,
+        database,
+        max_allowed_packet,
+        server_version,
+        settings,
+        server_pid,
+        data_dir,
+        file,
+        options: options.clone(),
+    }))
 }
 
 /// Settings that decide durability and limits (read, never changed).
@@ -146,12 +237,17 @@ impl Shared {
 
 impl Backend for MariaBackend {
     fn capabilities(&self) -> Capabilities {
+        if self.file.is_some() {
+            // The content never travels in a packet: max_allowed_packet does not apply.
+            return Capabilities::default();
+        }
         Capabilities {
             max_object_bytes: Some(self.shared.max_object_bytes),
             max_object_hint: Some(format!(
                 "the server's max_allowed_packet is {} bytes and a LONGBLOB value travels in one packet; raise it \
                  (mariadbd --max-allowed-packet=1G, or SET GLOBAL max_allowed_packet = 1073741824 and reconnect; 1 GiB is the most) \
-                 or use backend \"postgres\" with mode = \"lo\", \"s3\" or \"fs\" for larger objects",
+                 or use mode = \"file\" (the content in a file beside the row, no packet limit), \
+                 or backend \"postgres\" with mode = \"lo\", \"s3\" or \"fs\" for larger objects",
                 self.max_allowed_packet
             )),
             ..Capabilities::default()
@@ -165,6 +261,11 @@ impl Backend for MariaBackend {
             map.insert("uri".into(), s.endpoint.shown.clone().into());
             map.insert("uri_source".into(), s.endpoint.source.clone().into());
             map.insert("engine".into(), self.engine.clone().into());
+            map.insert("mode".into(), if self.file.is_some() { "file" } else { "inline" }.into());
+            if let Some(file) = &self.file {
+                map.insert("order".into(), file.order.name().into());
+                map.insert("fsync".into(), file.fsync.into());
+            }
             map.insert("table".into(), format!("{}.{}", self.database, s.table).into());
             map.insert("server_max_allowed_packet".into(), self.max_allowed_packet.into());
             for (k, v) in &self.settings {
@@ -175,26 +276,49 @@ impl Backend for MariaBackend {
         versions.insert("mariadb".into(), self.server_version.clone());
         versions.insert("mysql-crate".into(), server::locked_version("mysql"));
         let get = |k: &str| self.settings.get(k).map(String::as_str).unwrap_or("?");
-        let durability = format!(
-            "autocommit of one statement per put; server innodb_flush_log_at_trx_commit = {}, sync_binlog = {}, log_bin = {}",
+        let server = format!(
+            "server innodb_flush_log_at_trx_commit = {}, sync_binlog = {}, log_bin = {}",
             get("innodb_flush_log_at_trx_commit"),
             get("sync_binlog"),
             get("log_bin")
         );
-        BackendInfo { backend: "mariadb".into(), versions, options, durability, data_paths: self.data_dir.iter().cloned().collect() }
+        let mut data_paths: Vec<PathBuf> = self.data_dir.iter().cloned().collect();
+        let durability = match &self.file {
+            None => format!("autocommit of one statement per put; {server}"),
+            Some(file) => {
+                data_paths.insert(0, file.files.clone());
+                format!("{}; row: one transaction per put; {server}", super::row_file::durability(file.order, file.fsync))
+            }
+        };
+        BackendInfo { backend: "mariadb".into(), versions, options, durability, data_paths }
     }
 
     fn prepare(&self) -> BResult<()> {
         let s = &self.shared;
-        let sql = format!(
-            "CREATE TABLE IF NOT EXISTS `{}` (k VARBINARY(512) NOT NULL PRIMARY KEY, data LONGBLOB NOT NULL) ENGINE={}",
-            s.table, self.engine
-        );
-        s.connect()?.query_drop(sql).map_err(|e| s.error(e))
+        // File mode's path is relative to the files directory: fan-out, encoded key (at most 3 × 512
+        // bytes) and a version suffix fit in 2048 bytes.
+        let columns = match self.file {
+            None => "k VARBINARY(512) NOT NULL PRIMARY KEY, data LONGBLOB NOT NULL",
+            Some(_) => "k VARBINARY(512) NOT NULL PRIMARY KEY, size_bytes BIGINT UNSIGNED NOT NULL, \
+                        path VARBINARY(2048) NOT NULL, created_ns BIGINT NOT NULL",
+        };
+        let sql = format!("CREATE TABLE IF NOT EXISTS `{}` ({columns}) ENGINE={}", s.table, self.engine);
+        s.connect()?.query_drop(sql).map_err(|e| s.error(e))?;
+        if let Some(file) = &self.file {
+            std::fs::create_dir_all(&file.files)?;
+        }
+        Ok(())
     }
 
-    fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(MariaSession { conn: self.shared.connect()?, shared: self.shared.clone() }))
+    fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
+        let conn = self.shared.connect()?;
+        Ok(match &self.file {
+            None => Box::new(MariaSession { conn, shared: self.shared.clone() }),
+            Some(file) => Box::new(MariaFileSession {
+                rows: MariaRows { conn, shared: self.shared.clone() },
+                content: ContentFiles::new(file.files.clone(), file.order, file.fsync, worker),
+            }),
+        })
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -216,12 +340,25 @@ impl Backend for MariaBackend {
             None => DiskUsage::default(),
         };
         usage.server_reported_bytes = reported;
+        if let Some(file) = &self.file {
+            // Content, and any orphan or temporary file a crash left there, as on disk now.
+            let files = super::fs::disk_usage_of(std::slice::from_ref(&file.files))?;
+            usage.allocated_bytes += files.allocated_bytes;
+            usage.apparent_bytes += files.apparent_bytes;
+            usage.files += files.files;
+        }
         Ok(usage)
     }
 
     fn cleanup(&self) -> BResult<()> {
         let s = &self.shared;
-        s.connect()?.query_drop(format!("DROP TABLE IF EXISTS `{}`", s.table)).map_err(|e| s.error(e))
+        s.connect()?.query_drop(format!("DROP TABLE IF EXISTS `{}`", s.table)).map_err(|e| s.error(e))?;
+        if let Some(file) = &self.file {
+            // The whole files directory, orphans included; then a `path` option's own directory.
+            super::fs::remove_dir_if_present(&file.files)?;
+            file.data.release()?;
+        }
+        Ok(())
     }
 
     fn server_pids(&self) -> Vec<u32> {
@@ -274,5 +411,106 @@ impl Session for MariaSession {
         let s = self.shared.clone();
         let len: Option<u64> = self.conn.exec_first(format!("SELECT LENGTH(data) FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         len.ok_or_else(|| BackendError::not_found(key))
+    }
+}
+
+/// File mode's session: rows in MariaDB, content through `row_file` exactly as `sqlite-file`.
+struct MariaFileSession {
+    rows: MariaRows,
+    content: ContentFiles,
+}
+
+/// File mode's row side: autocommitted reads at READ COMMITTED (the newest committed row), and
+/// short write transactions that lock the key's row.
+struct MariaRows {
+    conn: Conn,
+    shared: Arc<Shared>,
+}
+
+impl Rows for MariaRows {
+    fn read_row(&mut self, key: &str) -> BResult<Option<Row>> {
+        let s = self.shared.clone();
+        let sql = format!("SELECT size_bytes, path, created_ns FROM `{}` WHERE k = ?", s.table);
+        let row: Option<(u64, String, i64)> = self.conn.exec_first(sql, (key.as_bytes(),)).map_err(|e| s.error(e))?;
+        Ok(row.map(|(size_bytes, path, created_ns)| Row { size_bytes, path, created_ns }))
+    }
+
+    fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
+        let s = self.shared.clone();
+        let e = |e| s.error(e);
+        let select = format!("SELECT size_bytes, path, created_ns FROM `{}` WHERE k = ? FOR UPDATE", s.table);
+        let update = format!("UPDATE `{}` SET size_bytes = ?, path = ?, created_ns = ? WHERE k = ?", s.table);
+        let insert = format!("INSERT INTO `{}` (k, size_bytes, path, created_ns) VALUES (?, ?, ?, ?)", s.table);
+        for _ in 0..COMMIT_ATTEMPTS {
+            // The row lock makes reading the old row and replacing it one step, as SQLite's write
+            // lock does for sqlite-file: the file it names is the one this put must remove.
+            let mut tx = self.conn.start_transaction(TxOpts::default()).map_err(e)?;
+            let old: Option<(u64, String, i64)> = tx.exec_first(&select, (key.as_bytes(),)).map_err(e)?;
+            let written = match old {
+                Some(_) => tx.exec_drop(&update, (row.size_bytes, row.path.as_str(), row.created_ns, key.as_bytes())),
+                None => tx.exec_drop(&insert, (key.as_bytes(), row.size_bytes, row.path.as_str(), row.created_ns)),
+            };
+            match written {
+                // A new key has no row to lock: a concurrent first put inserted it and committed.
+                // Dropping `tx` rolls back, which also releases the lock the duplicate check took
+                // (kept, two such losers would deadlock on their FOR UPDATE); the next attempt
+                // finds and locks the row.
+                Err(mysql::Error::MySqlError(m)) if m.code == ER_DUP_ENTRY => continue,
+                Err(err) => return Err(e(err)),
+                Ok(()) => {}
+            }
+            tx.commit().map_err(e)?;
+            return Ok(old.map(|(size_bytes, path, created_ns)| Row { size_bytes, path, created_ns }));
+        }
+        let why = format!("mariadb: key \"{key}\" was inserted and deleted concurrently {COMMIT_ATTEMPTS} times");
+        Err(BackendError::new(ErrorKind::Conflict, why))
+    }
+
+    fn undo_row(&mut self, key: &str, ours: &Row, old: Option<Row>) {
+        // One autocommitted statement: its WHERE makes "still ours?" and the change one step.
+        let table = &self.shared.table;
+        let mine = "k = ? AND path = ? AND created_ns = ?";
+        let _ = match old {
+            None => {
+                let sql = format!("DELETE FROM `{table}` WHERE {mine}");
+                self.conn.exec_drop(sql, (key.as_bytes(), ours.path.as_str(), ours.created_ns))
+            }
+            Some(o) => self.conn.exec_drop(
+                format!("UPDATE `{table}` SET size_bytes = ?, path = ?, created_ns = ? WHERE {mine}"),
+                (o.size_bytes, o.path, o.created_ns, key.as_bytes(), ours.path.as_str(), ours.created_ns),
+            ),
+        };
+    }
+
+    fn delete_row(&mut self, key: &str) -> BResult<Option<String>> {
+        let s = self.shared.clone();
+        let e = |e| s.error(e);
+        // SELECT ... FOR UPDATE, then DELETE, rather than MariaDB's DELETE ... RETURNING, which MySQL lacks.
+        let mut tx = self.conn.start_transaction(TxOpts::default()).map_err(e)?;
+        let select = format!("SELECT path FROM `{}` WHERE k = ? FOR UPDATE", s.table);
+        let path: Option<String> = tx.exec_first(select, (key.as_bytes(),)).map_err(e)?;
+        if path.is_some() {
+            tx.exec_drop(format!("DELETE FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(path)
+    }
+}
+
+impl Session for MariaFileSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        self.content.put(&mut self.rows, key, body, len)
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        self.content.get(&mut self.rows, key, sink)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        self.content.delete(&mut self.rows, key)
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        self.content.head(&mut self.rows, key)
     }
 }

@@ -14,6 +14,7 @@ pub mod null;
 pub mod options;
 pub mod pack;
 pub mod postgres;
+pub(crate) mod row_file;
 pub mod s3;
 pub mod server;
 pub mod sim;

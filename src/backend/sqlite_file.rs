@@ -12,19 +12,21 @@
 //!   no file (or the previous one), and a crash there leaves a row without its content. The option
 //!   exists so that cost can be measured, not recommended.
 //!
+//! The file side (both orders, undo, reads) is `row_file`, shared with `mariadb`'s file mode.
+//!
 //! Delete commits the row's removal, then removes the file. No SQLite size limit applies to the
 //! content, only the filesystem's. Outside `cleanup` (which removes `files/` whole, orphans
 //! included) this backend must never delete a file that no row of its own named, and it never
 //! writes outside its namespace.
 
 use super::options::{OptionDoc, Options};
+use super::row_file::{ContentFiles, Order, Row, Rows};
 use super::sqlite::connection::{self, begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
-use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use super::{BResult, Backend, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::fs::{self, File};
+use std::fs;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
 
 /// Registry entry.
 pub const KIND: BackendKind = BackendKind {
@@ -60,19 +62,6 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects(
 const UPSERT: &str = "INSERT INTO objects(key, size_bytes, path, created_ns) VALUES (?1, ?2, ?3, ?4)
     ON CONFLICT(key) DO UPDATE SET size_bytes = excluded.size_bytes, path = excluded.path, created_ns = excluded.created_ns";
 
-/// Levels of 256-way hashed directories for content files (the `fs` default).
-const FANOUT_LEVELS: u32 = 2;
-
-/// How often a get re-reads the row when a concurrent overwrite removed the file it named.
-const GET_ATTEMPTS: usize = 8;
-
-/// Which of content file and row is made durable first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Order {
-    FileThenRow,
-    RowThenFile,
-}
-
 /// The sqlite-file backend for one case.
 pub struct SqliteFileBackend {
     db: PathBuf,
@@ -89,10 +78,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     options.check_known("sqlite-file", OPTIONS)?;
     let data = super::fs::DataNamespace::new(options, ns)?;
     let ns = data.ns.clone();
-    let order = match options.choice("order", &["file-then-row", "row-then-file"], "file-then-row")?.as_str() {
-        "file-then-row" => Order::FileThenRow,
-        _ => Order::RowThenFile,
-    };
+    let order = Order::from_options(options)?;
     Ok(Box::new(SqliteFileBackend {
         db: ns.dir.join(DATABASE_FILE),
         data,
@@ -106,16 +92,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
 
 impl SqliteFileBackend {
     fn durability(&self) -> String {
-        let file = if self.fsync {
-            "content file fsynced before its rename, directory after"
-        } else {
-            "content file not fsynced (page cache; a power cut can lose it even after the row commits)"
-        };
-        let order = match self.order {
-            Order::FileThenRow => "file written, then row committed",
-            Order::RowThenFile => "row committed, then file written",
-        };
-        format!("{order}; {file}; row: {}", self.tuning.durability())
+        format!("{}; row: {}", super::row_file::durability(self.order, self.fsync), self.tuning.durability())
     }
 }
 
@@ -129,8 +106,7 @@ impl Backend for SqliteFileBackend {
         let mut options = self.options.redacted_json();
         self.tuning.record(&mut options);
         if let Some(map) = options.as_object_mut() {
-            let order = if self.order == Order::FileThenRow { "file-then-row" } else { "row-then-file" };
-            map.insert("order".into(), order.into());
+            map.insert("order".into(), self.order.name().into());
             map.insert("fsync".into(), self.fsync.into());
         }
         BackendInfo {
@@ -149,13 +125,8 @@ impl Backend for SqliteFileBackend {
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
         Ok(Box::new(SqliteFileSession {
-            conn: self.tuning.open(&self.db)?,
-            files: self.files.clone(),
-            order: self.order,
-            fsync: self.fsync,
-            worker,
-            puts: 0,
-            wait_ns: 0,
+            rows: SqliteRows { conn: self.tuning.open(&self.db)?, wait_ns: 0 },
+            content: ContentFiles::new(self.files.clone(), self.order, self.fsync, worker),
         }))
     }
 
@@ -175,31 +146,14 @@ impl Backend for SqliteFileBackend {
 }
 
 struct SqliteFileSession {
+    rows: SqliteRows,
+    content: ContentFiles,
+}
+
+/// The row side: one connection, and how long it waited for SQLite's write lock.
+struct SqliteRows {
     conn: Connection,
-    files: PathBuf,
-    order: Order,
-    fsync: bool,
-    worker: usize,
-    /// Puts so far, part of each file-then-row file name so names never repeat.
-    puts: u64,
     wait_ns: u64,
-}
-
-/// A row as stored: size, content path relative to `files/`, creation time.
-#[derive(Debug, Clone)]
-struct Row {
-    size_bytes: u64,
-    path: String,
-    created_ns: i64,
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
-}
-
-/// Content path of `key` relative to `files/` (hashed fan-out + percent-encoded key, as `fs`).
-fn key_path(key: &str) -> String {
-    super::fs::fanout_path(Path::new(""), key, FANOUT_LEVELS).to_string_lossy().into_owned()
 }
 
 /// `key`'s row, if there is one (inside a transaction, the transaction's view of it).
@@ -211,17 +165,11 @@ fn read_row(conn: &Connection, key: &str) -> BResult<Option<Row>> {
         .context("read row")
 }
 
-/// Removes a content file; one that is already gone is fine (a crash or a racing delete).
-fn remove_content(path: &Path) -> BResult<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-        _ => Ok(()),
+impl Rows for SqliteRows {
+    fn read_row(&mut self, key: &str) -> BResult<Option<Row>> {
+        read_row(&self.conn, key)
     }
-}
 
-impl SqliteFileSession {
-
-    /// Replaces `key`'s row with `row` in one write transaction; returns the row it replaced.
     fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
         let old = read_row(&tx, key)?;
@@ -232,49 +180,6 @@ impl SqliteFileSession {
         Ok(old)
     }
 
-    /// file-then-row: a new uniquely named file, then the row, then the replaced file goes.
-    fn put_file_then_row(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        self.puts += 1;
-        let created_ns = now_ns();
-        // '~' never occurs in an encoded key, so versioned names cannot collide with other keys.
-        let path = format!("{}~{:x}-{:x}-{:x}", key_path(key), self.worker, created_ns, self.puts);
-        let absolute = self.files.join(&path);
-        super::fs::write_file_atomically(&absolute, body, len, self.fsync, self.worker)?;
-        let row = Row { size_bytes: len, path: path.clone(), created_ns };
-        let old = match self.commit_row(key, &row) {
-            Ok(old) => old,
-            Err(e) => {
-                // No row names the new file: it is ours to remove, and nothing else changed.
-                let _ = remove_content(&absolute);
-                return Err(e);
-            }
-        };
-        self.remove_replaced(old, &path)
-    }
-
-    /// After a committed overwrite, removes the file the old row named (unless it is reused).
-    fn remove_replaced(&self, old: Option<Row>, new_path: &str) -> BResult<()> {
-        match old {
-            Some(old) if old.path != new_path => remove_content(&self.files.join(&old.path)).map_err(|e| {
-                BackendError::new(e.kind, format!("the put committed, but removing the replaced file {} failed: {}", old.path, e.message))
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// row-then-file: the row first, then the key's file; a failed write puts the old row back.
-    fn put_row_then_file(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        let row = Row { size_bytes: len, path: key_path(key), created_ns: now_ns() };
-        let old = self.commit_row(key, &row)?;
-        if let Err(e) = super::fs::write_file_atomically(&self.files.join(&row.path), body, len, self.fsync, self.worker) {
-            self.undo_row(key, &row, old);
-            return Err(e);
-        }
-        self.remove_replaced(old, &row.path)
-    }
-
-    /// Best effort after a failed row-then-file write: restore the previous row (or remove the new
-    /// one) if nobody changed it since. A crash instead of an error leaves the dangling row.
     fn undo_row(&mut self, key: &str, ours: &Row, old: Option<Row>) {
         let undo = |conn: &mut Connection, wait_ns: &mut u64| -> BResult<()> {
             let tx = begin_write(conn, wait_ns)?;
@@ -291,81 +196,45 @@ impl SqliteFileSession {
         };
         let _ = undo(&mut self.conn, &mut self.wait_ns);
     }
-}
 
-impl Session for SqliteFileSession {
-    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        match self.order {
-            Order::FileThenRow => self.put_file_then_row(key, body, len),
-            Order::RowThenFile => self.put_row_then_file(key, body, len),
-        }
-    }
-
-    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let mut missing: Option<String> = None;
-        for _ in 0..GET_ATTEMPTS {
-            let row = read_row(&self.conn, key)?.ok_or_else(|| BackendError::not_found(key))?;
-            match File::open(self.files.join(&row.path)) {
-                Ok(mut file) => {
-                    // An open file stays readable even if an overwrite removes its name now.
-                    let len = file.metadata()?.len();
-                    if self.order == Order::FileThenRow && len != row.size_bytes {
-                        return Err(BackendError::new(
-                            ErrorKind::Corrupt,
-                            format!("key \"{key}\": row says {} bytes, file {} holds {len}", row.size_bytes, row.path),
-                        ));
-                    }
-                    super::copy_exact(&mut file, sink, len)?;
-                    return Ok(len);
-                }
-                // The same row twice with its file missing: not a race with an overwrite.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing.as_deref() != Some(row.path.as_str()) => {
-                    missing = Some(row.path);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.missing_file(key, &row.path)),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(BackendError::new(ErrorKind::Conflict, format!("key \"{key}\": replaced {GET_ATTEMPTS} times while being read")))
-    }
-
-    fn delete(&mut self, key: &str) -> BResult<()> {
+    fn delete_row(&mut self, key: &str) -> BResult<Option<String>> {
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
         let path: Option<String> = tx
             .prepare_cached("DELETE FROM objects WHERE key = ?1 RETURNING path")
             .and_then(|mut stmt| stmt.query_row([key], |r| r.get(0)).optional())
             .context("delete")?;
         tx.commit().context("delete: commit")?;
-        let path = path.ok_or_else(|| BackendError::not_found(key))?;
-        remove_content(&self.files.join(path))
-    }
-
-    fn head(&mut self, key: &str) -> BResult<u64> {
-        Ok(read_row(&self.conn, key)?.ok_or_else(|| BackendError::not_found(key))?.size_bytes)
-    }
-
-    fn wait_ns(&self) -> u64 {
-        self.wait_ns
+        Ok(path)
     }
 }
 
-impl SqliteFileSession {
-    /// The error for a row whose file is missing: expected in flight with row-then-file, a broken
-    /// promise with file-then-row.
-    fn missing_file(&self, key: &str, path: &str) -> BackendError {
-        match self.order {
-            Order::RowThenFile => BackendError::new(
-                ErrorKind::NotFound,
-                format!("key \"{key}\": its row exists but file {path} does not (order = row-then-file: written after the commit, or lost in a crash)"),
-            ),
-            Order::FileThenRow => BackendError::new(ErrorKind::Corrupt, format!("key \"{key}\": its row names file {path}, which is missing")),
-        }
+impl Session for SqliteFileSession {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        self.content.put(&mut self.rows, key, body, len)
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        self.content.get(&mut self.rows, key, sink)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        self.content.delete(&mut self.rows, key)
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        self.content.head(&mut self.rows, key)
+    }
+
+    fn wait_ns(&self) -> u64 {
+        self.rows.wait_ns
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::ErrorKind;
+    use std::path::Path;
 
     /// A body that gives `left` bytes and then takes the process down with it (a panic stands in
     /// for a crash: nothing after the write in progress runs).

@@ -59,6 +59,7 @@ end_to_end!(end_to_end_postgres_bytea, Server::Pg, "backend = \"postgres\"\nmode
 end_to_end!(end_to_end_postgres_lo, Server::Pg, "backend = \"postgres\"\nmode = \"lo\"");
 end_to_end!(end_to_end_postgres_file, Server::Pg, "backend = \"postgres\"\nmode = \"file\"");
 end_to_end!(end_to_end_mariadb, Server::Maria, "backend = \"mariadb\"");
+end_to_end!(end_to_end_mariadb_file, Server::Maria, "backend = \"mariadb\"\nmode = \"file\"");
 end_to_end!(end_to_end_s3, Server::S3, "backend = \"s3\"");
 end_to_end!(end_to_end_gridfs, Server::Mongo, "backend = \"gridfs\"");
 

@@ -382,6 +382,7 @@ conformance!(sqlite_file_row_then_file, "sqlite-file", "order = \"row-then-file\
 conformance!(sqlite_file_fsync_rollback, "sqlite-file", "fsync = true\njournal_mode = \"truncate\"");
 conformance!(pack_default, "pack", "");
 conformance!(pack_fsync, "pack", "fsync = true");
+conformance!(pack_unchecked_reads, "pack", "read_checks = false");
 conformance!(cfb_default, "cfb", "");
 conformance!(zip_default, "zip", "");
 conformance!(zip_flush_none, "zip", "flush = \"none\"");

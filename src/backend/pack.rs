@@ -27,6 +27,11 @@ pub const KIND: BackendKind = BackendKind {
 const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
     OptionDoc { name: "fsync", default: "false", help: "fdatasync each record before the put returns and the key becomes visible" },
+    OptionDoc {
+        name: "read_checks",
+        default: "true",
+        help: "gets check each record's body hash (one more pass over the data); false trusts the disk as a file read does",
+    },
 ];
 
 /// Name of the pack directory inside the namespace.
@@ -36,6 +41,7 @@ pub const PACK_DIR: &str = "pack";
 pub struct PackBackend {
     dir: PathBuf,
     fsync: bool,
+    read_checks: bool,
     options: Options,
     store: Mutex<Option<Arc<PackStore>>>,
 }
@@ -49,6 +55,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     Ok(Box::new(PackBackend {
         dir: ns.dir.join(PACK_DIR),
         fsync: options.bool("fsync", false)?,
+        read_checks: options.bool("read_checks", true)?,
         options: options.clone(),
         store: Mutex::new(None),
     }))
@@ -62,6 +69,7 @@ impl PackBackend {
             return Ok(store.clone());
         }
         let store = PackStore::open(&self.dir, self.fsync)?;
+        store.set_read_checks(self.read_checks);
         *slot = Some(store.clone());
         Ok(store)
     }
@@ -81,6 +89,7 @@ impl Backend for PackBackend {
         let mut options = self.options.redacted_json();
         if let Some(map) = options.as_object_mut() {
             map.insert("fsync".into(), self.fsync.into());
+            map.insert("read_checks".into(), self.read_checks.into());
         }
         BackendInfo {
             backend: "pack".into(),

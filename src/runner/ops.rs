@@ -84,7 +84,7 @@ impl Worker<'_, '_> {
     fn dispatch(&mut self, op: Op, key: u64, index: u64, name: &str) -> bool {
         match op {
             Op::Put => return self.put(key, index, name),
-            Op::Get => self.get(key, index, name),
+            Op::Get => return self.get(key, index, name),
             Op::Head => {
                 let snapshot = self.ctx.keys.snapshot(key);
                 let (result, latency, retries) = self.timed(|w| w.session.head(name).map(|_| 0));
@@ -140,9 +140,15 @@ impl Worker<'_, '_> {
         true
     }
 
-    fn get(&mut self, key: u64, index: u64, name: &str) {
+    fn get(&mut self, key: u64, index: u64, name: &str) -> bool {
         let ctx = self.ctx;
         let snapshot = ctx.keys.snapshot(key);
+        // A phase stopped by bytes counts what gets read as well as what puts write: the size
+        // the key was stored with (a missing key moves nothing).
+        let size = snapshot.known().map(|(_, size)| size).unwrap_or(0);
+        if ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) {
+            return false;
+        }
         let mut sink = DigestSink::default();
         let (result, latency, retries) = self.timed(|w| {
             if ctx.verify {
@@ -153,7 +159,7 @@ impl Worker<'_, '_> {
             }
         });
         if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
-            return;
+            return true;
         }
         match result {
             Ok(n) if ctx.verify => {
@@ -167,6 +173,7 @@ impl Worker<'_, '_> {
             }
             other => self.finish(Op::Get, index, latency, retries, other),
         }
+        true
     }
 
     /// Checks a get by its digest; only a mismatch (or a version whose digest was not recorded)

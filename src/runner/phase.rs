@@ -431,4 +431,21 @@ mod tests {
         }
         assert_eq!(*log.lock().unwrap(), want);
     }
+
+    #[test]
+    fn a_get_phase_stopped_by_bytes_stops_after_reading_them() {
+        let (keys, flag) = (KeyTable::new(10), AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(RecordingSession { log: log.clone(), ..Default::default() })];
+        let puts = PhasePlan { stop: Stop { count: Some(10), ..Stop::default() }, ..PhasePlan::single(Op::Put, KeyOrder::Sequential) };
+        let mut ctx = context(&puts, &keys, 1, &flag);
+        ctx.objects = 10;
+        run(&ctx, &mut sessions, || ()).unwrap();
+        // Objects are 100 bytes (see `context`): 300 bytes is three gets.
+        let gets = PhasePlan { stop: Stop { bytes: Some(300), ..Stop::default() }, ..PhasePlan::single(Op::Get, KeyOrder::Sequential) };
+        let mut ctx = context(&gets, &keys, 1, &flag);
+        ctx.objects = 10;
+        let stats = crate::stats::merge("get", run(&ctx, &mut sessions, || ()).unwrap(), 0);
+        assert_eq!(totals(&stats, Op::Get), (3, 0, 0, 0));
+    }
 }

@@ -4,6 +4,7 @@
 #   bench/sqlite-vs-kvtest.sh [--count N] [--size BYTES] [--reads R] [--modes sql,blob]
 #                             [--order asc|random] [--repeat N] [--quick] [--out DIR]
 #                             [--work-dir DIR] [--no-verify] [--no-drop-caches]
+#                             [--schema rowid|text-key] [--blob-handle per-session|per-get]
 #
 # kvtest (test/kvtest.c of SQLite, built by bench/kvtest-build.sh against the same SQLite
 # amalgamation stowbench links) is the SQLite authors' "BLOBs in a table vs files" read test.
@@ -12,24 +13,33 @@
 #   kvtest run DB --count N ...                            (untimed: warms the page cache)
 #   kvtest run DB --count R --max-id N --asc --jmode wal --cache-size -2000 --mmap 0
 #                 --multitrans [--blob-api]                 (timed: R reads)
-# and stowbench with backend sqlite (its defaults: WAL, synchronous=normal, 4096-byte pages,
-# 2000 KiB cache, no mmap): N puts of S bytes, then an untimed pass of N gets, then R timed gets
-# (sequential keys, 1 thread). It prints get objects/s of both and the ratio (target ≥ 0.95).
+# and stowbench with backend sqlite, schema = "rowid" (--schema) and otherwise its defaults (WAL,
+# synchronous=normal, 4096-byte pages, 2000 KiB cache, no mmap): N puts of S bytes, then an
+# untimed pass of N gets, then R timed gets (sequential keys, 1 thread). It prints get objects/s
+# of both and the ratio (target ≥ 0.95).
 #
 # Modes: `sql` — kvtest reads with `SELECT v FROM kv WHERE k=?1`; stowbench with its default
 # blob_io_threshold (1 MiB), so a 10,000-byte value is read by SQL as well. `blob` — kvtest
-# --blob-api (sqlite3_blob_reopen + sqlite3_blob_read); stowbench with blob_io_threshold = 1KiB,
-# so it reads (and writes) the value through incremental blob I/O.
+# --blob-api (one sqlite3_blob handle moved with sqlite3_blob_reopen + sqlite3_blob_read);
+# stowbench with blob_io_threshold = 1KiB, so it reads (and writes) the value through incremental
+# blob I/O, and blob_handle = "per-session" (--blob-handle): one handle per session, moved the
+# same way.
 #
-# What differs and cannot be made equal (bench/README.md): kvtest's table is
-# kv(k INTEGER PRIMARY KEY, v BLOB) read by rowid; stowbench's is objects(key TEXT PRIMARY KEY,
-# size_bytes, body) read by key through its index, then by rowid — one more B-tree search per get.
-# stowbench runs each get in its own transaction (BEGIN … COMMIT); kvtest --multitrans gives each
-# SQL read its own implicit transaction, but in blob mode kvtest keeps one blob handle open across
-# reads (sqlite3_blob_reopen), i.e. one long read transaction. stowbench copies each value into its
-# verification buffer and checks it after the timed call (--no-verify drops the check); kvtest
-# only takes a pointer (SQL) or copies into its buffer (blob). kvtest's data comes from its own
-# `init` (one bulk transaction), stowbench's from its timed puts (one transaction each).
+# What is the same: kvtest's table kv(k INTEGER PRIMARY KEY, v BLOB) is read by rowid, and so is
+# stowbench's objects(id INTEGER PRIMARY KEY, key, size_bytes, body) with schema = "rowid" (one
+# B-tree search; `--schema text-key` measures the default layout, found through the key's index).
+# In blob mode both hold one read transaction across reads (kvtest for the whole run, stowbench
+# for up to 100 ms at a time; docs/backends/sqlite.md says what a get then sees).
+# What still differs (bench/README.md): stowbench's ids are the xxh3-64 of the key, so keys read
+# in sequence are scattered over the table, where kvtest's ids 1..N read in --asc order sit side
+# by side (SQLite's 2000 KiB cache then holds the leaf page the next read needs; --order random
+# takes that locality from both). stowbench checks that the row holds the requested key (one
+# SELECT by rowid before each blob read; kvtest reads the blob blind). In SQL mode each stowbench
+# get is its own transaction; kvtest --multitrans resets its statement only before the next read.
+# stowbench copies each value into its verification buffer and checks it after the timed call
+# (--no-verify drops the check); kvtest only takes a pointer (SQL) or copies into its buffer
+# (blob). kvtest's data comes from its own `init` (one bulk transaction), stowbench's from its
+# timed puts (one transaction each).
 set -euo pipefail
 BENCH_NAME=sqlite-vs-kvtest
 # shellcheck source=bench/lib.sh
@@ -44,9 +54,11 @@ REPEAT=3
 OUT=""
 WORK=""
 VERIFY=true
+SCHEMA=rowid
+BLOB_HANDLE=per-session
 readonly TARGET=0.95
 
-usage() { sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
   while (($#)); do
@@ -60,6 +72,8 @@ parse_args() {
     --out) OUT=$2; shift 2 ;;
     --work-dir) WORK=$2; shift 2 ;;
     --no-verify) VERIFY=false; shift ;;
+    --schema) SCHEMA=$2; shift 2 ;;
+    --blob-handle) BLOB_HANDLE=$2; shift 2 ;;
     --no-drop-caches) DROP_CACHES=false; shift ;;
     --quick) COUNT=2000; READS=50000; REPEAT=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -69,6 +83,8 @@ parse_args() {
   [[ ${REPEAT} =~ ^[1-9][0-9]*$ ]] || die "--repeat must be a positive integer"
   [[ ${COUNT} =~ ^[1-9][0-9]*$ && ${READS} =~ ^[1-9][0-9]*$ ]] || die "--count and --reads must be positive integers"
   [[ ${ORDER} == asc || ${ORDER} == random ]] || die "--order is asc or random"
+  [[ ${SCHEMA} == rowid || ${SCHEMA} == text-key ]] || die "--schema is rowid or text-key"
+  [[ ${BLOB_HANDLE} == per-session || ${BLOB_HANDLE} == per-get ]] || die "--blob-handle is per-session or per-get"
   local m
   for m in $(split_list "${MODES}"); do
     [[ ${m} == sql || ${m} == blob ]] || die "--modes takes sql and/or blob, not '${m}'"
@@ -100,8 +116,9 @@ measure_kvtest() { # MODE REPEAT TAG; prints get objects/s
 }
 
 write_sb_job() { # FILE MODE
-  local file=$1 mode=$2 threshold=""
-  [[ ${mode} == blob ]] && threshold='blob_io_threshold = "1KiB"   # every value through incremental blob I/O, as kvtest --blob-api'
+  local file=$1 mode=$2 blob_options=""
+  [[ ${mode} == blob ]] && blob_options="blob_io_threshold = \"1KiB\"   # every value through incremental blob I/O, as kvtest --blob-api
+blob_handle = \"${BLOB_HANDLE}\"   # per-session: one handle moved row to row (sqlite3_blob_reopen), as kvtest --blob-api"
   local order=sequential
   [[ ${ORDER} == random ]] && order=uniform
   cat >"${file}" <<EOF
@@ -113,7 +130,8 @@ seed = 42
 [[target]]
 name = "sqlite"
 backend = "sqlite"
-${threshold}
+schema = "${SCHEMA}"   # rowid: one B-tree search per get, as kvtest's kv(k INTEGER PRIMARY KEY, v BLOB)
+${blob_options}
 
 [[workload]]
 name = "kvtest-match"
@@ -121,7 +139,7 @@ sizes = [${SIZE}]
 threads = [1]
 objects = ${COUNT}
 verify = ${VERIFY}
-key_order = "${order}"
+key_order = "sequential"   # the puts write every key once, as kvtest init
 
 [[workload.phase]]
 mix = { put = 1 }
@@ -129,6 +147,7 @@ mix = { put = 1 }
 # One untimed pass warms the page cache (as kvtest's discarded run), then ${READS} timed gets.
 [[workload.phase]]
 mix = { get = 1 }
+key_order = "${order}"
 warmup_count = ${COUNT}
 count = ${READS}
 EOF
@@ -160,6 +179,7 @@ main() {
     printf 'kvtest: %s (built against: %s)\n' "${KVTEST}" "$(cat "${KVTEST}.how" 2>/dev/null || echo unknown)"
     printf 'stowbench: %s (%s)\n' "$("${STOWBENCH}" --version)" "${STOWBENCH}"
     printf 'objects: %s of %s bytes; timed reads: %s (%s order); verify: %s\n' "${COUNT}" "${SIZE}" "${READS}" "${ORDER}" "${VERIFY}"
+    printf 'stowbench sqlite: schema = %s; blob mode: blob_handle = %s\n' "${SCHEMA}" "${BLOB_HANDLE}"
     printf 'work dir: %s (%s)\n' "${WORK}" "$(df -T "${WORK}" | awk 'NR == 2 { print $2 " on " $1 }')"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"

@@ -377,6 +377,61 @@ fn fs_in_place_keeps_every_behaviour_but_atomic_visibility() {
 conformance!(sqlite_default, "sqlite", "");
 conformance!(sqlite_blob_io_always, "sqlite", "blob_io_threshold = 0");
 conformance!(sqlite_rollback_journal, "sqlite", "journal_mode = \"delete\"\nsynchronous = \"full\"");
+conformance!(sqlite_held_blob_handle, "sqlite", "blob_handle = \"per-session\"");
+conformance!(sqlite_rowid, "sqlite", "schema = \"rowid\"");
+conformance!(sqlite_rowid_blob_io_always, "sqlite", "schema = \"rowid\"\nblob_io_threshold = 0");
+conformance!(sqlite_rowid_rollback_journal, "sqlite", "schema = \"rowid\"\njournal_mode = \"delete\"\nsynchronous = \"full\"");
+conformance!(sqlite_rowid_held_blob_handle, "sqlite", "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
+
+/// `schema = "rowid"` keeps a key's row under the xxh3-64 of the key. Two keys that share an id
+/// must never see each other's value: a row of another key is planted under the id of "victim"
+/// (a real collision cannot be found by search), and every operation on "victim" must refuse it.
+#[test]
+fn sqlite_rowid_never_mixes_up_keys_that_share_a_row_id() {
+    let id = stowbench::backend::sqlite::row_id_of("victim");
+    assert_eq!(id, xxhash_rust::xxh3::xxh3_64(b"victim") as i64, "the mapping is on disk: it must not change");
+    let planted = common::bytes(77, 2000);
+    for options in ["schema = \"rowid\"", "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\""] {
+        let f = Fixture::new("sqlite", options);
+        let conn = rusqlite::Connection::open(f.ns_dir.join("objects.db")).unwrap();
+        let plant = "INSERT INTO objects(id, key, size_bytes, body) VALUES (?1, 'intruder', 2000, ?2)";
+        conn.execute(plant, rusqlite::params![id, planted]).unwrap();
+        let mut s = f.session(0);
+        let mut sink = Vec::new();
+        assert_kind(s.get("victim", &mut sink), ErrorKind::NotFound, "get of a key whose id holds another key");
+        assert!(sink.is_empty(), "{options}: get wrote {} bytes of another key's value", sink.len());
+        assert_kind(s.head("victim"), ErrorKind::NotFound, "head of a key whose id holds another key");
+        assert_kind(s.delete("victim"), ErrorKind::NotFound, "delete of a key whose id holds another key");
+        for len in [10, 1_048_577] {
+            let err = s.put("victim", &mut PayloadReader::new(5, len), len).expect_err("a put onto another key's id must fail");
+            assert_eq!(err.kind, ErrorKind::Unsupported, "{options}: {err}");
+            assert!(err.message.contains("\"victim\"") && err.message.contains("\"intruder\""), "name both keys: {err}");
+        }
+        let (key, body): (String, Vec<u8>) =
+            conn.query_row("SELECT key, body FROM objects WHERE id = ?1", [id], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+        assert_eq!((key.as_str(), body == planted), ("intruder", true), "{options}: the other key's row must stay as it was");
+        put(&mut *s, "bystander", 6, 100);
+        assert_value(&mut *s, "bystander", 6, 100);
+    }
+}
+
+/// `CREATE TABLE IF NOT EXISTS` keeps a table of the other layout; prepare must refuse it, naming
+/// the file and the option, and leave the data alone.
+#[test]
+fn sqlite_refuses_a_database_made_with_the_other_schema() {
+    for (made_with, asked) in [("", "schema = \"rowid\""), ("schema = \"rowid\"", "schema = \"text-key\"")] {
+        let f = Fixture::new("sqlite", made_with);
+        put(&mut *f.session(0), "kept", 8, 300);
+        let ns = Namespace::create(&f.ns_dir, "conformance", "case").unwrap();
+        let options = Options::new("conformance", "", toml::from_str(asked).unwrap());
+        let other = (stowbench::backend::find("sqlite").unwrap().construct)(&options, &ns).unwrap();
+        let err = other.prepare().expect_err("a database of the other schema must be refused");
+        let db = f.ns_dir.join("objects.db");
+        assert!(err.message.contains(&db.display().to_string()) && err.message.contains(asked), "name file and option: {err}");
+        assert_value(&mut *f.session(0), "kept", 8, 300);
+    }
+}
+
 conformance!(sqlite_file_then_row, "sqlite-file", "");
 conformance!(sqlite_file_row_then_file, "sqlite-file", "order = \"row-then-file\"");
 conformance!(sqlite_file_fsync_rollback, "sqlite-file", "fsync = true\njournal_mode = \"truncate\"");

@@ -1,16 +1,24 @@
 //! `sqlite`: every object is a BLOB inside its row of one SQLite table (E1's "inline" case).
 //!
 //! Table `objects(key TEXT PRIMARY KEY, size_bytes INTEGER, body BLOB)` in `objects.db` inside the
-//! namespace. A put is one `BEGIN IMMEDIATE` transaction: values up to `blob_io_threshold` are
-//! bound whole; larger ones are inserted as `zeroblob(len)` and filled through SQLite's incremental
-//! blob I/O in bounded chunks, and a get streams them back the same way, so a 900 MB value never
-//! sits in memory. An overwrite replaces row and body in that one transaction: readers see the old
-//! value or the new one, never a mix. This backend must never hold more than one chunk (or one
+//! namespace, or with `schema = "rowid"` the same columns under an integer primary key derived
+//! from the key (see `schema`). A put is one `BEGIN IMMEDIATE` transaction: values up to
+//! `blob_io_threshold` are bound whole; larger ones are inserted as `zeroblob(len)` and filled
+//! through SQLite's incremental blob I/O in bounded chunks, and a get streams them back the same
+//! way, so a 900 MB value never sits in memory. An overwrite replaces row and body in that one
+//! transaction: readers see the old value or the new one, never a mix. With
+//! `blob_handle = "per-session"` a session keeps its read handle (and so its read snapshot) across
+//! gets for up to `SNAPSHOT_MAX_AGE`. This backend must never hold more than one chunk (or one
 //! value up to the threshold) in memory, and never write outside its database files.
 
 pub(crate) mod connection;
+mod read_blob;
+mod schema;
 
 use self::connection::{begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
+use self::read_blob::ReadBlob;
+pub use self::schema::row_id_of;
+use self::schema::Schema;
 use super::options::{OptionDoc, Options};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::ByteSize;
@@ -18,6 +26,7 @@ use rusqlite::blob::ZeroBlob;
 use rusqlite::{params, Connection, OptionalExtension, MAIN_DB};
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Registry entry.
 pub const KIND: BackendKind = BackendKind {
@@ -34,6 +43,13 @@ const OPTIONS: &[OptionDoc] = &[
         name: "blob_io_threshold",
         default: "1MiB",
         help: "values up to this size are bound whole (held in memory once); larger ones stream through incremental blob I/O",
+    },
+    schema::SCHEMA_OPTION,
+    OptionDoc {
+        name: "blob_handle",
+        default: "per-get",
+        help: "per-get: each get reading through blob I/O opens its own handle and read transaction; per-session: one handle \
+               per session, moved row to row (sqlite3_blob_reopen), whose snapshot gets read for up to 100ms (wal only)",
     },
     connection::JOURNAL_MODE_OPTION,
     connection::SYNCHRONOUS_OPTION,
@@ -59,17 +75,29 @@ pub const MAX_OBJECT_BYTES: u64 = SQLITE_MAX_LENGTH_BYTES - ROW_OVERHEAD_BYTES -
 const LIMIT_HINT: &str = "SQLite limits a whole row (key, size and BLOB) to 1,000,000,000 bytes (SQLITE_MAX_LENGTH); \
                           use backend \"sqlite-file\" (row in SQLite, content in a file) for larger objects";
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects(
-    key TEXT PRIMARY KEY NOT NULL,
-    size_bytes INTEGER NOT NULL,
-    body BLOB NOT NULL
-)";
+/// How gets that read through blob I/O hold their BLOB handle (option `blob_handle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlobHandle {
+    /// Each get opens a handle and closes it: one read transaction per get.
+    PerGet,
+    /// Each session keeps one handle and moves it from row to row (`sqlite3_blob_reopen`), as
+    /// kvtest --blob-api does; the session's read transaction then spans gets (see `SNAPSHOT_MAX_AGE`).
+    PerSession,
+}
 
-/// `body` must stay the last column: SQLite keeps a trailing zeroblob as a count instead of
-/// expanding it in memory, which is what lets a 900 MB insert run in bounded memory.
-const UPSERT: &str = "INSERT INTO objects(key, size_bytes, body) VALUES (?1, ?2, ?3)
-    ON CONFLICT(key) DO UPDATE SET size_bytes = excluded.size_bytes, body = excluded.body
-    RETURNING rowid";
+impl BlobHandle {
+    fn name(self) -> &'static str {
+        match self {
+            BlobHandle::PerGet => "per-get",
+            BlobHandle::PerSession => "per-session",
+        }
+    }
+}
+
+/// With `blob_handle = "per-session"`, the longest a session keeps the snapshot its handle holds;
+/// the first get or head after that closes the handle and starts a new one. Bounds how stale a
+/// get can be, and how long the WAL cannot be reset behind the reader.
+const SNAPSHOT_MAX_AGE: Duration = Duration::from_millis(100);
 
 /// The sqlite backend for one case.
 pub struct SqliteBackend {
@@ -77,28 +105,68 @@ pub struct SqliteBackend {
     /// Where the database lives; released (a `path` option's directory removed) on cleanup.
     data: super::fs::DataNamespace,
     tuning: Tuning,
+    schema: Schema,
+    blob_handle: BlobHandle,
     blob_io_threshold_bytes: u64,
     options: Options,
 }
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
-    options.check_known("sqlite", OPTIONS)?;
-    let data = super::fs::DataNamespace::new(options, ns)?;
-    let ns = data.ns.clone();
-    let blob_io_threshold_bytes = options.size("blob_io_threshold", ByteSize(1 << 20))?.0;
-    if blob_io_threshold_bytes > MAX_OBJECT_BYTES {
-        return Err(format!(
-            "target \"{}\": option \"blob_io_threshold\" is {blob_io_threshold_bytes} bytes, above the largest value SQLite stores ({MAX_OBJECT_BYTES})",
-            options.target
-        ));
+    Ok(Box::new(SqliteBackend::new(options, ns)?))
+}
+
+impl SqliteBackend {
+    /// Reads and checks the options (nothing is created before `prepare`).
+    fn new(options: &Options, ns: &Namespace) -> Result<SqliteBackend, String> {
+        options.check_known("sqlite", OPTIONS)?;
+        let data = super::fs::DataNamespace::new(options, ns)?;
+        let ns = data.ns.clone();
+        let blob_io_threshold_bytes = options.size("blob_io_threshold", ByteSize(1 << 20))?.0;
+        if blob_io_threshold_bytes > MAX_OBJECT_BYTES {
+            return Err(format!(
+                "target \"{}\": option \"blob_io_threshold\" is {blob_io_threshold_bytes} bytes, \
+                 above the largest value SQLite stores ({MAX_OBJECT_BYTES})",
+                options.target
+            ));
+        }
+        let tuning = Tuning::from_options(options)?;
+        let blob_handle = match options.choice("blob_handle", &["per-get", "per-session"], "per-get")?.as_str() {
+            "per-session" => BlobHandle::PerSession,
+            _ => BlobHandle::PerGet,
+        };
+        if blob_handle == BlobHandle::PerSession && tuning.journal_mode != "wal" {
+            // Outside WAL a reader's lock keeps every writer from committing for as long as it is held.
+            return Err(format!(
+                "target \"{}\": option \"blob_handle\" = \"per-session\" needs journal_mode = \"wal\" \
+                 (with \"{}\" the read lock each session holds between gets would block every writer)",
+                options.target, tuning.journal_mode
+            ));
+        }
+        Ok(SqliteBackend {
+            db: ns.dir.join(DATABASE_FILE),
+            data,
+            tuning,
+            schema: Schema::from_options(options)?,
+            blob_handle,
+            blob_io_threshold_bytes,
+            options: options.clone(),
+        })
     }
-    Ok(Box::new(SqliteBackend {
-        db: ns.dir.join(DATABASE_FILE),
-        data,
-        tuning: Tuning::from_options(options)?,
-        blob_io_threshold_bytes,
-        options: options.clone(),
-    }))
+
+    /// One session: its own connection, no BLOB handle held yet.
+    fn new_session(&self) -> BResult<SqliteSession> {
+        Ok(SqliteSession {
+            held_blob: None,
+            conn: self.tuning.open(&self.db)?,
+            schema: self.schema,
+            blob_handle: self.blob_handle,
+            snapshot_max_age: SNAPSHOT_MAX_AGE,
+            blob_io_threshold_bytes: self.blob_io_threshold_bytes,
+            small_value: Vec::new(),
+            wait_ns: 0,
+            last_get_was_large: false,
+        })
+    }
 }
 
 impl Backend for SqliteBackend {
@@ -117,6 +185,8 @@ impl Backend for SqliteBackend {
         self.tuning.record(&mut options);
         if let Some(map) = options.as_object_mut() {
             map.insert("blob_io_threshold".into(), ByteSize(self.blob_io_threshold_bytes).label().into());
+            map.insert("schema".into(), self.schema.name().into());
+            map.insert("blob_handle".into(), self.blob_handle.name().into());
         }
         BackendInfo {
             backend: "sqlite".into(),
@@ -128,17 +198,12 @@ impl Backend for SqliteBackend {
     }
 
     fn prepare(&self) -> BResult<()> {
-        self.tuning.prepare_database(&self.db, SCHEMA)
+        self.tuning.prepare_database(&self.db, self.schema.create_table())?;
+        self.schema.check_database(&self.tuning.open(&self.db)?, &self.db)
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(SqliteSession {
-            conn: self.tuning.open(&self.db)?,
-            blob_io_threshold_bytes: self.blob_io_threshold_bytes,
-            small_value: Vec::new(),
-            wait_ns: 0,
-            last_get_was_large: false,
-        }))
+        Ok(Box::new(self.new_session()?))
     }
 
     /// Allocated and apparent bytes of `objects.db` plus its `-wal`, `-shm` and `-journal` files
@@ -162,7 +227,14 @@ fn write_body(row: &rusqlite::Row<'_>, idx: usize, key: &str, size_bytes: u64, s
 }
 
 struct SqliteSession {
+    /// The BLOB handle kept between gets (`blob_handle = "per-session"`), holding the session's
+    /// read transaction open. Declared before `conn` so that it is closed first.
+    held_blob: Option<ReadBlob>,
     conn: Connection,
+    schema: Schema,
+    blob_handle: BlobHandle,
+    /// How long `held_blob` may keep its snapshot (`SNAPSHOT_MAX_AGE`; shorter in tests).
+    snapshot_max_age: Duration,
     blob_io_threshold_bytes: u64,
     /// Reused buffer for values bound whole (at most `blob_io_threshold_bytes`).
     small_value: Vec<u8>,
@@ -190,25 +262,87 @@ fn check_row_fits(key: &str, len: u64) -> BResult<()> {
     Ok(())
 }
 
+impl SqliteSession {
+    /// Ends the read transaction a held BLOB handle keeps open. A write must not start inside it
+    /// (in WAL an old snapshot cannot become a write transaction), and the session's next get must
+    /// see what it wrote.
+    fn release_snapshot(&mut self) {
+        self.held_blob = None;
+    }
+
+    /// Releases the held snapshot once it is older than `snapshot_max_age`.
+    fn release_old_snapshot(&mut self) {
+        if self.held_blob.as_ref().is_some_and(|held| held.opened_at.elapsed() >= self.snapshot_max_age) {
+            self.held_blob = None;
+        }
+    }
+
+    /// A get of a value above the threshold (or one that was, last time): finds the row, then
+    /// streams its BLOB in chunks.
+    fn get_through_blob(&mut self, id: i64, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        let mut find = self.conn.prepare_cached(self.schema.find_row()).context("get: prepare")?;
+        let mut rows = find.query(params![id, key]).context("get: find row")?;
+        let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
+        let rowid: i64 = row.get(0).context("get: read rowid")?;
+        let size_bytes = unsigned(row, 1).context("get: read size")?;
+        if size_bytes <= self.blob_io_threshold_bytes {
+            // Small again: read it whole while `rows` keeps this read transaction open, and take
+            // the one-statement path next time.
+            self.last_get_was_large = false;
+            let mut stmt = self.conn.prepare_cached("SELECT body FROM objects WHERE rowid = ?1").context("get: prepare")?;
+            let mut body_rows = stmt.query([rowid]).context("get: read body")?;
+            let row = body_rows.next().context("get: read body")?.ok_or_else(|| BackendError::not_found(key))?;
+            write_body(row, 0, key, size_bytes, sink)?;
+            return Ok(size_bytes);
+        }
+        // `rows` is not reset yet, so the lookup's read transaction is still open: the handle opens
+        // (or moves) inside it and reads the version of the row just found, then keeps that
+        // transaction open by itself until it is closed. No BEGIN … COMMIT needed (two statements
+        // SQLite would have to prepare per get).
+        let mut blob = match self.held_blob.take() {
+            Some(mut held) => {
+                held.reopen(rowid).context("get: move blob handle")?;
+                held
+            }
+            // SAFETY: the handle ends in `self.held_blob`, declared before `self.conn` (so dropped
+            // first), or is dropped at the end of this get.
+            None => unsafe { ReadBlob::open(&self.conn, c"objects", c"body", rowid) }.context("get: open blob")?,
+        };
+        drop(rows);
+        drop(find);
+        check_length(key, size_bytes, blob.len_bytes())?;
+        super::copy_exact(&mut blob, sink, size_bytes)?;
+        if self.blob_handle == BlobHandle::PerSession {
+            self.held_blob = Some(blob);
+        }
+        Ok(size_bytes)
+    }
+}
+
 impl Session for SqliteSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         check_row_fits(key, len)?;
+        self.release_snapshot();
         let whole = len <= self.blob_io_threshold_bytes;
         if whole {
             // Read before taking the write lock, so the lock is held only for SQLite's own work.
             self.small_value.clear();
             super::copy_exact(body, &mut self.small_value, len)?;
         }
+        let id = self.schema.row_id(key);
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let rowid: i64 = {
-            let mut upsert = tx.prepare_cached(UPSERT).context("put: prepare")?;
+        let rowid: Option<i64> = {
+            let mut upsert = tx.prepare_cached(self.schema.upsert()).context("put: prepare")?;
             if whole {
-                upsert.query_row(params![key, len as i64, &self.small_value[..]], |row| row.get(0))
+                upsert.query_row(params![id, key, len as i64, &self.small_value[..]], |row| row.get(0))
             } else {
-                upsert.query_row(params![key, len as i64, ZeroBlob(len)], |row| row.get(0))
+                upsert.query_row(params![id, key, len as i64, ZeroBlob(len)], |row| row.get(0))
             }
+            .optional()
             .context("put: insert row")?
         };
+        // No row back: the rowid upsert found another key under this key's id and left it alone.
+        let rowid = rowid.ok_or_else(|| Schema::collision(&tx, key, id))?;
         if !whole {
             let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, false).context("put: open blob")?;
             super::copy_exact(body, &mut blob, len)?;
@@ -219,17 +353,14 @@ impl Session for SqliteSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        self.release_old_snapshot();
+        let id = self.schema.row_id(key);
         // A value up to the threshold comes whole in one statement (its own read transaction: SQLite
-        // makes one statement consistent), so a small get costs one lookup, not BEGIN, two SELECTs
-        // and COMMIT. Larger values stream through blob I/O inside one explicit transaction, so the
-        // row found and the blob read are the same version.
+        // makes one statement consistent), so a small get costs one lookup, not two statements.
         if !self.last_get_was_large {
-            let mut stmt = self
-                .conn
-                .prepare_cached("SELECT size_bytes, CASE WHEN size_bytes <= ?2 THEN body END FROM objects WHERE key = ?1")
-                .context("get: prepare")?;
+            let mut stmt = self.conn.prepare_cached(self.schema.select_small()).context("get: prepare")?;
             let threshold = i64::try_from(self.blob_io_threshold_bytes).unwrap_or(i64::MAX);
-            let mut rows = stmt.query(rusqlite::params![key, threshold]).context("get: find row")?;
+            let mut rows = stmt.query(params![id, key, threshold]).context("get: find row")?;
             let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
             let size_bytes = unsigned(row, 0).context("get: read size")?;
             if size_bytes <= self.blob_io_threshold_bytes {
@@ -238,35 +369,14 @@ impl Session for SqliteSession {
             }
         }
         self.last_get_was_large = true;
-        let tx = self.conn.transaction().context("get: begin")?;
-        let found: Option<(i64, u64)> = tx
-            .prepare_cached("SELECT rowid, size_bytes FROM objects WHERE key = ?1")
-            .and_then(|mut stmt| stmt.query_row([key], |row| Ok((row.get(0)?, unsigned(row, 1)?))).optional())
-            .context("get: find row")?;
-        let (rowid, size_bytes) = found.ok_or_else(|| BackendError::not_found(key))?;
-        if size_bytes <= self.blob_io_threshold_bytes {
-            // Small again: read it whole in this transaction, and take the one-statement path next.
-            self.last_get_was_large = false;
-            let mut stmt = tx.prepare_cached("SELECT body FROM objects WHERE rowid = ?1").context("get: prepare")?;
-            let mut rows = stmt.query([rowid]).context("get: read body")?;
-            let row = rows.next().context("get: read body")?.ok_or_else(|| BackendError::not_found(key))?;
-            write_body(row, 0, key, size_bytes, sink)?;
-            drop(rows);
-            drop(stmt);
-            tx.commit().context("get: end")?;
-            return Ok(size_bytes);
-        }
-        let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, true).context("get: open blob")?;
-        check_length(key, size_bytes, blob.len() as u64)?;
-        super::copy_exact(&mut blob, sink, size_bytes)?;
-        drop(blob);
-        tx.commit().context("get: end")?;
-        Ok(size_bytes)
+        self.get_through_blob(id, key, sink)
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
+        self.release_snapshot();
+        let id = self.schema.row_id(key);
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let deleted = tx.execute("DELETE FROM objects WHERE key = ?1", [key]).context("delete")?;
+        let deleted = tx.execute(self.schema.delete(), params![id, key]).context("delete")?;
         tx.commit().context("delete: commit")?;
         if deleted == 0 {
             return Err(BackendError::not_found(key));
@@ -275,9 +385,11 @@ impl Session for SqliteSession {
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
+        self.release_old_snapshot();
+        let id = self.schema.row_id(key);
         self.conn
-            .prepare_cached("SELECT size_bytes FROM objects WHERE key = ?1")
-            .and_then(|mut stmt| stmt.query_row([key], |row| unsigned(row, 0)).optional())
+            .prepare_cached(self.schema.head())
+            .and_then(|mut stmt| stmt.query_row(params![id, key], |row| unsigned(row, 0)).optional())
             .context("head")?
             .ok_or_else(|| BackendError::not_found(key))
     }
@@ -304,20 +416,80 @@ mod tests {
 
     #[test]
     fn the_row_limit_is_exactly_where_sqlite_puts_it() {
-        // Lower SQLite's length limit to 1 MB and check our accounting of the row against it.
-        let conn = Connection::open_in_memory().unwrap();
-        // SAFETY: a valid open handle; sqlite3_limit only lowers a per-connection limit.
-        unsafe { rusqlite::ffi::sqlite3_limit(conn.handle(), rusqlite::ffi::SQLITE_LIMIT_LENGTH, 1_000_000) };
-        conn.execute_batch(SCHEMA).unwrap();
+        for schema in [Schema::TextKey, Schema::Rowid] {
+            // Lower SQLite's length limit to 1 MB and check our accounting of the row against it.
+            let conn = Connection::open_in_memory().unwrap();
+            // SAFETY: a valid open handle; sqlite3_limit only lowers a per-connection limit.
+            unsafe { rusqlite::ffi::sqlite3_limit(conn.handle(), rusqlite::ffi::SQLITE_LIMIT_LENGTH, 1_000_000) };
+            conn.execute_batch(schema.create_table()).unwrap();
+            let key = "k".repeat(KEY_BYTES_AT_LIMIT as usize);
+            let id = schema.row_id(&key);
+            let max = 1_000_000 - ROW_OVERHEAD_BYTES - KEY_BYTES_AT_LIMIT;
+            conn.query_row(schema.upsert(), params![id, key, max as i64, ZeroBlob(max)], |r| r.get::<_, i64>(0)).unwrap();
+            let too_big = 1_000_000 - key.len() as u64;
+            let err = conn.query_row(schema.upsert(), params![id, key, too_big as i64, ZeroBlob(too_big)], |r| r.get::<_, i64>(0))
+                .unwrap_err();
+            assert_eq!(connection::sql_error(err, "put").kind, ErrorKind::TooLarge, "{schema:?}");
+        }
+        assert!(check_row_fits(&"k".repeat(KEY_BYTES_AT_LIMIT as usize), MAX_OBJECT_BYTES).is_ok());
         let key = "k".repeat(KEY_BYTES_AT_LIMIT as usize);
-        let max = 1_000_000 - ROW_OVERHEAD_BYTES - KEY_BYTES_AT_LIMIT;
-        conn.query_row(UPSERT, params![key, max as i64, ZeroBlob(max)], |r| r.get::<_, i64>(0)).unwrap();
-        let too_big = 1_000_000 - key.len() as u64;
-        let err = conn.query_row(UPSERT, params![key, too_big as i64, ZeroBlob(too_big)], |r| r.get::<_, i64>(0)).unwrap_err();
-        assert_eq!(connection::sql_error(err, "put").kind, ErrorKind::TooLarge);
-        assert!(check_row_fits(&key, MAX_OBJECT_BYTES).is_ok());
         assert_eq!(check_row_fits(&key, MAX_OBJECT_BYTES + 1).unwrap_err().kind, ErrorKind::TooLarge);
         assert_eq!(check_row_fits("k", MAX_OBJECT_BYTES + 1).unwrap_err().kind, ErrorKind::TooLarge, "short keys too");
         assert_eq!(check_row_fits(&format!("{key}k"), MAX_OBJECT_BYTES).unwrap_err().kind, ErrorKind::TooLarge, "longer keys");
+    }
+
+    /// A prepared backend with `options` in a temporary namespace.
+    fn backend(tmp: &tempfile::TempDir, options: &str) -> SqliteBackend {
+        let ns = Namespace::create(&tmp.path().join("ns"), "test", "case").unwrap();
+        let options = Options::new("t", "", toml::from_str(options).unwrap());
+        let backend = SqliteBackend::new(&options, &ns).unwrap();
+        backend.prepare().unwrap();
+        backend
+    }
+
+    fn put(session: &mut SqliteSession, key: &str, value: &[u8]) {
+        session.put(key, &mut &value[..], value.len() as u64).unwrap();
+    }
+
+    fn get(session: &mut SqliteSession, key: &str) -> Vec<u8> {
+        let mut value = Vec::new();
+        session.get(key, &mut value).unwrap();
+        value
+    }
+
+    /// Exactly what docs/backends/sqlite.md promises for `blob_handle = "per-session"`: a session's
+    /// gets read one snapshot until its own next write or until the snapshot is too old.
+    #[test]
+    fn a_held_blob_handle_reads_one_snapshot_until_a_write_or_its_age_ends_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = backend(&tmp, "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
+        let mut writer = backend.new_session().unwrap();
+        let mut reader = backend.new_session().unwrap();
+        reader.snapshot_max_age = Duration::from_secs(3600);
+        put(&mut writer, "a", b"old a");
+        put(&mut writer, "b", b"old b");
+        assert_eq!(get(&mut reader, "a"), b"old a");
+        put(&mut writer, "b", b"new b");
+        assert_eq!(get(&mut reader, "b"), b"old b", "inside the held snapshot another session's commit is not seen");
+        assert_eq!(reader.head("b").unwrap(), 5);
+        put(&mut reader, "c", b"reader's own");
+        assert_eq!(get(&mut reader, "b"), b"new b", "a write of the session ends its snapshot");
+        assert_eq!(get(&mut reader, "c"), b"reader's own");
+        put(&mut writer, "a", b"newer a");
+        reader.snapshot_max_age = Duration::ZERO;
+        assert_eq!(get(&mut reader, "a"), b"newer a", "an old snapshot is released before the next get");
+        let mut per_get = backend.new_session().unwrap();
+        per_get.blob_handle = BlobHandle::PerGet;
+        assert_eq!(get(&mut per_get, "a"), b"newer a");
+        assert!(per_get.held_blob.is_none(), "per-get closes its handle (and read transaction) at the end of every get");
+    }
+
+    #[test]
+    fn a_held_blob_handle_is_refused_outside_wal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ns = Namespace::create(&tmp.path().join("ns"), "test", "case").unwrap();
+        let options = Options::new("t", "", toml::from_str("blob_handle = \"per-session\"\njournal_mode = \"delete\"").unwrap());
+        let err = SqliteBackend::new(&options, &ns).err().expect("refused");
+        assert!(err.contains("\"blob_handle\"") && err.contains("wal"), "{err}");
     }
 }

@@ -117,8 +117,10 @@ measure_kvtest() { # MODE REPEAT TAG; prints get objects/s
 
 write_sb_job() { # FILE MODE
   local file=$1 mode=$2 blob_options=""
-  [[ ${mode} == blob ]] && blob_options="blob_io_threshold = \"1KiB\"   # every value through incremental blob I/O, as kvtest --blob-api
-blob_handle = \"${BLOB_HANDLE}\"   # per-session: one handle moved row to row (sqlite3_blob_reopen), as kvtest --blob-api"
+  # Blob mode: every value through incremental blob I/O, as kvtest --blob-api; per-session: one
+  # handle moved row to row (sqlite3_blob_reopen), as kvtest --blob-api.
+  [[ ${mode} == blob ]] && blob_options="blob_io_threshold = \"1KiB\"
+blob_handle = \"${BLOB_HANDLE}\""
   local order=sequential
   [[ ${ORDER} == random ]] && order=uniform
   cat >"${file}" <<EOF

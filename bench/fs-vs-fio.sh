@@ -228,24 +228,8 @@ fsync = $([[ ${durability} == fsync ]] && echo true || echo false)
 fanout_levels = ${FANOUT}
 write_mode = "${WRITE_MODE}"
 
-[[workload]]
-name = "fio-match"
-sizes = [${size}]
-threads = [${threads}]
-objects = ${objects}
-verify = ${VERIFY}
-key_order = "sequential"
-
-# put: one pass over the keys, each object created once (as fio creates each file once).
-[[workload.phase]]
-mix = { put = 1 }
-
-# get: one untimed pass (warm cache, as fio's discarded read), then ${passes} timed pass(es).
-[[workload.phase]]
-mix = { get = 1 }
-warmup_count = ${objects}
-count = $((passes * objects))
 EOF
+  sb_put_then_get_workload fio-match "${size}" "${threads}" "${objects}" "${passes}" >>"${file}"
 }
 
 # One cell, one repeat, one tool; appends its put and get rows to raw.csv.

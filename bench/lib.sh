@@ -146,5 +146,32 @@ run_stowbench() {
   sed -n 's/^report: //p' "${logbase}.log" | tail -n1
 }
 
+# The [[workload]] table of a matched run: NAME, OBJECTS objects of SIZE bytes on THREADS threads,
+# each written once with sequential keys, then read back: one untimed pass (warm caches, as the
+# reference tool's discarded read), then PASSES timed passes; verification as $VERIFY says.
+# Printed to stdout, to end a job file.
+sb_put_then_get_workload() { # NAME SIZE THREADS OBJECTS PASSES
+  local name=$1 size=$2 threads=$3 objects=$4 passes=$5
+  cat <<EOF
+[[workload]]
+name = "${name}"
+sizes = [${size}]
+threads = [${threads}]
+objects = ${objects}
+verify = ${VERIFY}
+key_order = "sequential"
+
+# put: one pass over the keys, each object written once.
+[[workload.phase]]
+mix = { put = 1 }
+
+# get: one untimed pass (warm caches), then ${passes} timed pass(es).
+[[workload.phase]]
+mix = { get = 1 }
+warmup_count = ${objects}
+count = $((passes * objects))
+EOF
+}
+
 # The 1, 5 and 15 minute load averages: a benchmark on a busy machine says so in its conditions.
 load_average() { cut -d' ' -f1-3 /proc/loadavg; }

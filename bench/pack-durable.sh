@@ -202,24 +202,8 @@ seed = 42
 name = "${tool}"
 $(target_options "${tool}")
 
-[[workload]]
-name = "durable"
-sizes = [${size}]
-threads = [${threads}]
-objects = ${objects}
-verify = ${VERIFY}
-key_order = "sequential"
-
-# put: one pass over the keys, each object written once and durable when the put returns.
-[[workload.phase]]
-mix = { put = 1 }
-
-# get: one untimed pass (warm caches), then ${passes} timed pass(es).
-[[workload.phase]]
-mix = { get = 1 }
-warmup_count = ${objects}
-count = $((passes * objects))
 EOF
+  sb_put_then_get_workload durable "${size}" "${threads}" "${objects}" "${passes}" >>"${file}"
 }
 
 write_fio_job() { # FILE SIZE THREADS OBJECTS

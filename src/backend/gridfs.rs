@@ -204,6 +204,16 @@ impl Backend for GridFsBackend {
         Ok(())
     }
 
+    /// The file server's catalog lives in the same database, beside the bucket.
+    fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
+        let s = self.shared.clone();
+        let client = s.connect()?;
+        let write_concern = s.journal.then(|| WriteConcern::builder().journal(true).build());
+        let error = Box::new(move |e| s.error(e));
+        let db = self.shared.database(&client);
+        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &self.shared.bucket, write_concern, error)))
+    }
+
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
         let client = self.shared.connect()?;
         Ok(Box::new(GridFsSession { bucket: self.shared.bucket(&client), client, shared: self.shared.clone() }))
@@ -235,7 +245,8 @@ impl Backend for GridFsBackend {
 
     fn cleanup(&self) -> BResult<()> {
         let s = &self.shared;
-        s.bucket(&self.admin).drop().run().map_err(|e| s.error(e))
+        s.bucket(&self.admin).drop().run().map_err(|e| s.error(e))?;
+        super::catalog::mongo::MongoCatalog::drop_collections(&s.database(&self.admin), &s.bucket).map_err(|e| s.error(e))
     }
 
     fn server_pids(&self) -> Vec<u32> {

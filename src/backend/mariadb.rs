@@ -310,6 +310,13 @@ impl Backend for MariaBackend {
         Ok(())
     }
 
+    /// The file server's catalog lives in the same database, beside the content's table.
+    fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
+        let shared = self.shared.clone();
+        let error = Box::new(move |e| shared.error(e));
+        Ok(Box::new(super::catalog::mariadb::MariaCatalog::new(self.shared.connect()?, &self.shared.table, &self.engine, error)))
+    }
+
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
         let conn = self.shared.connect()?;
         Ok(match &self.file {
@@ -352,7 +359,9 @@ impl Backend for MariaBackend {
 
     fn cleanup(&self) -> BResult<()> {
         let s = &self.shared;
-        s.connect()?.query_drop(format!("DROP TABLE IF EXISTS `{}`", s.table)).map_err(|e| s.error(e))?;
+        let mut conn = s.connect()?;
+        conn.query_drop(format!("DROP TABLE IF EXISTS `{}`", s.table)).map_err(|e| s.error(e))?;
+        super::catalog::mariadb::MariaCatalog::drop_tables(&mut conn, &s.table).map_err(|e| s.error(e))?;
         if let Some(file) = &self.file {
             // The whole files directory, orphans included; then a `path` option's own directory.
             super::fs::remove_dir_if_present(&file.files)?;

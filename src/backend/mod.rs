@@ -5,6 +5,7 @@
 //! three, so every backend is measured the same way. Bodies stream in both directions through
 //! `Read`/`Write`, so no backend ever needs a whole object in memory.
 
+pub mod catalog;
 pub mod cfb;
 pub mod fs;
 pub mod gridfs;
@@ -182,6 +183,12 @@ pub trait Backend: Send + Sync {
     /// Hands the case's payload generator to a backend that fabricates reads instead of storing
     /// them (`null`); every other backend ignores it.
     fn attach_payload(&self, _payload: &crate::workload::payload::PayloadSpec) {}
+    /// Opens worker `worker`'s connection to the file-server catalog (upload and download phases,
+    /// see `catalog`). By default it is a SQLite file in `beside` (the case's own directory);
+    /// backends that are databases keep it in their own database instead.
+    fn open_catalog(&self, _worker: usize, beside: &std::path::Path) -> BResult<Box<dyn catalog::Catalog>> {
+        Ok(Box::new(catalog::sqlite::SqliteCatalog::open(&beside.join(catalog::sqlite::BESIDE_FILE), "")?))
+    }
     /// A virtual clock, for the `sim` backend only; real backends use the monotonic clock.
     fn clock(&self) -> Option<std::sync::Arc<dyn crate::clock::Clock>> {
         None

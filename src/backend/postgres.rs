@@ -270,6 +270,13 @@ impl Backend for PgBackend {
         Ok(Box::new(PgSession { client: self.shared.connect()?, shared: self.shared.clone(), worker }))
     }
 
+    /// The file server's catalog lives in the same database, beside the content's table.
+    fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
+        let shared = self.shared.clone();
+        let error = Box::new(move |e| shared.error(e));
+        Ok(Box::new(super::catalog::postgres::PgCatalog::new(self.shared.connect()?, &self.shared.table, error)))
+    }
+
     fn disk_usage(&self) -> BResult<DiskUsage> {
         let s = &self.shared;
         let mut client = s.connect()?;
@@ -304,6 +311,7 @@ impl Backend for PgBackend {
             tx.batch_execute(&format!("DROP TABLE {}", s.table)).map_err(|e| s.error(e))?;
         }
         tx.commit().map_err(|e| s.error(e))?;
+        super::catalog::postgres::PgCatalog::drop_tables(&mut client, &s.table).map_err(|e| s.error(e))?;
         if s.mode == Mode::File {
             match std::fs::remove_dir_all(&s.files_root) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),

@@ -10,7 +10,7 @@ use crate::units::ByteSize;
 use serde::Serialize;
 use std::sync::Arc;
 
-/// The operations a workload can issue.
+/// The operations a workload can issue, and the steps a file-server operation is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
@@ -22,11 +22,24 @@ pub enum Op {
     Delete,
     /// Ask for an object's size.
     Head,
+    /// File server: hash a file, register it in the catalog (a duplicate is only registered),
+    /// then store its content (a `put` step) — E5's upload.
+    Upload,
+    /// File server: find a file's stored object by its name in the catalog (a `lookup` step),
+    /// then read it (a `get` step).
+    Download,
+    /// Step of an upload: hashing the content (the client's work, as a file server does it).
+    Hash,
+    /// Step of an upload: the duplicate lookup and the catalog rows (and, after the content is
+    /// stored, marking it stored).
+    Register,
+    /// Step of a download: resolving the name to the stored object.
+    Lookup,
 }
 
 impl Op {
-    /// All operations, in report order.
-    pub const ALL: [Op; 4] = [Op::Put, Op::Get, Op::Delete, Op::Head];
+    /// The operations a job file may name, in report order.
+    pub const ALL: [Op; 6] = [Op::Put, Op::Get, Op::Delete, Op::Head, Op::Upload, Op::Download];
 
     /// Lower-case name used in job files and reports.
     pub fn name(self) -> &'static str {
@@ -35,7 +48,27 @@ impl Op {
             Op::Get => "get",
             Op::Delete => "delete",
             Op::Head => "head",
+            Op::Upload => "upload",
+            Op::Download => "download",
+            Op::Hash => "hash",
+            Op::Register => "register",
+            Op::Lookup => "lookup",
         }
+    }
+
+    /// Whether this operation stores an object (`read_recent` follows these).
+    pub fn writes(self) -> bool {
+        matches!(self, Op::Put | Op::Upload)
+    }
+
+    /// Whether this operation reads an object (`read_recent` applies to these).
+    pub fn reads(self) -> bool {
+        matches!(self, Op::Get | Op::Head | Op::Download)
+    }
+
+    /// Whether this is a file-server operation (it needs a catalog).
+    pub fn is_file_server(self) -> bool {
+        matches!(self, Op::Upload | Op::Download)
     }
 
     fn parse(name: &str) -> Option<Op> {
@@ -164,8 +197,8 @@ impl PhasePlan {
     /// Whether every read of this phase reads a key the phase itself put before (a sequence that
     /// starts with a put and reads only recent puts): such a phase needs no preload.
     pub fn reads_only_its_own_puts(&self) -> bool {
-        self.sequence && self.read_recent.is_some() && self.mix.first().is_some_and(|(op, _)| *op == Op::Put)
-            && self.mix.iter().all(|(op, _)| matches!(op, Op::Put | Op::Get | Op::Head))
+        self.sequence && self.read_recent.is_some() && self.mix.first().is_some_and(|(op, _)| op.writes())
+            && self.mix.iter().all(|(op, _)| op.writes() || op.reads())
     }
 }
 
@@ -188,6 +221,13 @@ pub struct WorkloadPlan {
     pub max_error_ratio: f64,
     /// Put every object before the first phase, untimed.
     pub preload: bool,
+    /// Whether the phases are file-server operations (upload, download), which need a catalog.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub file_server: bool,
+    /// File server: the fraction of uploads whose content repeats an earlier upload of the same
+    /// worker (they are registered, not stored again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicates: Option<f64>,
 }
 
 /// One validated target.
@@ -473,6 +513,7 @@ fn build_workload(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Res
     }
     let first_is_put =
         phases.first().map(|p| p.mix.iter().all(|(op, _)| *op == Op::Put) || p.reads_only_its_own_puts()).unwrap_or(true);
+    let file_server = file_server_rules(w, &phases).map_err(|(field, m)| err(field, m))?;
     Ok(WorkloadPlan {
         name: w.name.clone(),
         phases,
@@ -481,15 +522,55 @@ fn build_workload(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Res
         cold_cache,
         retries: w.retries.unwrap_or(0),
         max_error_ratio,
-        preload: w.preload.unwrap_or(!first_is_put),
+        preload: w.preload.unwrap_or(!first_is_put && !file_server),
+        file_server,
+        duplicates: file_server.then(|| w.duplicates.unwrap_or(0.0)),
     })
+}
+
+/// Checks how a workload uses the file-server operations; returns whether it is a file-server
+/// workload. Uploads and downloads keep their own catalog of names, so they cannot share a
+/// workload with plain puts and gets of the same keys, and a download needs an upload before it.
+fn file_server_rules(w: &WorkloadSpec, phases: &[PhasePlan]) -> Result<bool, (&'static str, String)> {
+    let uses = |pred: fn(Op) -> bool| phases.iter().any(|p| p.mix.iter().any(|(op, _)| pred(*op)));
+    let file_server = uses(Op::is_file_server);
+    if !file_server {
+        if w.duplicates.is_some() {
+            return Err(("duplicates", "applies to upload phases only; add phases = [\"upload\", \"download\"] or remove it".into()));
+        }
+        return Ok(false);
+    }
+    if uses(|op| !op.is_file_server()) {
+        return Err((
+            "phases",
+            "upload and download keep a catalog of file names and cannot be mixed with put, get, delete or head in one workload; \
+             use two workloads"
+                .into(),
+        ));
+    }
+    let first_upload = phases.iter().position(|p| p.mix.iter().any(|(op, _)| *op == Op::Upload));
+    let first_download = phases.iter().position(|p| p.mix.iter().any(|(op, _)| *op == Op::Download));
+    if let Some(d) = first_download {
+        if first_upload.is_none_or(|u| u > d) {
+            return Err(("phases", "a download reads files an upload registered: put an upload phase first, e.g. phases = [\"upload\", \"download\"]".into()));
+        }
+    }
+    if w.preload == Some(true) {
+        return Err(("preload", "file-server workloads fill their store with an upload phase; remove preload = true".into()));
+    }
+    if let Some(d) = w.duplicates {
+        if !(0.0..1.0).contains(&d) {
+            return Err(("duplicates", format!("{d} is out of range; use 0 (every file new) up to, not including, 1")));
+        }
+    }
+    Ok(true)
 }
 
 fn simple_phase(name: &str, key_order: KeyOrder) -> Result<PhasePlan, String> {
     let op = Op::parse(name).ok_or_else(|| {
-        let names = ["put", "get", "delete", "head"];
+        let names = Op::ALL.map(Op::name);
         let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
-        format!("\"{name}\" is not an operation; use put, get, delete or head.{hint}")
+        format!("\"{name}\" is not an operation; use put, get, delete, head, upload or download.{hint}")
     })?;
     Ok(PhasePlan::single(op, key_order))
 }
@@ -521,8 +602,10 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
     }
     match p.read_recent {
         Some(0) => return Err("read_recent counts from 1 (the newest put); e.g. read_recent = 5 reads the 5th newest".into()),
-        Some(_) if !mix.iter().any(|(op, _)| *op == Op::Put) || !mix.iter().any(|(op, _)| matches!(op, Op::Get | Op::Head)) => {
-            return Err("read_recent makes gets and heads read what this phase put: the phase needs a put and a get or head".into())
+        Some(_) if !mix.iter().any(|(op, _)| op.writes()) || !mix.iter().any(|(op, _)| op.reads()) => {
+            return Err("read_recent makes gets, heads and downloads read what this phase put or uploaded: \
+                        the phase needs a put and a get or head (or an upload and a download)"
+                .into())
         }
         _ => {}
     }

@@ -125,6 +125,10 @@ pub struct WorkloadSpec {
     /// Put every object before the first phase, untimed. Default: when the first phase is not a pure put.
     #[serde(default)]
     pub preload: Option<bool>,
+    /// File server (upload phases): fraction of uploads whose content repeats an earlier upload
+    /// of the same worker, registered without storing the content again. Default 0.
+    #[serde(default)]
+    pub duplicates: Option<f64>,
 }
 
 /// One phase with a mix of operations and a stop condition.

@@ -68,6 +68,7 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
         verification: Default::default(),
         wall_ns: 0,
         own_work_share: None,
+        file_server: None,
     }
 }
 

@@ -195,6 +195,10 @@ pub struct CaseResult {
     /// Absent from reports before 0.2.
     #[serde(default)]
     pub own_work_share: Option<f64>,
+    /// File-server workloads (upload, download): the catalog and its after-run audit. Absent
+    /// for other workloads and from reports before 0.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_server: Option<FileServerResult>,
 }
 
 impl CaseResult {
@@ -374,6 +378,49 @@ pub struct DiskResult {
     pub server_reported_bytes: Option<u64>,
     /// allocated_bytes / logical_bytes (None when nothing was stored).
     pub amplification: Option<f64>,
+}
+
+/// What a file-server case stored and registered, and what the audit after the run found.
+/// The audit reads the catalog itself and checks every stored object through the backend: a
+/// retried upload must never leave a second row or a second copy behind.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FileServerResult {
+    /// Where the catalog lives and how it commits.
+    pub catalog: String,
+    /// The content hash the uploads compute ("blake3").
+    pub hash: String,
+    /// Requested fraction of duplicate uploads.
+    pub duplicates_fraction: f64,
+    /// Uploads that ended well (all phases).
+    pub uploads: u64,
+    /// Of those, duplicates: registered without storing the content again.
+    pub duplicate_uploads: u64,
+    /// Uploads that wrote their content.
+    pub contents_written: u64,
+    /// Uploads that needed a retry.
+    pub retried_uploads: u64,
+    /// Uploads that failed after their retries.
+    pub failed_uploads: u64,
+    /// Rows in the catalog's `files` table (distinct contents).
+    pub catalog_files: u64,
+    /// Rows in the catalog's `names` table.
+    pub catalog_names: u64,
+    /// `files` rows never marked stored (a failed upload's registration).
+    pub unfinished_files: u64,
+    /// `names` rows pointing at no `files` row.
+    pub dangling_names: u64,
+    /// Stored objects checked through the backend (one per `files` row marked stored).
+    pub objects_checked: u64,
+    /// Of those, missing from the store.
+    pub objects_missing: u64,
+    /// Of those, present with another size than the catalog records.
+    pub objects_wrong_size: u64,
+    /// Bytes of distinct stored content (what `disk` is compared against).
+    pub content_bytes: u64,
+    /// Bytes the catalog occupies, where known.
+    pub catalog_bytes: Option<u64>,
+    /// What the audit found wrong, in words; empty when all is well.
+    pub problems: Vec<String>,
 }
 
 /// Read-back checks.

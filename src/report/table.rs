@@ -84,6 +84,7 @@ pub fn render(report: &RunReport) -> String {
         if let Some(ops) = phase.strip_prefix("sequence ") {
             sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
         }
+        file_server_times(report, (workload, phase, *threads), &targets, &mut out);
         let crossings: Vec<&BreakEven> =
             break_evens.iter().filter(|b| b.workload == *workload && b.phase == *phase && b.threads == *threads).collect();
         break_even_lines(&crossings, &mut out);
@@ -223,32 +224,75 @@ fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
 
 /// For a sequence phase, the published E1 layout: mean time of each operation of the sequence
 /// and of the whole iteration, one row per operation, one column per target (median of repeats).
-fn sequence_times(report: &RunReport, (workload, phase, threads): (&str, &str, u32), ops: &[&str], targets: &[String], out: &mut String) {
-    // (size bytes, label) → op (or "total") → target → mean latency of each repeat, in ns.
-    let mut means: BTreeMap<(u64, String), BTreeMap<String, BTreeMap<String, Vec<f64>>>> = BTreeMap::new();
+fn sequence_times(report: &RunReport, group: (&str, &str, u32), ops: &[&str], targets: &[String], out: &mut String) {
+    let mut rows: Vec<(String, RowValue)> = ops.iter().map(|op| (op.to_string(), mean_of(op))).collect();
+    let parts: Vec<String> = ops.iter().map(|s| s.to_string()).collect();
+    rows.push(("total".into(), Box::new(move |p: &PhaseResult| Some(parts.iter().map(|op| mean_of(op)(p).unwrap_or(0.0)).sum()))));
+    let title = format!("mean time per operation and per iteration ({})", ops.join(", then "));
+    step_times(report, group, (&title, "op"), &rows, targets, out);
+}
+
+/// For an upload or download phase, the published E5 layout: the mean time of each step per
+/// file (the hash, the catalog registration and the content write; the catalog lookup and the
+/// content read), of the whole operation, and the phase's wall time.
+fn file_server_times(report: &RunReport, group: (&str, &str, u32), targets: &[String], out: &mut String) {
+    let (whole, steps): (&str, &[(&str, &str)]) = match group.1 {
+        "upload" => ("upload", &[("hash", "hash"), ("register", "register"), ("write", "put")]),
+        "download" => ("download", &[("lookup", "lookup"), ("read", "get")]),
+        _ => return,
+    };
+    let mut rows: Vec<(String, RowValue)> = Vec::new();
+    for (label, op) in steps {
+        let op = op.to_string();
+        // Per file, duplicates included: a duplicate upload writes nothing.
+        rows.push((label.to_string(), Box::new(move |p: &PhaseResult| per_operation(p, &op, whole))));
+    }
+    rows.push((whole.to_string(), mean_of(whole)));
+    rows.push(("phase time".into(), Box::new(|p: &PhaseResult| Some(p.window_total_ns as f64))));
+    let title = format!("mean time per file and step ({whole}s), and the phase's wall time");
+    step_times(report, group, (&title, "step"), &rows, targets, out);
+}
+
+/// How a row of a step table reads its value (nanoseconds) from one case's phase.
+type RowValue = Box<dyn Fn(&PhaseResult) -> Option<f64>>;
+
+fn mean_of(op: &str) -> RowValue {
+    let op = op.to_string();
+    Box::new(move |p: &PhaseResult| Some(p.ops.get(&op).map(|o| o.latency.mean_ns).unwrap_or(0.0)))
+}
+
+/// The time step `op` took per `whole` operation, in nanoseconds.
+fn per_operation(p: &PhaseResult, op: &str, whole: &str) -> Option<f64> {
+    let wholes = p.ops.get(whole).map(|o| o.count).filter(|n| *n > 0)?;
+    Some(p.ops.get(op).map(|o| o.latency.mean_ns * o.count as f64).unwrap_or(0.0) / wholes as f64)
+}
+
+/// A table of times: one row per entry of `rows`, one column per target, per size; each cell
+/// the median over repeats.
+fn step_times(report: &RunReport, (workload, phase, threads): (&str, &str, u32), (title, row_header): (&str, &str), rows: &[(String, RowValue)], targets: &[String], out: &mut String) {
+    // (size bytes, label) → row → target → value of each repeat, in ns.
+    let mut values: BTreeMap<(u64, String), BTreeMap<&str, BTreeMap<String, Vec<f64>>>> = BTreeMap::new();
     for case in report.cases.iter().filter(|c| c.status == "ok" && c.workload == workload && c.threads == threads) {
         let Some(result) = case.phases.iter().find(|p| p.phase == phase) else { continue };
-        let rows = means.entry((case.size_bytes_max, case.size_label.clone())).or_default();
-        let mut total = 0.0;
-        for op in ops {
-            let mean = result.ops.get(*op).map(|o| o.latency.mean_ns).unwrap_or(0.0);
-            total += mean;
-            rows.entry(op.to_string()).or_default().entry(case.target.clone()).or_default().push(mean);
+        let by_row = values.entry((case.size_bytes_max, case.size_label.clone())).or_default();
+        for (name, value) in rows {
+            if let Some(v) = value(result) {
+                by_row.entry(name.as_str()).or_default().entry(case.target.clone()).or_default().push(v);
+            }
         }
-        rows.entry("total".into()).or_default().entry(case.target.clone()).or_default().push(total);
     }
-    if means.is_empty() {
+    if values.is_empty() {
         return;
     }
-    let present: Vec<&String> = targets.iter().filter(|t| means.values().any(|r| r.values().any(|c| c.contains_key(*t)))).collect();
-    let _ = writeln!(out, "  mean time per operation and per iteration ({}):", ops.join(", then "));
-    let mut lines: Vec<Vec<String>> = vec![["size", "op"].iter().map(|s| s.to_string()).chain(present.iter().map(|t| t.to_string())).collect()];
-    for ((_, label), rows) in &means {
-        for (i, op) in ops.iter().copied().chain(["total"]).enumerate() {
-            let mut line = vec![if i == 0 { label.clone() } else { String::new() }, op.to_string()];
+    let present: Vec<&String> = targets.iter().filter(|t| values.values().any(|r| r.values().any(|c| c.contains_key(*t)))).collect();
+    let _ = writeln!(out, "  {title}:");
+    let mut lines: Vec<Vec<String>> = vec![["size", row_header].iter().map(|s| s.to_string()).chain(present.iter().map(|t| t.to_string())).collect()];
+    for ((_, label), by_row) in &values {
+        for (i, (name, _)) in rows.iter().enumerate() {
+            let mut line = vec![if i == 0 { label.clone() } else { String::new() }, name.clone()];
             for target in &present {
-                let mut values = rows.get(op).and_then(|r| r.get(*target)).cloned().unwrap_or_default();
-                line.push(median(&mut values).map(|ns| format_nanos(ns as u64)).unwrap_or_else(|| "-".into()));
+                let mut repeats = by_row.get(name.as_str()).and_then(|r| r.get(*target)).cloned().unwrap_or_default();
+                line.push(median(&mut repeats).map(|ns| format_nanos(ns as u64)).unwrap_or_else(|| "-".into()));
             }
             lines.push(line);
         }

@@ -205,6 +205,11 @@ impl KeyTable {
         decode(self.state[key as usize].load(Ordering::SeqCst))
     }
 
+    /// Number of present (or possibly present) keys.
+    pub fn present(&self) -> u64 {
+        (0..self.state.len() as u64).filter(|k| self.get(*k).is_some()).count() as u64
+    }
+
     /// Bytes of all present (or possibly present) objects.
     pub fn live_bytes(&self) -> u64 {
         (0..self.state.len() as u64).filter_map(|k| self.get(k)).map(|(_, s)| s).sum()

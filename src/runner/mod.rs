@@ -5,11 +5,14 @@
 //!
 //! The runner owns timing, retries and verification; backends only move bytes.
 
+mod audit;
+pub mod fileserver;
 pub mod keytable;
 pub mod ops;
 pub mod phase;
 pub mod progress;
 
+use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, Namespace, Session};
 use crate::clock::{Clock, MonotonicClock};
 use crate::job::{CasePlan, Op, Plan, PhasePlan, Stop};
@@ -186,6 +189,7 @@ struct CaseRun<'a> {
     verification: Verification,
     attempted: u64,
     failed_ops: u64,
+    files: crate::stats::FileTally,
 }
 
 fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
@@ -209,7 +213,7 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         Err(e) => return failed_case(case, plan, e, started),
     };
     let mut result = crate::report::empty_case(case, plan);
-    let outcome = measure_case(plan, case, backend.as_ref(), interrupted, progress, &mut result);
+    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, &mut result);
     if !opts.keep {
         if let Err(e) = backend.cleanup().map_err(|e| e.to_string()).and_then(|()| namespace::remove(&ns.dir)) {
             result.failure.get_or_insert(format!("cleanup failed: {e}"));
@@ -223,7 +227,17 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
     result
 }
 
-fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted: &AtomicBool, progress: &Progress, result: &mut CaseResult) -> Result<(), String> {
+/// Measures one case in `case_dir` (its own namespace directory, where a file-server catalog
+/// that is not kept in the backend's database lives).
+fn measure_case(
+    plan: &Plan,
+    case: &CasePlan,
+    backend: &dyn Backend,
+    case_dir: &Path,
+    interrupted: &AtomicBool,
+    progress: &Progress,
+    result: &mut CaseResult,
+) -> Result<(), String> {
     let info = backend.describe();
     result.durability = info.durability.clone();
     result.filesystem = info.data_paths.first().and_then(|p| sampler::filesystem_of(existing_ancestor(p)));
@@ -241,14 +255,23 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
         verification: Verification { enabled: workload.verify, ..Default::default() },
         attempted: 0,
         failed_ops: 0,
+        files: Default::default(),
     };
     backend.attach_payload(&run.payload);
     let sampler = ResourceSampler::start(backend.server_pids());
     let mut sessions: Vec<Box<dyn Session>> = Vec::new();
+    let mut catalogs: Vec<Box<dyn Catalog>> = Vec::new();
     for w in 0..case.threads as usize {
+        // Connections, the catalog's included, are made before any phase: set-up is never timed.
         let t = run.clock.now_ns();
         sessions.push(backend.open_session(w).map_err(|e| format!("worker {w} could not open a session: {e}"))?);
+        if workload.file_server {
+            catalogs.push(backend.open_catalog(w, case_dir).map_err(|e| format!("worker {w} could not open the file catalog: {e}"))?);
+        }
         result.connect_ns.push(run.clock.now_ns() - t);
+    }
+    if let Some(first) = catalogs.first_mut() {
+        first.prepare().map_err(|e| format!("preparing the file catalog failed: {e}"))?;
     }
     if workload.preload {
         result.preload = Some(run.preload(&mut sessions)?);
@@ -261,16 +284,25 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, interrupted
             sampler::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
-            run.phase(phase, warmup, true, &mut sessions)?;
+            run.phase(phase, warmup, true, &mut sessions, &mut catalogs)?;
         }
         let stop = phase::effective_stop(phase.stop, case.objects);
-        let measured = run.phase(phase, stop, false, &mut sessions)?;
+        let measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
         result.phases.push(measured);
     }
     result.resources = sampler.finish();
+    if let Some(catalog) = catalogs.first_mut() {
+        let session = sessions.first_mut().expect("a case has at least one worker");
+        let audit = audit::file_server(catalog.as_mut(), session.as_mut(), &run.files, workload.duplicates.unwrap_or(0.0), &run.keys)
+            .map_err(|e| format!("auditing the file catalog failed: {e}"))?;
+        result.file_server = Some(audit);
+    }
+    drop(catalogs);
     drop(sessions);
     let usage = backend.disk_usage().map_err(|e| format!("disk usage: {e}"))?;
-    let logical = run.keys.live_bytes();
+    // A file server stores each distinct content once: that, not the sum of file sizes, is what
+    // the disk holds.
+    let logical = result.file_server.as_ref().map_or_else(|| run.keys.live_bytes(), |f| f.content_bytes);
     result.disk = DiskResult {
         logical_bytes: logical,
         allocated_bytes: usage.allocated_bytes,
@@ -300,6 +332,7 @@ impl CaseRun<'_> {
             payload: self.payload.clone(),
             verify: w.verify,
             retries: w.retries,
+            duplicates: w.duplicates.unwrap_or(0.0),
             keys: &self.keys,
             clock: self.clock.as_ref(),
             interrupted: self.interrupted,
@@ -309,12 +342,20 @@ impl CaseRun<'_> {
         }
     }
 
-    fn phase(&mut self, phase: &PhasePlan, stop: Stop, warmup: bool, sessions: &mut [Box<dyn Session>]) -> Result<PhaseResult, String> {
+    fn phase(
+        &mut self,
+        phase: &PhasePlan,
+        stop: Stop,
+        warmup: bool,
+        sessions: &mut [Box<dyn Session>],
+        catalogs: &mut [Box<dyn Catalog>],
+    ) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let ctx = self.context(phase, stop, warmup);
         let planned = stop.count;
-        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
+        let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
         for w in &workers {
+            self.files.add(&w.files);
             self.verification.checked += w.verified;
             self.verification.mismatches += w.mismatches;
             if self.verification.first_mismatch.is_none() {
@@ -323,8 +364,11 @@ impl CaseRun<'_> {
         }
         let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
-        let errors: u64 = merged.ops.values().map(|o| o.errors.values().sum::<u64>()).sum();
-        self.attempted += merged.ops.values().map(|o| o.count).sum::<u64>() + errors;
+        // The steps of uploads and downloads are parts of them, not operations of their own.
+        let file_server = phase.mix.iter().any(|(op, _)| op.is_file_server());
+        let counted = || merged.ops.iter().filter(|(name, _)| !file_server || *name == "upload" || *name == "download").map(|(_, o)| o);
+        let errors: u64 = counted().map(|o| o.errors.values().sum::<u64>()).sum();
+        self.attempted += counted().map(|o| o.count).sum::<u64>() + errors;
         self.failed_ops += errors;
         Ok(merged)
     }
@@ -333,7 +377,7 @@ impl CaseRun<'_> {
         let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::job::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
         let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
-        let workers = phase::run(&ctx, sessions, || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
+        let workers = phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
         Ok(PreloadResult {
@@ -358,6 +402,9 @@ impl CaseRun<'_> {
                 "error budget exceeded: {} of {} operations failed (max_error_ratio = {budget})",
                 self.failed_ops, self.attempted
             ));
+        }
+        if let Some(problem) = result.file_server.as_ref().and_then(|f| f.problems.first()) {
+            return Err(format!("file catalog audit failed: {problem}"));
         }
         if result.preload.as_ref().is_some_and(|p| p.errors > 0) {
             return Err("preload failed: some objects could not be stored before the measured phases".into());

@@ -27,7 +27,7 @@ pub struct OwnTime {
 }
 
 impl OwnTime {
-    fn total(&self) -> u64 {
+    pub(super) fn total(&self) -> u64 {
         self.generation_ns.get() + self.verification_ns.get()
     }
 
@@ -37,7 +37,7 @@ impl OwnTime {
     }
 
     /// Runs `f` and books its time to `cell`.
-    fn spend<T>(&self, clock: &dyn Clock, cell: &Cell<u64>, f: impl FnOnce() -> T) -> T {
+    pub(super) fn spend<T>(&self, clock: &dyn Clock, cell: &Cell<u64>, f: impl FnOnce() -> T) -> T {
         let t = clock.now_ns();
         let r = f();
         cell.set(cell.get() + clock.now_ns() - t);
@@ -51,6 +51,8 @@ pub struct Worker<'a, 'c> {
     pub ctx: &'a PhaseContext<'c>,
     /// Its session.
     pub session: &'a mut dyn Session,
+    /// Its catalog connection, in file-server phases.
+    pub catalog: Option<&'a mut dyn crate::backend::catalog::Catalog>,
     /// Its measurements.
     pub stats: &'a mut WorkerStats,
     /// Its own time.
@@ -59,15 +61,17 @@ pub struct Worker<'a, 'c> {
     pub name: String,
     /// The clock reading that ended the last timed call.
     pub timed_end_ns: u64,
-    /// Whether the last put was stored (acknowledged by the backend).
+    /// Whether the last put (or upload) was stored (acknowledged by the backend).
     pub last_put_stored: bool,
+    /// Contents this worker uploaded first, which its duplicate uploads repeat.
+    pub fresh: super::fileserver::FreshContents,
 }
 
-fn is_not_found<T>(r: &BResult<T>) -> bool {
+pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
     matches!(r, Err(e) if e.kind == ErrorKind::NotFound)
 }
 
-fn retryable(kind: ErrorKind) -> bool {
+pub(super) fn retryable(kind: ErrorKind) -> bool {
     matches!(kind, ErrorKind::Timeout | ErrorKind::Conflict | ErrorKind::Connection | ErrorKind::Io | ErrorKind::Other)
 }
 
@@ -85,6 +89,9 @@ impl Worker<'_, '_> {
         match op {
             Op::Put => return self.put(key, index, name),
             Op::Get => return self.get(key, index, name),
+            Op::Upload => return self.upload(key, index, name),
+            Op::Download => return self.download(key, index, name),
+            Op::Hash | Op::Register | Op::Lookup => unreachable!("steps are never drawn as operations (the plan refuses them)"),
             Op::Head => {
                 let snapshot = self.ctx.keys.snapshot(key);
                 let (result, latency, retries) = self.timed(|w| w.session.head(name).map(|_| 0));
@@ -203,7 +210,7 @@ impl Worker<'_, '_> {
     }
 
     /// Counts a verification; a mismatch becomes a `Corrupt` error.
-    fn count_check(&mut self, outcome: Result<(), Mismatch>) -> BResult<()> {
+    pub(super) fn count_check(&mut self, outcome: Result<(), Mismatch>) -> BResult<()> {
         self.stats.verified += 1;
         outcome.map_err(|m| {
             self.stats.mismatches += 1;
@@ -215,7 +222,7 @@ impl Worker<'_, '_> {
 
     /// Counts a `NotFound` that is a miss (of an absent key, or one a concurrent delete removed);
     /// returns false for lost data, which stays an error.
-    fn count_miss(&mut self, op: Op, miss: Miss) -> bool {
+    pub(super) fn count_miss(&mut self, op: Op, miss: Miss) -> bool {
         match miss {
             Miss::Absent => self.stats.miss(op, false),
             Miss::Raced => self.stats.miss(op, true),
@@ -241,13 +248,13 @@ impl Worker<'_, '_> {
         }
     }
 
-    fn finish(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>) {
+    pub(super) fn finish(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>) {
         let now = self.ctx.clock.now_ns();
         self.finish_at(op, index, latency, retries, result, now);
     }
 
     /// Records an operation's outcome at clock reading `now`.
-    fn finish_at(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, now: u64) {
+    pub(super) fn finish_at(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, now: u64) {
         let end = now - self.own.total();
         self.stats.end_ns = end;
         match result {
@@ -258,10 +265,10 @@ impl Worker<'_, '_> {
 }
 
 /// Wraps our own payload generator or checker and books the time spent inside it to `own`.
-struct SelfTimed<'c, T> {
-    inner: T,
-    clock: &'c dyn Clock,
-    own: &'c Cell<u64>,
+pub(super) struct SelfTimed<'c, T> {
+    pub(super) inner: T,
+    pub(super) clock: &'c dyn Clock,
+    pub(super) own: &'c Cell<u64>,
 }
 
 impl<T: Read> Read for SelfTimed<'_, T> {

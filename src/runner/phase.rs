@@ -6,6 +6,7 @@
 
 use super::keytable::KeyTable;
 use super::ops::{OwnTime, Worker};
+use crate::backend::catalog::Catalog;
 use crate::backend::Session;
 use crate::clock::Clock;
 use crate::job::{Op, PhasePlan, Stop};
@@ -33,6 +34,8 @@ pub struct PhaseContext<'a> {
     pub verify: bool,
     /// Retries per failed operation.
     pub retries: u32,
+    /// File server: the fraction of uploads that repeat an earlier upload's content.
+    pub duplicates: f64,
     /// Key state.
     pub keys: &'a KeyTable,
     /// The clock.
@@ -69,21 +72,27 @@ pub fn effective_stop(stop: Stop, objects: u64) -> Stop {
 
 /// Runs the phase on `sessions` (one thread each); returns per-worker stats, or what a worker
 /// thread panicked with (a backend bug), so the case fails instead of the whole run.
-pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
+/// `catalogs` holds one catalog connection per session for file-server phases, else nothing.
+pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut [Box<dyn Catalog>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
     let barrier = Barrier::new(sessions.len());
     let origin = if ctx.clock.is_virtual() { 0 } else { ctx.clock.now_ns() };
     let width = ctx.index_width();
     let workers = sessions.len() as u64;
     std::thread::scope(|scope| {
+        let mut catalogs = catalogs.iter_mut().map(|c| {
+            let c: &mut dyn Catalog = c.as_mut();
+            Some(c)
+        });
         let handles: Vec<_> = sessions
             .iter_mut()
             .enumerate()
             .map(|(w, session)| {
                 let barrier = &barrier;
+                let catalog = catalogs.next().flatten();
                 scope.spawn(move || {
                     let mut stats = WorkerStats::new(origin, width);
                     barrier.wait();
-                    worker(ctx, session.as_mut(), w as u64, workers, &mut stats);
+                    worker(ctx, session.as_mut(), catalog, w as u64, workers, &mut stats);
                     stats
                 })
             })
@@ -105,15 +114,28 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], on_wait: impl 
     })
 }
 
-fn worker(ctx: &PhaseContext, session: &mut dyn Session, w: u64, workers: u64, stats: &mut WorkerStats) {
+fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dyn Catalog>, w: u64, workers: u64, stats: &mut WorkerStats) {
     let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
     let total_weight: u32 = ctx.phase.mix.iter().map(|(_, wt)| wt).sum();
     stats.start_ns = ctx.clock.now_ns();
     stats.end_ns = stats.start_ns;
     // The deadline is wall time, our own work included: a 30 s phase lasts 30 s.
     let deadline = ctx.stop.duration_ns.map(|d| stats.start_ns + d);
-    let mut worker =
-        Worker { ctx, session, stats, own: OwnTime::default(), name: String::new(), timed_end_ns: 0, last_put_stored: false };
+    let mut worker = Worker {
+        ctx,
+        session,
+        // Reborrowed so the catalog's trait object takes the worker's lifetime, as the session's does.
+        catalog: match catalog {
+            Some(c) => Some(&mut *c),
+            None => None,
+        },
+        stats,
+        own: OwnTime::default(),
+        name: String::new(),
+        timed_end_ns: 0,
+        last_put_stored: false,
+        fresh: super::fileserver::FreshContents::new(ctx.seed, w),
+    };
     let batch = claim_batch(ctx.stop, workers);
     let mut claimed = 0..0;
     let mut recent = RecentPuts::new(ctx.phase.read_recent);
@@ -147,7 +169,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, w: u64, workers: u64, s
             if !worker.one_op(op, key, index) {
                 break 'iterations;
             }
-            if op == Op::Put && worker.last_put_stored {
+            if op.writes() && worker.last_put_stored {
                 recent.push(key);
             }
         }
@@ -174,8 +196,7 @@ impl RecentPuts {
 
     /// The key operation `op` reads, if it is a read that follows recent puts.
     fn key(&self, op: Op) -> Option<u64> {
-        let reads = matches!(op, Op::Get | Op::Head);
-        (reads && self.rank > 0).then(|| self.keys.front().copied()).flatten()
+        (op.reads() && self.rank > 0).then(|| self.keys.front().copied()).flatten()
     }
 
     fn push(&mut self, key: u64) {
@@ -302,6 +323,7 @@ mod tests {
             payload: PayloadSpec::new(seed, 0.0, SizeSpec::Fixed { bytes: 100 }),
             verify: true,
             retries: 0,
+            duplicates: 0.0,
             keys,
             clock: &MonotonicClock,
             interrupted,
@@ -336,7 +358,7 @@ mod tests {
             want.iter().map(|_| Box::new(GatedSession { gate: gate.clone(), deleters, readers }) as Box<dyn Session>).collect();
         let flag = AtomicBool::new(false);
         let ctx = context(phase, &keys, seed_picking(phase, want), &flag);
-        crate::stats::merge("mix", run(&ctx, &mut sessions, || ()).unwrap(), 0)
+        crate::stats::merge("mix", run(&ctx, &mut sessions, &mut [], || ()).unwrap(), 0)
     }
 
     /// (successes, misses, raced misses, errors) of `op`.
@@ -419,7 +441,7 @@ mod tests {
         ctx.objects = 7;
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(RecordingSession { log: log.clone(), ..Default::default() })];
-        let workers = run(&ctx, &mut sessions, || ()).unwrap();
+        let workers = run(&ctx, &mut sessions, &mut [], || ()).unwrap();
         let stats = crate::stats::merge("sequence", workers, 0);
         assert_eq!(totals(&stats, Op::Get), (7, 0, 0, 0), "every read found what was put, verified");
         // Iteration i puts key i, then reads the 3rd newest put: key i-2, or key 0 before that.
@@ -440,12 +462,12 @@ mod tests {
         let puts = PhasePlan { stop: Stop { count: Some(10), ..Stop::default() }, ..PhasePlan::single(Op::Put, KeyOrder::Sequential) };
         let mut ctx = context(&puts, &keys, 1, &flag);
         ctx.objects = 10;
-        run(&ctx, &mut sessions, || ()).unwrap();
+        run(&ctx, &mut sessions, &mut [], || ()).unwrap();
         // Objects are 100 bytes (see `context`): 300 bytes is three gets.
         let gets = PhasePlan { stop: Stop { bytes: Some(300), ..Stop::default() }, ..PhasePlan::single(Op::Get, KeyOrder::Sequential) };
         let mut ctx = context(&gets, &keys, 1, &flag);
         ctx.objects = 10;
-        let stats = crate::stats::merge("get", run(&ctx, &mut sessions, || ()).unwrap(), 0);
+        let stats = crate::stats::merge("get", run(&ctx, &mut sessions, &mut [], || ()).unwrap(), 0);
         assert_eq!(totals(&stats, Op::Get), (3, 0, 0, 0));
     }
 }

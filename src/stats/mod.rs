@@ -87,6 +87,35 @@ pub struct WorkerStats {
     pub mismatches: u64,
     /// The first of those, with where and how it differed.
     pub first_mismatch: Option<crate::workload::payload::Mismatch>,
+    /// File-server outcomes (upload and download phases).
+    pub files: FileTally,
+}
+
+/// What a worker's uploads did, for the after-run audit of the catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileTally {
+    /// Uploads that ended well.
+    pub uploads: u64,
+    /// Of those, duplicates: registered without writing the content.
+    pub duplicates: u64,
+    /// Of those, the ones that wrote their content (new content, or content an earlier failed
+    /// attempt had registered but not stored).
+    pub contents_written: u64,
+    /// Uploads that needed at least one retry.
+    pub retried: u64,
+    /// Uploads that failed after their retries.
+    pub failed: u64,
+}
+
+impl FileTally {
+    /// Adds another worker's tally.
+    pub fn add(&mut self, o: &FileTally) {
+        self.uploads += o.uploads;
+        self.duplicates += o.duplicates;
+        self.contents_written += o.contents_written;
+        self.retried += o.retried;
+        self.failed += o.failed;
+    }
 }
 
 impl WorkerStats {
@@ -106,6 +135,7 @@ impl WorkerStats {
             verified: 0,
             mismatches: 0,
             first_mismatch: None,
+            files: FileTally::default(),
         }
     }
 
@@ -141,6 +171,16 @@ impl WorkerStats {
             }
             self.by_index[i].add(&one);
         }
+    }
+
+    /// Records a step of a composite operation (an upload's hash, register and put; a download's
+    /// lookup and get): its latency and bytes, but not in the timeline or the phase's totals,
+    /// which count the composite operation once.
+    pub fn step(&mut self, op: Op, latency_ns: u64, bytes: u64) {
+        let s = self.ops.entry(op).or_insert_with(OpStats::new);
+        s.hist.saturating_record(latency_ns.max(1));
+        s.count += 1;
+        s.bytes += bytes;
     }
 
     /// Records a failed operation (after its retries).
@@ -220,8 +260,12 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             }
         }
     }
-    let total_ops: u64 = ops.values().map(|s| s.count).sum();
-    let total_bytes: u64 = ops.values().map(|s| s.bytes).sum();
+    // In a file-server phase the steps (hash, register, put, lookup, get) are parts of the
+    // uploads and downloads, which alone make the totals.
+    let file_server = ops.keys().any(|op| op.is_file_server());
+    let counted = |op: &Op| !file_server || op.is_file_server();
+    let total_ops: u64 = ops.iter().filter(|(op, _)| counted(op)).map(|(_, s)| s.count).sum();
+    let total_bytes: u64 = ops.iter().filter(|(op, _)| counted(op)).map(|(_, s)| s.bytes).sum();
     let window_total_ns = end - start;
     let window_all_active_ns = first_end.saturating_sub(last_start);
     PhaseResult {

@@ -194,3 +194,54 @@ fn a_panicking_backend_fails_its_case_not_the_run() {
     assert!(buggy.failure.as_ref().unwrap().contains("injected panic at operation 5"), "{:?}", buggy.failure);
     assert_eq!(run.report.cases[1].status, "ok", "the next case still runs");
 }
+
+/// E5's rule: however often an upload is retried, each content ends with one catalog row and one
+/// stored copy, and each name with one mapping. Every third sim operation fails, so uploads fail
+/// after registering (their content write fails) and are retried from the registration.
+#[test]
+fn retried_uploads_leave_one_row_and_one_copy_per_content() {
+    let workload = "sizes = [1000]\nobjects = 60\nthreads = [1, 3]\nretries = 3\nduplicates = 0.25\nphases = [\"upload\", \"download\"]";
+    let run = run_job(&sim_job("fail_every = 3", workload)).unwrap();
+    assert_eq!(run.exit_code, 0, "{:?}", run.report.cases.iter().map(|c| &c.failure).collect::<Vec<_>>());
+    for case in &run.report.cases {
+        let f = case.file_server.as_ref().expect("a file-server case reports its catalog");
+        assert!(f.problems.is_empty(), "{:?}", f.problems);
+        assert!(f.catalog.contains("catalog.sqlite"), "{}", f.catalog);
+        assert_eq!((f.uploads, f.failed_uploads, f.catalog_names), (60, 0, 60));
+        assert!(f.retried_uploads > 0 && f.duplicate_uploads > 0, "{f:?}");
+        assert_eq!(f.catalog_files, 60 - f.duplicate_uploads, "one row per distinct content");
+        assert_eq!((f.contents_written, f.unfinished_files, f.objects_checked, f.objects_missing), (f.catalog_files, 0, f.catalog_files, 0));
+        assert_eq!(case.disk.files, f.catalog_files, "one stored copy per content");
+        assert_eq!(case.disk.logical_bytes, f.catalog_files * 1000);
+        let upload = &case.phases[0];
+        assert_eq!((upload.ops["upload"].count, upload.ops["register"].count, upload.ops["put"].count), (60, 60, f.contents_written));
+        let download = &case.phases[1];
+        assert_eq!((download.ops["download"].count, download.ops["lookup"].count, download.ops["get"].count), (60, 60, 60));
+        assert_eq!((case.verification.checked, case.verification.mismatches), (60, 0));
+    }
+}
+
+/// Without retries a failed upload stays failed: its registration is left unfinished (reported,
+/// never served to a download) and the case fails its error budget.
+#[test]
+fn a_failed_upload_leaves_an_unfinished_registration_that_downloads_never_serve() {
+    let run = run_job(&sim_job("fail_every = 3", "sizes = [100]\nobjects = 30\nphases = [\"upload\", \"download\"]")).unwrap();
+    assert_eq!(run.exit_code, 1);
+    let case = &run.report.cases[0];
+    let f = case.file_server.as_ref().unwrap();
+    assert!(f.failed_uploads > 0 && f.problems.is_empty(), "{f:?}");
+    assert_eq!(f.unfinished_files, f.failed_uploads, "each failed content write leaves its row unfinished");
+    assert_eq!(f.catalog_files, 30);
+    let download = &case.phases[1].ops["download"];
+    assert_eq!(download.misses, f.failed_uploads, "a file whose content was never stored is absent, not corrupt");
+    assert!(case.failure.as_ref().unwrap().contains("error budget"), "{:?}", case.failure);
+}
+
+#[test]
+fn a_download_of_damaged_content_fails_verification() {
+    let run = run_job(&sim_job("corrupt_every = 4", "sizes = [1000]\nobjects = 20\nphases = [\"upload\", \"download\"]")).unwrap();
+    assert_eq!(run.exit_code, 1);
+    let case = &run.report.cases[0];
+    assert_eq!(case.verification.mismatches, 5);
+    assert!(case.failure.as_ref().unwrap().contains("verification failed"), "{:?}", case.failure);
+}

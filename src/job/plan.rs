@@ -733,4 +733,20 @@ mod tests {
         assert!(bad("sequence = [\"put\", \"get\"]\nread_recent = 0\n").contains("counts from 1"));
         assert!(bad("sequence = [\"put\", \"gte\"]\n").contains("Did you mean"));
     }
+
+    #[test]
+    fn file_server_workloads_are_checked() {
+        let workload = |extra: &str| format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n{extra}");
+        let p = plan(&workload("phases = [\"upload\", \"download\"]\nduplicates = 0.5\n")).unwrap();
+        let w = &p.workloads[0];
+        assert!(w.file_server && !w.preload, "uploads fill the store: no preload");
+        assert_eq!(w.duplicates, Some(0.5));
+        let bad = |extra: &str| plan(&workload(extra)).unwrap_err();
+        assert!(bad("phases = [\"upload\", \"get\"]\n").contains("cannot be mixed"));
+        assert!(bad("phases = [\"download\", \"upload\"]\n").contains("upload phase first"));
+        assert!(bad("phases = [\"upload\"]\nduplicates = 1.0\n").contains("out of range"));
+        assert!(bad("phases = [\"put\"]\nduplicates = 0.1\n").contains("upload phases only"));
+        assert!(bad("phases = [\"upload\"]\npreload = true\n").contains("preload"));
+        assert!(bad("phases = [\"uplod\"]\n").contains("Did you mean \"upload\""));
+    }
 }

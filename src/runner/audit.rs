@@ -32,7 +32,7 @@ pub fn file_server(catalog: &mut dyn Catalog, session: &mut dyn Session, tally: 
     for file in catalog.stored_files()? {
         r.objects_checked += 1;
         r.content_bytes += file.size_bytes;
-        match session.head(&file.object_key) {
+        match head_with_retries(session, &file.object_key) {
             Ok(size) if size == file.size_bytes => {}
             Ok(_) => r.objects_wrong_size += 1,
             Err(e) if e.kind == ErrorKind::NotFound => r.objects_missing += 1,
@@ -41,6 +41,20 @@ pub fn file_server(catalog: &mut dyn Catalog, session: &mut dyn Session, tally: 
     }
     r.problems = problems(&r, keys.present());
     Ok(r)
+}
+
+/// Attempts at reading one object's size: the audit must not fail on a passing fault (a time-out,
+/// a dropped connection) that the measured operations were allowed to retry.
+const AUDIT_ATTEMPTS: u32 = 5;
+
+fn head_with_retries(session: &mut dyn Session, key: &str) -> BResult<u64> {
+    let mut attempt = 1;
+    loop {
+        match session.head(key) {
+            Err(e) if attempt < AUDIT_ATTEMPTS && super::ops::retryable(e.kind) => attempt += 1,
+            other => return other,
+        }
+    }
 }
 
 /// What is wrong with an audited catalog, in words. `named_files` is how many files the runner

@@ -240,7 +240,7 @@ fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_sk
     let dir = tempfile::tempdir().unwrap();
     let out = stowbench(dir.path(), &["recipe", "list"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    for name in ["quick", "e1-filestream", "e2-container-growth", "e3-fio-filesystems", "e4-data-files"] {
+    for name in ["quick", "e1-filestream", "e2-container-growth", "e3-fio-filesystems", "e4-data-files", "e5-file-server"] {
         assert!(text(&out).contains(name), "{name} missing from the list: {}", text(&out));
     }
     let shown = stowbench(dir.path(), &["recipe", "show", "e1-filestream"]);

@@ -242,6 +242,10 @@ pub struct TargetPlan {
     pub options: Options,
     /// The options as given, secrets redacted, for the report.
     pub options_json: serde_json::Value,
+    /// Retries of a failed operation on this target, overriding the workload's `retries`
+    /// (target key `retries`, read by the runner, not the backend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
 }
 
 /// One cell of the matrix.
@@ -298,6 +302,8 @@ pub struct Plan {
 pub const DEFAULT_SEED: u64 = 42;
 /// Most objects a case may have (the runner keeps 12 bytes of state per object).
 pub const MAX_OBJECTS: u64 = 100_000_000;
+/// Most retries of one operation a job may ask for.
+pub const MAX_RETRIES: u32 = 100;
 /// Most threads a case may have.
 pub const MAX_THREADS: u32 = 1024;
 
@@ -437,9 +443,17 @@ fn build_targets(job: &JobSpec, ctx: &Ctx) -> Result<Vec<TargetPlan>, String> {
             return Err(ctx.at(start, "target, name", format!("\"{name}\" is used twice; give each [[target]] a distinct name = \"...\"")));
         }
         let (line, _) = line_col(ctx.text, start);
-        let mut options = Options::new(&name, &format!("{}:{line}", ctx.source), t.options.clone());
+        let mut table = t.options.clone();
+        let retries = match table.remove("retries") {
+            None => None,
+            Some(toml::Value::Integer(n)) if (0..=MAX_RETRIES as i64).contains(&n) => Some(n as u32),
+            Some(other) => {
+                return Err(ctx.at(start, &format!("target \"{name}\", retries"), format!("{other} is not a retry count; use a whole number from 0 to {MAX_RETRIES}")))
+            }
+        };
+        let mut options = Options::new(&name, &format!("{}:{line}", ctx.source), table);
         options.key_origins = key_positions(ctx, spanned.span(), t.options.keys());
-        targets.push(TargetPlan { options_json: options.redacted_json(), name, backend: t.backend.clone(), options });
+        targets.push(TargetPlan { options_json: options.redacted_json(), name, backend: t.backend.clone(), options, retries });
     }
     Ok(targets)
 }
@@ -520,7 +534,10 @@ fn build_workload(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Res
         verify: w.verify.unwrap_or(true),
         compressibility,
         cold_cache,
-        retries: w.retries.unwrap_or(0),
+        retries: match w.retries.unwrap_or(0) {
+            n if n > MAX_RETRIES => return Err(err("retries", format!("{n} is too many; use 0 to {MAX_RETRIES}"))),
+            n => n,
+        },
         max_error_ratio,
         preload: w.preload.unwrap_or(!first_is_put && !file_server),
         file_server,

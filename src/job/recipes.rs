@@ -62,6 +62,13 @@ pub const RECIPES: &[Recipe] = &[
         time_at_scale_1: "about 5 min (25 fio runs of 10 s)",
         text: include_str!("../../recipes/e4-data-files.toml"),
     },
+    Recipe {
+        name: "e5-file-server",
+        question: "E5: a file server's uploads and downloads on the filesystem, a database or GridFS (hash, register, write)?",
+        needs_root: false,
+        time_at_scale_1: "MEASURE",
+        text: include_str!("../../recipes/e5-file-server.toml"),
+    },
 ];
 
 /// The recipe called `name`, or an error listing the others (with a did-you-mean).

@@ -331,7 +331,7 @@ impl CaseRun<'_> {
             objects: self.case.objects,
             payload: self.payload.clone(),
             verify: w.verify,
-            retries: w.retries,
+            retries: self.plan.targets[self.case.target].retries.unwrap_or(w.retries),
             duplicates: w.duplicates.unwrap_or(0.0),
             keys: &self.keys,
             clock: self.clock.as_ref(),

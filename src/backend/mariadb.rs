@@ -64,6 +64,11 @@ const OPTIONS: &[OptionDoc] = &[
     },
     OptionDoc { name: "engine", default: "InnoDB", help: "storage engine of the table" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
+    OptionDoc {
+        name: "statement_timeout",
+        default: "0s",
+        help: "abort any statement running longer (MariaDB's max_statement_time; a timeout error the workload's retries may retry); 0s: never",
+    },
     OptionDoc { name: "server_pid", default: "<found>", help: "mariadbd pid for CPU/memory figures (default: STOWBENCH_MARIADB_PID, @@pid_file, or the port's listener)" },
     OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: @@datadir, or STOWBENCH_MARIADB_DATA)" },
 ];
@@ -98,6 +103,8 @@ struct FileMode {
 struct Shared {
     endpoint: Endpoint,
     connect_timeout: Nanos,
+    /// Zero: statements never time out.
+    statement_timeout: Nanos,
     table: String,
     max_object_bytes: u64,
 }
@@ -142,6 +149,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let mut shared = Shared {
         endpoint,
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
+        statement_timeout: options.duration("statement_timeout", Nanos(0))?,
         // The mode is in the name, so no two layouts share a table.
         table: format!("{}_{}", server::owned_name(ns), format!("{mode:?}").to_lowercase()),
         max_object_bytes: 0,
@@ -198,7 +206,7 @@ fn read_settings(conn: &mut Conn) -> Result<BTreeMap<String, String>, mysql::Err
 /// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
-    let shared = Shared { endpoint: server::endpoint(&options, "mariadb", URI_ENV)?, connect_timeout: Nanos(5_000_000_000), table: String::new(), max_object_bytes: 0 };
+    let shared = Shared { endpoint: server::endpoint(&options, "mariadb", URI_ENV)?, connect_timeout: Nanos(5_000_000_000), statement_timeout: Nanos(0), table: String::new(), max_object_bytes: 0 };
     let mut conn = shared.connect().map_err(|e| e.message)?;
     let row: Option<(String, u64)> = conn.query_first("SELECT VERSION(), @@global.max_allowed_packet").map_err(|e| shared.error(e).message)?;
     let (version, packet) = row.unwrap_or_default();
@@ -215,6 +223,11 @@ impl Shared {
         let mut conn = Conn::new(opts).map_err(|e| fail(&e))?;
         // Read committed: an upsert takes no gap locks, so writers of different keys never deadlock.
         conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").map_err(|e| self.error(e))?;
+        if self.statement_timeout.0 > 0 {
+            // MariaDB's limit covers every statement, writes included (MySQL's covers SELECT only).
+            let seconds = self.statement_timeout.0 as f64 / 1e9;
+            conn.query_drop(format!("SET SESSION max_statement_time = {seconds}")).map_err(|e| self.error(e))?;
+        }
         Ok(conn)
     }
 
@@ -222,7 +235,7 @@ impl Shared {
         let kind = match &e {
             mysql::Error::MySqlError(m) => match m.code {
                 1213 | 1020 => ErrorKind::Conflict,
-                1205 | 3024 => ErrorKind::Timeout,
+                1205 | 3024 | 1969 => ErrorKind::Timeout,
                 1153 | 1118 | 1301 => ErrorKind::TooLarge,
                 1021 | 1114 | 3 => ErrorKind::Io,
                 _ => ErrorKind::Other,

@@ -77,11 +77,7 @@ impl Catalog for MariaCatalog {
         )
         .map_err(error)?;
         tx.commit().map_err(error)?;
-        Ok(match found {
-            None => Registration::New,
-            Some(false) => Registration::Unfinished,
-            Some(true) => Registration::Duplicate,
-        })
+        Ok(Registration::from_lookup(found))
     }
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {

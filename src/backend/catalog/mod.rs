@@ -41,6 +41,15 @@ pub enum Registration {
 }
 
 impl Registration {
+    /// What a lookup that found `stored` (None: no row; Some(stored flag)) means.
+    pub fn from_lookup(stored: Option<bool>) -> Registration {
+        match stored {
+            None => Registration::New,
+            Some(false) => Registration::Unfinished,
+            Some(true) => Registration::Duplicate,
+        }
+    }
+
     /// Whether the content still has to be written.
     pub fn needs_content(self) -> bool {
         self != Registration::Duplicate

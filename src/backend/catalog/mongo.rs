@@ -94,11 +94,7 @@ impl Catalog for MongoCatalog {
             .optional(self.write_concern.clone(), |a, wc| a.write_concern(wc))
             .run()
             .map_err(&self.error)?;
-        Ok(match found {
-            None => Registration::New,
-            Some(false) => Registration::Unfinished,
-            Some(true) => Registration::Duplicate,
-        })
+        Ok(Registration::from_lookup(found))
     }
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {

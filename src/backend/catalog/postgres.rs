@@ -75,11 +75,7 @@ impl Catalog for PgCatalog {
         )
         .map_err(error)?;
         tx.commit().map_err(error)?;
-        Ok(match found {
-            None => Registration::New,
-            Some(false) => Registration::Unfinished,
-            Some(true) => Registration::Duplicate,
-        })
+        Ok(Registration::from_lookup(found))
     }
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {

@@ -86,11 +86,7 @@ impl Catalog for SqliteCatalog {
         )
         .context("insert the names row")?;
         tx.commit().context("commit the registration")?;
-        Ok(match found {
-            None => Registration::New,
-            Some(false) => Registration::Unfinished,
-            Some(true) => Registration::Duplicate,
-        })
+        Ok(Registration::from_lookup(found))
     }
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {

@@ -34,7 +34,17 @@ fn env(name: &str) -> String {
 struct Fixture {
     backend: Box<dyn Backend>,
     ns: Namespace,
-    _tmp: tempfile::TempDir,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// Cleans up before the temporary directory goes: a server must never lose a tablespace
+/// directory it still uses (cleanup is harmless a second time).
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Err(e) = self.backend.cleanup() {
+            eprintln!("fixture cleanup failed: {e}");
+        }
+    }
 }
 
 fn options(text: &str) -> Options {
@@ -43,12 +53,19 @@ fn options(text: &str) -> Options {
 
 fn fixture(backend: &str, opts: &str) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
+    let mut f = fixture_in(backend, opts, tmp.path());
+    f._tmp = Some(tmp);
+    f
+}
+
+/// A fixture whose namespace is made in `parent` (which the caller keeps).
+fn fixture_in(backend: &str, opts: &str, parent: &std::path::Path) -> Fixture {
     let run_id = format!("servers-{}-{:?}", std::process::id(), std::time::Instant::now());
-    let ns = Namespace::create(&tmp.path().join("ns"), &run_id, "case").unwrap();
+    let ns = Namespace::create(&parent.join("ns"), &run_id, "case").unwrap();
     let kind = stowbench::backend::find(backend).unwrap();
     let b = (kind.construct)(&options(opts), &ns).unwrap_or_else(|e| panic!("construct {backend}: {e}"));
     b.prepare().unwrap_or_else(|e| panic!("prepare {backend}: {e}"));
-    Fixture { backend: b, ns, _tmp: tmp }
+    Fixture { backend: b, ns, _tmp: None }
 }
 
 impl Fixture {
@@ -227,6 +244,9 @@ use inspect::Server;
 
 #[path = "servers/end_to_end.rs"]
 mod end_to_end;
+
+#[path = "servers/pg_layout.rs"]
+mod pg_layout;
 
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {

@@ -324,8 +324,10 @@ impl Backend for PgBackend {
             Some(dir) => server::usage_of_files(&relation_files(&mut client, s, dir)?),
             None => DiskUsage::default(),
         };
-        // A partitioned table holds no data itself: sum its tree (a plain table is its own tree).
-        let total = "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree($1::text::regclass)";
+        // A partitioned table holds no data itself: sum its partitions (pg_partition_tree lists
+        // nothing for a plain table, which is counted itself).
+        let total = "SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint FROM \
+                     (SELECT $1::text::regclass AS r UNION SELECT relid FROM pg_partition_tree($1::text::regclass)) t";
         let table_bytes: i64 = client.query_one(total, &[&s.table]).map_err(|e| s.error(e))?.get(0);
         let mut reported = table_bytes as u64;
         if s.mode == Mode::Lo {
@@ -372,7 +374,8 @@ impl Backend for PgBackend {
 /// in lo mode of pg_largeobject and its index (shared by every large object in the database).
 fn relation_files(client: &mut Client, s: &Shared, data_dir: &std::path::Path) -> BResult<Vec<PathBuf>> {
     let mut sql = String::from(
-        "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid IN (SELECT relid FROM pg_partition_tree($1::text::regclass))), \
+        "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = $1::text::regclass \
+         OR oid IN (SELECT relid FROM pg_partition_tree($1::text::regclass))), \
          rels AS (SELECT oid FROM t UNION SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0 \
          UNION SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t UNION SELECT reltoastrelid FROM t)",
     );

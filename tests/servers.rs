@@ -283,3 +283,51 @@ fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
         assert_eq!(phase["ops"]["put"]["count"], phase["ops"]["get"]["count"], "one read back per insert: {case}");
     }
 }
+
+/// E4 at a tiny scale on SQLite and PostgreSQL: every database target runs (none skipped), 5
+/// repeats of 16 writers inserting each key once, each PostgreSQL case with its tablespaces and
+/// sampled writer wait in the report, and the table summarizes the repeats per data-file count.
+#[test]
+fn e4_recipe_runs_sqlite_and_postgres_at_a_tiny_scale() {
+    if !available("STOWBENCH_PG_URI") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["recipe", "run", "e4-data-files", "--scale", "0.01", "--no-progress", "--format", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 10 * 5, "10 database targets × 5 repeats");
+    for case in cases {
+        assert_eq!(case["status"], "ok", "{case}");
+        let (target, options) = (case["target"].as_str().unwrap(), &case["backend_info"]["options"]);
+        let k: u64 = target.rsplit("-k").next().unwrap().parse().unwrap();
+        let phase = &case["phases"][0];
+        assert_eq!(case["threads"], 16);
+        assert_eq!(phase["ops"]["put"]["count"], case["objects"], "every key inserted once: {case}");
+        if target.starts_with("postgres") {
+            assert_eq!((&options["tablespaces"], &options["partitions"]), (&k.into(), &16.into()), "{case}");
+            assert_eq!(options["wait_sample"], "10ms");
+        } else {
+            assert_eq!(options["files"], k, "{case}");
+        }
+    }
+    let repeats: Vec<u64> = cases.iter().filter(|c| c["target"] == "postgres-k8").map(|c| c["repeat"].as_u64().unwrap()).collect();
+    assert_eq!(repeats, [1, 2, 3, 4, 5]);
+    assert_eq!(report["fio_cases"].as_array().map(Vec::len), Some(25), "the raw-I/O curve beside the database one: 5 file counts × 5 runs");
+    let runs = std::fs::read_dir(dir.path().join("stowbench-results")).unwrap().flatten().map(|e| e.path()).next().unwrap();
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).arg("report").arg(runs.join("report.json")).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("across repeats"), "{table}");
+    for target in ["sqlite-k1", "sqlite-k16", "postgres-k1", "postgres-k16"] {
+        let summary = |l: &&str| l.trim_start().starts_with(&format!("{target}/e4-insert/")) && l.contains(" put ");
+        let row = table.lines().find(summary).unwrap_or_else(|| panic!("no repeats summary of {target}: {table}"));
+        assert!(row.contains(" 5 ") && row.contains('–') && row.contains('%'), "repeats, min–max and CV: {row}");
+    }
+}

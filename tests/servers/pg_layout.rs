@@ -110,19 +110,20 @@ fn the_wait_sampler_sees_a_put_waiting_for_a_lock() {
     let mut watch = pg();
     let deadline = Instant::now() + Duration::from_secs(120);
     let seen_at = loop {
-        let row = watch
-            .query_opt("SELECT now()::text FROM pg_stat_activity WHERE application_name = 'stowbench' AND wait_event_type = 'Lock'", &[])
-            .unwrap();
-        if let Some(row) = row {
+        // Our put's backend, waiting for the lock on our table (other tests run beside this one).
+        let waiting = "SELECT now()::text FROM pg_stat_activity WHERE application_name = 'stowbench' AND wait_event_type = 'Lock' \
+                       AND wait_event = 'relation' AND query LIKE '%' || $1 || '%'";
+        if let Some(row) = watch.query(waiting, &[&f.owned()]).unwrap().first() {
             break row.get::<_, String>(0);
         }
         assert!(Instant::now() < deadline, "the put never waited for the lock");
         std::thread::sleep(Duration::from_millis(5));
     };
-    // The sampler's query that started after the put began waiting, and has finished.
-    let sampled = "SELECT 1 FROM pg_stat_activity WHERE query LIKE '%wait_event_type IN%' AND application_name = 'stowbench' \
-                   AND state = 'idle' AND query_start > $1::text::timestamptz";
-    while watch.query_opt(sampled, &[&seen_at]).unwrap().is_none() {
+    // Every sampler connected before then (ours among them; other tests may run theirs) has
+    // finished a sample that started after the put was seen waiting.
+    let behind = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%wait_event_type IN%' AND application_name = 'stowbench' \
+                  AND backend_start < $1::text::timestamptz AND NOT (state = 'idle' AND query_start > $1::text::timestamptz)";
+    while watch.query_one(behind, &[&seen_at]).unwrap().get::<_, i64>(0) > 0 {
         assert!(Instant::now() < deadline, "the sampler never sampled");
         std::thread::sleep(Duration::from_millis(5));
     }

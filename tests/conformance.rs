@@ -29,6 +29,9 @@ struct Fixture {
 impl Fixture {
     fn new(name: &'static str, options_text: &'static str) -> Fixture {
         let tmp = tempfile::Builder::new().prefix("stowbench-conformance-").tempdir().expect("temporary directory");
+        // Readable by others, as a run's work directory is: a local server running as its own user
+        // must reach the tablespace directories made inside the namespace.
+        std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod 755");
         let outer = tmp.path().join("outer");
         let ns_dir = outer.join("ns");
         let ns = Namespace::create(&ns_dir, "conformance", "case").expect("namespace");
@@ -42,6 +45,16 @@ impl Fixture {
 
     fn session(&self, worker: usize) -> Box<dyn Session> {
         self.backend.open_session(worker).unwrap_or_else(|e| panic!("open_session {}: {e}", self.name))
+    }
+}
+
+/// Cleans up before the temporary directory goes: a server must never lose a tablespace
+/// directory it still uses, and no test should leave tables on a server.
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Err(e) = self.backend.cleanup() {
+            eprintln!("cleanup of {} ({}) failed: {e}", self.name, self.options);
+        }
     }
 }
 
@@ -382,6 +395,8 @@ conformance!(sqlite_rowid, "sqlite", "schema = \"rowid\"");
 conformance!(sqlite_rowid_blob_io_always, "sqlite", "schema = \"rowid\"\nblob_io_threshold = 0");
 conformance!(sqlite_rowid_rollback_journal, "sqlite", "schema = \"rowid\"\njournal_mode = \"delete\"\nsynchronous = \"full\"");
 conformance!(sqlite_rowid_held_blob_handle, "sqlite", "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
+conformance!(sqlite_three_files, "sqlite", "files = 3");
+conformance!(sqlite_rowid_three_files_held_blob_handle, "sqlite", "files = 3\nschema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
 
 /// `schema = "rowid"` keeps a key's row under the xxh3-64 of the key. Two keys that share an id
 /// must never see each other's value: a row of another key is planted under the id of "victim"
@@ -446,6 +461,8 @@ conformance!(postgres_bytea_default_storage, "postgres", "mode = \"bytea\"\nstor
 conformance!(postgres_lo, "postgres", "mode = \"lo\"", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_lo_small_chunks, "postgres", "mode = \"lo\"\nchunk_size = \"8KiB\"", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_file, "postgres", "mode = \"file\"", requires = "STOWBENCH_PG_URI");
+conformance!(postgres_bytea_two_tablespaces, "postgres", "tablespaces = 2\npartitions = 3\nwait_sample = \"5ms\"", requires = "STOWBENCH_PG_URI");
+conformance!(postgres_file_partitions, "postgres", "mode = \"file\"\npartitions = 4", requires = "STOWBENCH_PG_URI");
 conformance!(mariadb_default, "mariadb", "", requires = "STOWBENCH_MARIADB_URI");
 conformance!(mariadb_file, "mariadb", "mode = \"file\"", requires = "STOWBENCH_MARIADB_URI");
 conformance!(

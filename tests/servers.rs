@@ -34,7 +34,17 @@ fn env(name: &str) -> String {
 struct Fixture {
     backend: Box<dyn Backend>,
     ns: Namespace,
-    _tmp: tempfile::TempDir,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// Cleans up before the temporary directory goes: a server must never lose a tablespace
+/// directory it still uses (cleanup is harmless a second time).
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Err(e) = self.backend.cleanup() {
+            eprintln!("fixture cleanup failed: {e}");
+        }
+    }
 }
 
 fn options(text: &str) -> Options {
@@ -43,12 +53,19 @@ fn options(text: &str) -> Options {
 
 fn fixture(backend: &str, opts: &str) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
+    let mut f = fixture_in(backend, opts, tmp.path());
+    f._tmp = Some(tmp);
+    f
+}
+
+/// A fixture whose namespace is made in `parent` (which the caller keeps).
+fn fixture_in(backend: &str, opts: &str, parent: &std::path::Path) -> Fixture {
     let run_id = format!("servers-{}-{:?}", std::process::id(), std::time::Instant::now());
-    let ns = Namespace::create(&tmp.path().join("ns"), &run_id, "case").unwrap();
+    let ns = Namespace::create(&parent.join("ns"), &run_id, "case").unwrap();
     let kind = stowbench::backend::find(backend).unwrap();
     let b = (kind.construct)(&options(opts), &ns).unwrap_or_else(|e| panic!("construct {backend}: {e}"));
     b.prepare().unwrap_or_else(|e| panic!("prepare {backend}: {e}"));
-    Fixture { backend: b, ns, _tmp: tmp }
+    Fixture { backend: b, ns, _tmp: None }
 }
 
 impl Fixture {
@@ -228,6 +245,9 @@ use inspect::Server;
 #[path = "servers/end_to_end.rs"]
 mod end_to_end;
 
+#[path = "servers/pg_layout.rs"]
+mod pg_layout;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1
@@ -335,5 +355,53 @@ fn duplicate_uploads_are_registered_but_stored_once_in_every_catalog() {
         assert_eq!(n("catalog_files"), 40 - n("duplicate_uploads"), "{}: {files}", case["case_id"]);
         assert_eq!((n("catalog_names"), n("objects_checked"), n("objects_missing")), (40, n("catalog_files"), 0), "{files}");
         assert_eq!(case["verification"]["checked"], 40, "every download checked: {case}");
+    }
+}
+
+/// E4 at a tiny scale on SQLite and PostgreSQL: every database target runs (none skipped), 5
+/// repeats of 16 writers inserting each key once, each PostgreSQL case with its tablespaces and
+/// sampled writer wait in the report, and the table summarizes the repeats per data-file count.
+#[test]
+fn e4_recipe_runs_sqlite_and_postgres_at_a_tiny_scale() {
+    if !available("STOWBENCH_PG_URI") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["recipe", "run", "e4-data-files", "--scale", "0.01", "--no-progress", "--format", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 10 * 5, "10 database targets × 5 repeats");
+    for case in cases {
+        assert_eq!(case["status"], "ok", "{case}");
+        let (target, options) = (case["target"].as_str().unwrap(), &case["backend_info"]["options"]);
+        let k: u64 = target.rsplit("-k").next().unwrap().parse().unwrap();
+        let phase = &case["phases"][0];
+        assert_eq!(case["threads"], 16);
+        assert_eq!(phase["ops"]["put"]["count"], case["objects"], "every key inserted once: {case}");
+        if target.starts_with("postgres") {
+            assert_eq!((&options["tablespaces"], &options["partitions"]), (&k.into(), &16.into()), "{case}");
+            assert_eq!(options["wait_sample"], "10ms");
+        } else {
+            assert_eq!(options["files"], k, "{case}");
+        }
+    }
+    let repeats: Vec<u64> = cases.iter().filter(|c| c["target"] == "postgres-k8").map(|c| c["repeat"].as_u64().unwrap()).collect();
+    assert_eq!(repeats, [1, 2, 3, 4, 5]);
+    assert_eq!(report["fio_cases"].as_array().map(Vec::len), Some(25), "the raw-I/O curve beside the database one: 5 file counts × 5 runs");
+    let runs = std::fs::read_dir(dir.path().join("stowbench-results")).unwrap().flatten().map(|e| e.path()).next().unwrap();
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).arg("report").arg(runs.join("report.json")).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("across repeats"), "{table}");
+    for target in ["sqlite-k1", "sqlite-k16", "postgres-k1", "postgres-k16"] {
+        let summary = |l: &&str| l.trim_start().starts_with(&format!("{target}/e4-insert/")) && l.contains(" put ");
+        let row = table.lines().find(summary).unwrap_or_else(|| panic!("no repeats summary of {target}: {table}"));
+        assert!(row.contains(" 5 ") && row.contains('–') && row.contains('%'), "repeats, min–max and CV: {row}");
     }
 }

@@ -3,12 +3,19 @@
 //! A namespace directory carries `.stowbench-namespace`. It is created only if the directory is
 //! new or empty; a non-empty directory without the marker is refused, and removal refuses any
 //! directory that does not carry the marker. This module must never delete anything else.
+//!
+//! A directory a server depends on (a PostgreSQL tablespace's location) pins every marked
+//! directory above it, and removal refuses a pinned directory: deleting a tablespace's files under
+//! a running server makes every later checkpoint of that server fail.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The marker file name that proves a directory was created by stowbench.
 pub const MARKER_FILE: &str = ".stowbench-namespace";
+
+/// Prefix of the pin files (`.stowbench-pin-<name>`), each holding why the directory is pinned.
+pub const PIN_PREFIX: &str = ".stowbench-pin-";
 
 /// A directory (and a name for server-side objects) owned by one run.
 #[derive(Debug, Clone)]
@@ -76,7 +83,41 @@ pub fn is_owned(dir: &Path) -> bool {
     dir.join(MARKER_FILE).is_file()
 }
 
-/// Removes `dir` and everything in it, but only if it carries the marker.
+/// Pins `inner` and every marked directory above it with pin `name`, saying `why` (what depends
+/// on it and how to release it).
+pub fn pin(inner: &Path, name: &str, why: &str) -> Result<(), String> {
+    for dir in inner.ancestors().filter(|d| is_owned(d)) {
+        let file = dir.join(format!("{PIN_PREFIX}{name}"));
+        fs::write(&file, format!("{why}\n")).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    }
+    Ok(())
+}
+
+/// Removes pin `name` from `inner` and every marked directory above it (missing pins are fine).
+pub fn unpin(inner: &Path, name: &str) -> Result<(), String> {
+    for dir in inner.ancestors().filter(|d| is_owned(d)) {
+        let file = dir.join(format!("{PIN_PREFIX}{name}"));
+        match fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("cannot remove {}: {e}", file.display())),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to delete from `dir` while it is pinned, quoting the first pin's reason.
+fn refuse_if_pinned(dir: &Path) -> Result<(), String> {
+    let Ok(entries) = fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(PIN_PREFIX) {
+            let why = fs::read_to_string(entry.path()).unwrap_or_default();
+            return Err(format!("refusing to delete from {}: still in use ({}): {}", dir.display(), entry.path().display(), why.trim()));
+        }
+    }
+    Ok(())
+}
+
+/// Removes `dir` and everything in it, but only if it carries the marker and no pin.
 pub fn remove(dir: &Path) -> Result<(), String> {
     if !dir.exists() {
         return Ok(());
@@ -87,6 +128,7 @@ pub fn remove(dir: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
+    refuse_if_pinned(dir)?;
     fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))
 }
 
@@ -95,6 +137,7 @@ pub fn empty(dir: &Path) -> Result<(), String> {
     if !is_owned(dir) {
         return Err(format!("refusing to empty {}: no {MARKER_FILE} marker", dir.display()));
     }
+    refuse_if_pinned(dir)?;
     for entry in fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
         let entry = entry.map_err(|e| e.to_string())?;
         if entry.file_name() == MARKER_FILE {
@@ -138,5 +181,25 @@ mod tests {
         assert!(is_owned(&dir) && !dir.join("data").exists());
         remove(&dir).unwrap();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_pin_keeps_every_marked_directory_above_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = Namespace::create(&tmp.path().join("run"), "r1", "run").unwrap();
+        let case = run.child("case").unwrap();
+        let inner = case.dir.join("tablespaces");
+        fs::create_dir(&inner).unwrap();
+        pin(&inner, "ts0", "tablespace ts0 lives here; DROP TABLESPACE ts0 first").unwrap();
+        for dir in [&run.dir, &case.dir] {
+            let err = remove(dir).unwrap_err();
+            assert!(err.contains("DROP TABLESPACE ts0"), "{err}");
+        }
+        assert!(empty(&case.dir).unwrap_err().contains("still in use"));
+        assert!(inner.exists());
+        unpin(&inner, "ts0").unwrap();
+        unpin(&inner, "ts0").expect("unpinning twice is harmless");
+        remove(&run.dir).unwrap();
+        assert!(!run.dir.exists());
     }
 }

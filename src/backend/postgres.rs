@@ -11,10 +11,19 @@
 //! - `file`: the row holds key and size, the bytes live in a file beside it under the namespace
 //!   directory (written atomically like `fs`) — the FILESTREAM shape of experiment E1.
 //!
+//! With `partitions`/`tablespaces` the table is hash-partitioned on its key and its partitions
+//! spread over tablespaces made for the case (see `layout`); with `wait_sample` the sessions'
+//! lock waits inside the server are sampled (see `waits`).
+//!
 //! Tables are named after the case's namespace and run (`server::owned_name`), so cleanup drops
-//! only this case's tables and large objects. Writers of one key are serialized by a transaction
+//! only this case's tables, tablespaces and large objects. Writers of one key are serialized by a transaction
 //! advisory lock so an overwrite never collides with another; readers see one committed value.
 
+mod layout;
+mod waits;
+
+use self::layout::Layout;
+use self::waits::WaitSampler;
 use super::options::{OptionDoc, Options};
 use super::server::{self, Endpoint};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
@@ -24,6 +33,7 @@ use postgres::{Client, IsolationLevel, NoTls};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Registry entry.
@@ -48,6 +58,10 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
     OptionDoc { name: "server_pid", default: "<found>", help: "postmaster pid for CPU/memory figures (default: STOWBENCH_PG_PID, postmaster.pid, or the port's listener)" },
     OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: SHOW data_directory, or STOWBENCH_PG_DATA)" },
+    layout::OPTIONS[0],
+    layout::OPTIONS[1],
+    layout::OPTIONS[2],
+    waits::WAIT_SAMPLE_OPTION,
 ];
 
 /// bytea values are capped at 1 GB by PostgreSQL, and the server builds each value whole in memory
@@ -73,7 +87,10 @@ struct Shared {
     endpoint: Endpoint,
     connect_timeout: Nanos,
     mode: Mode,
+    /// The table's name, quoted.
     table: String,
+    /// Partitions and tablespaces of the table.
+    layout: Layout,
     lock_class: i32,
     chunk_bytes: usize,
     fsync: bool,
@@ -89,6 +106,8 @@ pub struct PgBackend {
     settings: BTreeMap<String, String>,
     server_pid: Option<u32>,
     data_dir: Option<PathBuf>,
+    /// Samples the sessions' lock waits (option `wait_sample`; None when off).
+    waits: Option<WaitSampler>,
     options: Options,
 }
 
@@ -111,11 +130,16 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     };
     // Quoted: the name may start with a digit. The mode is in the name, so no two layouts share one.
     let table = format!("\"{}_{}\"", server::owned_name(ns), format!("{mode:?}").to_lowercase());
-    let shared = Shared {
+    let wait_sample_ns = options.duration("wait_sample", Nanos(0))?.0;
+    if wait_sample_ns != 0 && wait_sample_ns < waits::MIN_INTERVAL_NS {
+        return Err(format!("target \"{}\": option \"wait_sample\" is {wait_sample_ns} ns; use 1ms or more (or 0s for off)", options.target));
+    }
+    let mut shared = Shared {
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
         mode,
         lock_class: xxhash_rust::xxh3::xxh3_64(table.as_bytes()) as i32,
         table,
+        layout: Layout::default(), // needs the server's data directory: read below
         chunk_bytes: chunk as usize,
         fsync: options.bool("fsync", true)?,
         files_root: files_ns.dir.join("pgfiles"),
@@ -132,7 +156,16 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let postmaster = pidfile.and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()));
     let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_PG_PID", 5432, postmaster)?;
     let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_PG_DATA", settings.get("data_directory").cloned())?;
-    Ok(Box::new(PgBackend { shared: Arc::new(shared), external_storage, server_version, settings, server_pid, data_dir, options: options.clone() }))
+    shared.layout = Layout::from_options(options, ns, &server::owned_name(ns), data_dir.as_deref())?;
+    if shared.layout.partitioned() && mode == Mode::Lo {
+        return Err(format!(
+            "target \"{}\": options \"partitions\"/\"tablespaces\" need mode = \"bytea\" or \"file\": large objects live in \
+             pg_largeobject, which cannot be partitioned or moved to a tablespace",
+            options.target
+        ));
+    }
+    let waits = (wait_sample_ns > 0).then(|| WaitSampler::new(wait_sample_ns));
+    Ok(Box::new(PgBackend { shared: Arc::new(shared), external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone() }))
 }
 
 /// The server's version and the settings that decide durability (read, never changed).
@@ -150,7 +183,7 @@ fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let endpoint = server::endpoint(&options, "postgres", URI_ENV)?;
-    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), mode: Mode::Bytea, table: String::new(), lock_class: 0, chunk_bytes: 0, fsync: false, files_root: PathBuf::new(), max_bytes: None };
+    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), mode: Mode::Bytea, table: String::new(), layout: Layout::default(), lock_class: 0, chunk_bytes: 0, fsync: false, files_root: PathBuf::new(), max_bytes: None };
     let mut client = shared.connect().map_err(|e| e.message)?;
     let (version, _) = read_settings(&mut client).map_err(|e| shared.endpoint.secrets.scrub(&e.to_string()))?;
     Ok(format!("PostgreSQL {version}"))
@@ -230,6 +263,9 @@ impl Backend for PgBackend {
             for (k, v) in &self.settings {
                 map.insert(format!("server_{k}"), v.clone().into());
             }
+            s.layout.record(map);
+            let sample = self.waits.as_ref().map(|w| format!("{}ms", w.interval_ms())).unwrap_or_else(|| "0s".into());
+            map.insert("wait_sample".into(), sample.into());
         }
         let mut versions = BTreeMap::new();
         versions.insert("postgresql".into(), self.server_version.clone());
@@ -244,6 +280,10 @@ impl Backend for PgBackend {
         if s.mode == Mode::File {
             data_paths.insert(0, s.files_root.clone());
         }
+        // The first path names the filesystem in the report: the tablespaces' when there are any.
+        for (i, dir) in s.layout.dirs().into_iter().enumerate() {
+            data_paths.insert(i, dir);
+        }
         BackendInfo { backend: "postgres".into(), versions, options, durability, data_paths }
     }
 
@@ -255,11 +295,13 @@ impl Backend for PgBackend {
             Mode::Lo => "key bytea PRIMARY KEY, loid oid NOT NULL, size_bytes bigint NOT NULL",
             Mode::File => "key bytea PRIMARY KEY, size_bytes bigint NOT NULL",
         };
-        let mut sql = format!("CREATE TABLE IF NOT EXISTS {} ({columns});", s.table);
+        let fail = |e| s.error(e);
+        client.batch_execute(&format!("CREATE TABLE IF NOT EXISTS {} ({columns}){};", s.table, s.layout.partition_clause())).map_err(fail)?;
+        s.layout.create(&mut client, &s.table, s.table.trim_matches('"'), &fail)?;
         if s.mode == Mode::Bytea && self.external_storage {
-            sql += &format!("ALTER TABLE {} ALTER COLUMN data SET STORAGE EXTERNAL;", s.table);
+            // After the partitions exist: on a partitioned table it reaches every partition.
+            client.batch_execute(&format!("ALTER TABLE {} ALTER COLUMN data SET STORAGE EXTERNAL;", s.table)).map_err(fail)?;
         }
-        client.batch_execute(&sql).map_err(|e| s.error(e))?;
         if s.mode == Mode::File {
             std::fs::create_dir_all(&s.files_root)?;
         }
@@ -267,7 +309,12 @@ impl Backend for PgBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(PgSession { client: self.shared.connect()?, shared: self.shared.clone(), worker }))
+        let mut client = self.shared.connect()?;
+        let waited = match &self.waits {
+            Some(sampler) => Some(sampler.register(&mut client, &self.shared)?),
+            None => None,
+        };
+        Ok(Box::new(PgSession { client, shared: self.shared.clone(), worker, waited }))
     }
 
     /// The file server's catalog lives in the same database, beside the content's table.
@@ -284,7 +331,11 @@ impl Backend for PgBackend {
             Some(dir) => server::usage_of_files(&relation_files(&mut client, s, dir)?),
             None => DiskUsage::default(),
         };
-        let table_bytes: i64 = client.query_one("SELECT pg_total_relation_size($1::text::regclass)", &[&s.table]).map_err(|e| s.error(e))?.get(0);
+        // A partitioned table holds no data itself: sum its partitions (pg_partition_tree lists
+        // nothing for a plain table, which is counted itself).
+        let total = "SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint FROM \
+                     (SELECT $1::text::regclass AS r UNION SELECT relid FROM pg_partition_tree($1::text::regclass)) t";
+        let table_bytes: i64 = client.query_one(total, &[&s.table]).map_err(|e| s.error(e))?.get(0);
         let mut reported = table_bytes as u64;
         if s.mode == Mode::Lo {
             reported += large_object_bytes(&mut client, s)?;
@@ -312,6 +363,7 @@ impl Backend for PgBackend {
         }
         tx.commit().map_err(|e| s.error(e))?;
         super::catalog::postgres::PgCatalog::drop_tables(&mut client, &s.table).map_err(|e| s.error(e))?;
+        s.layout.drop_all(&mut client, &|e| s.error(e))?;
         if s.mode == Mode::File {
             match std::fs::remove_dir_all(&s.files_root) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
@@ -326,11 +378,12 @@ impl Backend for PgBackend {
     }
 }
 
-/// Files of our table, its TOAST table and all their indexes (every fork and 1 GB segment), and
+/// Files of our table (every partition), its TOAST tables and all their indexes (every fork and 1 GB segment), and
 /// in lo mode of pg_largeobject and its index (shared by every large object in the database).
 fn relation_files(client: &mut Client, s: &Shared, data_dir: &std::path::Path) -> BResult<Vec<PathBuf>> {
     let mut sql = String::from(
-        "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = $1::text::regclass), \
+        "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = $1::text::regclass \
+         OR oid IN (SELECT relid FROM pg_partition_tree($1::text::regclass))), \
          rels AS (SELECT oid FROM t UNION SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0 \
          UNION SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t UNION SELECT reltoastrelid FROM t)",
     );
@@ -374,6 +427,8 @@ struct PgSession {
     client: Client,
     shared: Arc<Shared>,
     worker: usize,
+    /// Time this session's backend was seen waiting on a lock, in ns (option `wait_sample`).
+    waited: Option<Arc<AtomicU64>>,
 }
 
 /// Reads exactly `buf.len()` bytes or fails: the body must be as long as promised.
@@ -568,5 +623,10 @@ impl Session for PgSession {
         };
         let row = self.client.query_opt(&sql, &[&key.as_bytes()]).map_err(|e| s.error(e))?;
         row.map(|r| r.get::<_, i64>(0) as u64).ok_or_else(|| BackendError::not_found(key))
+    }
+
+    /// Estimated from samples of the server's wait events (see `waits`); 0 when not sampled.
+    fn wait_ns(&self) -> u64 {
+        self.waited.as_ref().map_or(0, |w| w.load(Ordering::Relaxed))
     }
 }

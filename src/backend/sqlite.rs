@@ -2,7 +2,8 @@
 //!
 //! Table `objects(key TEXT PRIMARY KEY, size_bytes INTEGER, body BLOB)` in `objects.db` inside the
 //! namespace, or with `schema = "rowid"` the same columns under an integer primary key derived
-//! from the key (see `schema`). A put is one `BEGIN IMMEDIATE` transaction: values up to
+//! from the key (see `schema`); with `files = K` the table is spread over K database files by key
+//! (see `files`). A put is one `BEGIN IMMEDIATE` transaction: values up to
 //! `blob_io_threshold` are bound whole; larger ones are inserted as `zeroblob(len)` and filled
 //! through SQLite's incremental blob I/O in bounded chunks, and a get streams them back the same
 //! way, so a 900 MB value never sits in memory. An overwrite replaces row and body in that one
@@ -12,10 +13,11 @@
 //! value up to the threshold) in memory, and never write outside its database files.
 
 pub(crate) mod connection;
+mod files;
 mod read_blob;
 mod schema;
 
-use self::connection::{begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
+use self::connection::{begin_write, database_files, remove_database, unsigned, SqlContext, Tuning};
 use self::read_blob::ReadBlob;
 pub use self::schema::row_id_of;
 use self::schema::Schema;
@@ -25,7 +27,7 @@ use crate::units::ByteSize;
 use rusqlite::blob::ZeroBlob;
 use rusqlite::{params, Connection, OptionalExtension, MAIN_DB};
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Registry entry.
@@ -56,6 +58,7 @@ const OPTIONS: &[OptionDoc] = &[
     connection::PAGE_SIZE_OPTION,
     connection::CACHE_SIZE_OPTION,
     connection::BUSY_TIMEOUT_OPTION,
+    files::FILES_OPTION,
 ];
 
 /// SQLite's compiled-in SQLITE_MAX_LENGTH, in bytes: it bounds a whole row, not only the BLOB.
@@ -101,7 +104,9 @@ const SNAPSHOT_MAX_AGE: Duration = Duration::from_millis(100);
 
 /// The sqlite backend for one case.
 pub struct SqliteBackend {
-    db: PathBuf,
+    /// The database files the table is spread over (one unless option `files` says more), in
+    /// `files::paths` order.
+    dbs: Vec<PathBuf>,
     /// Where the database lives; released (a `path` option's directory removed) on cleanup.
     data: super::fs::DataNamespace,
     tuning: Tuning,
@@ -143,7 +148,7 @@ impl SqliteBackend {
             ));
         }
         Ok(SqliteBackend {
-            db: ns.dir.join(DATABASE_FILE),
+            dbs: files::paths(&ns.dir, files::from_options(options)?),
             data,
             tuning,
             schema: Schema::from_options(options)?,
@@ -153,11 +158,11 @@ impl SqliteBackend {
         })
     }
 
-    /// One session: its own connection, no BLOB handle held yet.
-    fn new_session(&self) -> BResult<SqliteSession> {
+    /// One session on database file `db`: its own connection, no BLOB handle held yet.
+    fn new_session(&self, db: &Path) -> BResult<SqliteSession> {
         Ok(SqliteSession {
             held_blob: None,
-            conn: self.tuning.open(&self.db)?,
+            conn: self.tuning.open(db)?,
             schema: self.schema,
             blob_handle: self.blob_handle,
             snapshot_max_age: SNAPSHOT_MAX_AGE,
@@ -187,33 +192,48 @@ impl Backend for SqliteBackend {
             map.insert("blob_io_threshold".into(), ByteSize(self.blob_io_threshold_bytes).label().into());
             map.insert("schema".into(), self.schema.name().into());
             map.insert("blob_handle".into(), self.blob_handle.name().into());
+            map.insert("files".into(), self.dbs.len().into());
         }
+        let spread = match self.dbs.len() {
+            1 => String::new(),
+            k => format!("; rows spread over {k} database files by key, each put committed in its key's file alone"),
+        };
         BackendInfo {
             backend: "sqlite".into(),
             versions: [("sqlite".to_string(), rusqlite::version().to_string())].into_iter().collect(),
             options,
-            durability: format!("one transaction per put (BEGIN IMMEDIATE … COMMIT); {}", self.tuning.durability()),
-            data_paths: vec![self.db.clone()],
+            durability: format!("one transaction per put (BEGIN IMMEDIATE … COMMIT){spread}; {}", self.tuning.durability()),
+            data_paths: self.dbs.clone(),
         }
     }
 
     fn prepare(&self) -> BResult<()> {
-        self.tuning.prepare_database(&self.db, self.schema.create_table())?;
-        self.schema.check_database(&self.tuning.open(&self.db)?, &self.db)
+        for db in &self.dbs {
+            self.tuning.prepare_database(db, self.schema.create_table())?;
+            self.schema.check_database(&self.tuning.open(db)?, db)?;
+        }
+        Ok(())
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(self.new_session()?))
+        if let [db] = &self.dbs[..] {
+            return Ok(Box::new(self.new_session(db)?));
+        }
+        let parts = self.dbs.iter().map(|db| self.new_session(db)).collect::<BResult<Vec<_>>>()?;
+        Ok(Box::new(files::SpreadSession { parts }))
     }
 
-    /// Allocated and apparent bytes of `objects.db` plus its `-wal`, `-shm` and `-journal` files
-    /// as they are on disk now (no checkpoint first: a WAL that has grown is space in use).
+    /// Allocated and apparent bytes of every database file plus its `-wal`, `-shm` and `-journal`
+    /// files as they are on disk now (no checkpoint first: a WAL that has grown is space in use).
     fn disk_usage(&self) -> BResult<DiskUsage> {
-        super::fs::disk_usage_of(&database_files(&self.db))
+        let all: Vec<PathBuf> = self.dbs.iter().flat_map(|db| database_files(db)).collect();
+        super::fs::disk_usage_of(&all)
     }
 
     fn cleanup(&self) -> BResult<()> {
-        remove_database(&self.db)?;
+        for db in &self.dbs {
+            remove_database(db)?;
+        }
         self.data.release()
     }
 }
@@ -463,8 +483,8 @@ mod tests {
     fn a_held_blob_handle_reads_one_snapshot_until_a_write_or_its_age_ends_it() {
         let tmp = tempfile::tempdir().unwrap();
         let backend = backend(&tmp, "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
-        let mut writer = backend.new_session().unwrap();
-        let mut reader = backend.new_session().unwrap();
+        let mut writer = backend.new_session(&backend.dbs[0]).unwrap();
+        let mut reader = backend.new_session(&backend.dbs[0]).unwrap();
         reader.snapshot_max_age = Duration::from_secs(3600);
         put(&mut writer, "a", b"old a");
         put(&mut writer, "b", b"old b");
@@ -478,7 +498,7 @@ mod tests {
         put(&mut writer, "a", b"newer a");
         reader.snapshot_max_age = Duration::ZERO;
         assert_eq!(get(&mut reader, "a"), b"newer a", "an old snapshot is released before the next get");
-        let mut per_get = backend.new_session().unwrap();
+        let mut per_get = backend.new_session(&backend.dbs[0]).unwrap();
         per_get.blob_handle = BlobHandle::PerGet;
         assert_eq!(get(&mut per_get, "a"), b"newer a");
         assert!(per_get.held_blob.is_none(), "per-get closes its handle (and read transaction) at the end of every get");

@@ -6,6 +6,7 @@ pub mod breakeven;
 pub mod csv;
 pub mod env;
 pub mod model;
+pub mod repeats;
 pub mod table;
 pub mod warnings;
 

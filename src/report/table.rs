@@ -301,7 +301,7 @@ fn step_times(report: &RunReport, (workload, phase, threads): (&str, &str, u32),
 }
 
 /// Writes rows as left-aligned columns, two spaces apart.
-fn write_columns(lines: &[Vec<String>], out: &mut String) {
+pub(super) fn write_columns(lines: &[Vec<String>], out: &mut String) {
     let widths: Vec<usize> = (0..lines[0].len()).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
     for line in lines {
         let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -361,6 +361,7 @@ fn footer(report: &RunReport, out: &mut String) {
         let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
         write_columns(&lines, out);
     }
+    super::repeats::write(report, out);
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &report.warnings {

@@ -56,6 +56,11 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "fsync", default: "true", help: "file mode: fsync each file and its directory (as durable as the committed row)" },
     OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory for the content files" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
+    OptionDoc {
+        name: "statement_timeout",
+        default: "0s",
+        help: "abort any statement running longer (the server's statement_timeout, set per connection; a timeout error the workload's retries may retry); 0s: never",
+    },
     OptionDoc { name: "server_pid", default: "<found>", help: "postmaster pid for CPU/memory figures (default: STOWBENCH_PG_PID, postmaster.pid, or the port's listener)" },
     OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: SHOW data_directory, or STOWBENCH_PG_DATA)" },
     layout::OPTIONS[0],
@@ -86,6 +91,8 @@ enum Mode {
 struct Shared {
     endpoint: Endpoint,
     connect_timeout: Nanos,
+    /// Zero: statements never time out.
+    statement_timeout: Nanos,
     mode: Mode,
     /// The table's name, quoted.
     table: String,
@@ -136,6 +143,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     }
     let mut shared = Shared {
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
+        statement_timeout: options.duration("statement_timeout", Nanos(0))?,
         mode,
         lock_class: xxhash_rust::xxh3::xxh3_64(table.as_bytes()) as i32,
         table,
@@ -183,7 +191,7 @@ fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let endpoint = server::endpoint(&options, "postgres", URI_ENV)?;
-    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), mode: Mode::Bytea, table: String::new(), layout: Layout::default(), lock_class: 0, chunk_bytes: 0, fsync: false, files_root: PathBuf::new(), max_bytes: None };
+    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), statement_timeout: Nanos(0), mode: Mode::Bytea, table: String::new(), layout: Layout::default(), lock_class: 0, chunk_bytes: 0, fsync: false, files_root: PathBuf::new(), max_bytes: None };
     let mut client = shared.connect().map_err(|e| e.message)?;
     let (version, _) = read_settings(&mut client).map_err(|e| shared.endpoint.secrets.scrub(&e.to_string()))?;
     Ok(format!("PostgreSQL {version}"))
@@ -195,6 +203,19 @@ impl Shared {
         let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
         config.connect_timeout(std::time::Duration::from_nanos(self.connect_timeout.0)).application_name("stowbench");
         config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))
+    }
+
+    /// A worker's connection (a session's or the file catalog's): every statement it runs is
+    /// bounded by `statement_timeout`; the server cancels with 57014, counted as a timeout. Set-up
+    /// and cleanup connections are not bounded: a short limit must not stop a case from starting
+    /// or from removing its data.
+    fn connect_worker(&self) -> BResult<Client> {
+        let mut client = self.connect()?;
+        if self.statement_timeout.0 > 0 {
+            let ms = self.statement_timeout.0.div_ceil(1_000_000);
+            client.batch_execute(&format!("SET statement_timeout = {ms}")).map_err(|e| self.error(e))?;
+        }
+        Ok(client)
     }
 
     /// Maps a driver error to a kind, with secrets scrubbed from its message.
@@ -309,7 +330,7 @@ impl Backend for PgBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        let mut client = self.shared.connect()?;
+        let mut client = self.shared.connect_worker()?;
         let waited = match &self.waits {
             Some(sampler) => Some(sampler.register(&mut client, &self.shared)?),
             None => None,
@@ -321,7 +342,7 @@ impl Backend for PgBackend {
     fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
         let shared = self.shared.clone();
         let error = Box::new(move |e| shared.error(e));
-        Ok(Box::new(super::catalog::postgres::PgCatalog::new(self.shared.connect()?, &self.shared.table, error)))
+        Ok(Box::new(super::catalog::postgres::PgCatalog::new(self.shared.connect_worker()?, &self.shared.table, error)))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {

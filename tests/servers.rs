@@ -265,14 +265,9 @@ fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
     }
     let dir = tempfile::tempdir().unwrap();
     let targets = "postgres-bytea,postgres-lo,postgres-file,mariadb,mariadb-file";
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", targets, "--no-progress", "--format", "json"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = ["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", targets, "--no-progress", "--format", "json"];
+    let (code, report, text) = run_stowbench(dir.path(), &args);
+    assert_eq!(code, Some(0), "{text}");
     assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
     let cases = report["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 5 * 11, "5 server targets × 11 sizes");
@@ -284,11 +279,10 @@ fn e1_recipe_runs_every_server_target_at_a_tiny_scale() {
     }
 }
 
-/// Runs the stowbench binary in a fresh directory; returns the exit code, the JSON report on
-/// stdout and everything printed (for messages).
-fn run_stowbench(args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).args(args).current_dir(dir.path()).output().unwrap();
+/// Runs the stowbench binary in `dir` (where its results go); returns the exit code, the JSON
+/// report on stdout and everything printed (for messages).
+fn run_stowbench(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).args(args).current_dir(dir).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON report ({e}): {text}"));
     (out.status.code(), report, text)
@@ -306,7 +300,8 @@ fn e5_recipe_runs_every_target_at_a_tiny_scale() {
     if !every_server_is_available() {
         return;
     }
-    let (code, report, text) = run_stowbench(&["recipe", "run", "e5-file-server", "--scale", "0.01", "--no-progress", "--format", "json"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report, text) = run_stowbench(dir.path(), &["recipe", "run", "e5-file-server", "--scale", "0.01", "--no-progress", "--format", "json"]);
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
     let cases = report["cases"].as_array().unwrap();
@@ -346,7 +341,7 @@ fn duplicate_uploads_are_registered_but_stored_once_in_every_catalog() {
         [[target]]\nbackend = \"fs\"\n[[target]]\nbackend = \"postgres\"\n[[target]]\nbackend = \"mariadb\"\n[[target]]\nbackend = \"gridfs\"\n\
         [[workload]]\nname = \"dups\"\nsizes = [\"20kB\"]\nobjects = 40\nthreads = [2]\nduplicates = 0.4\nphases = [\"upload\", \"download\"]\n";
     std::fs::write(&job, text).unwrap();
-    let (code, report, out) = run_stowbench(&["run", job.to_str().unwrap(), "--no-progress", "--format", "json"]);
+    let (code, report, out) = run_stowbench(dir.path(), &["run", job.to_str().unwrap(), "--no-progress", "--format", "json"]);
     assert_eq!(code, Some(0), "{out}");
     for case in report["cases"].as_array().unwrap() {
         let files = &case["file_server"];
@@ -367,14 +362,8 @@ fn e4_recipe_runs_sqlite_and_postgres_at_a_tiny_scale() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["recipe", "run", "e4-data-files", "--scale", "0.01", "--no-progress", "--format", "json"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, report, text) = run_stowbench(dir.path(), &["recipe", "run", "e4-data-files", "--scale", "0.01", "--no-progress", "--format", "json"]);
+    assert_eq!(code, Some(0), "{text}");
     assert_eq!(report["recipe"]["skipped_targets"].as_array().map(Vec::len), Some(0), "{text}");
     let cases = report["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 10 * 5, "10 database targets × 5 repeats");

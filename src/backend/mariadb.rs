@@ -16,7 +16,7 @@
 //! table and two layouts never share one; file mode's cleanup also removes its files directory.
 
 use super::options::{OptionDoc, Options};
-use super::row_file::{ContentFiles, Order, Row, Rows};
+use super::row_file::{ContentFiles, Order, Row, RowFileSession, Rows};
 use super::server::{self, Endpoint};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::Nanos;
@@ -334,7 +334,7 @@ impl Backend for MariaBackend {
         let conn = self.shared.connect()?;
         Ok(match &self.file {
             None => Box::new(MariaSession { conn, shared: self.shared.clone() }),
-            Some(file) => Box::new(MariaFileSession {
+            Some(file) => Box::new(RowFileSession {
                 rows: MariaRows { conn, shared: self.shared.clone() },
                 content: ContentFiles::new(file.files.clone(), file.order, file.fsync, worker),
             }),
@@ -437,11 +437,6 @@ impl Session for MariaSession {
 }
 
 /// File mode's session: rows in MariaDB, content through `row_file` exactly as `sqlite-file`.
-struct MariaFileSession {
-    rows: MariaRows,
-    content: ContentFiles,
-}
-
 /// File mode's row side: autocommitted reads at READ COMMITTED (the newest committed row), and
 /// short write transactions that lock the key's row.
 struct MariaRows {
@@ -519,20 +514,3 @@ impl Rows for MariaRows {
     }
 }
 
-impl Session for MariaFileSession {
-    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        self.content.put(&mut self.rows, key, body, len)
-    }
-
-    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        self.content.get(&mut self.rows, key, sink)
-    }
-
-    fn delete(&mut self, key: &str) -> BResult<()> {
-        self.content.delete(&mut self.rows, key)
-    }
-
-    fn head(&mut self, key: &str) -> BResult<u64> {
-        self.content.head(&mut self.rows, key)
-    }
-}

@@ -79,6 +79,41 @@ pub trait Rows {
     fn undo_row(&mut self, key: &str, ours: &Row, old: Option<Row>);
     /// Removes `key`'s row and commits; returns the path it named (`None`: there was no row).
     fn delete_row(&mut self, key: &str) -> BResult<Option<String>>;
+    /// Total nanoseconds spent waiting for the database's writer lock (see `Session::wait_ns`).
+    fn wait_ns(&self) -> u64 {
+        0
+    }
+}
+
+/// A row + file session: the database's rows and this worker's content files, whichever the
+/// database (`sqlite-file`, `mariadb` in file mode).
+pub struct RowFileSession<R> {
+    /// The row side.
+    pub rows: R,
+    /// The content side.
+    pub content: ContentFiles,
+}
+
+impl<R: Rows + Send> super::Session for RowFileSession<R> {
+    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        self.content.put(&mut self.rows, key, body, len)
+    }
+
+    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        self.content.get(&mut self.rows, key, sink)
+    }
+
+    fn delete(&mut self, key: &str) -> BResult<()> {
+        self.content.delete(&mut self.rows, key)
+    }
+
+    fn head(&mut self, key: &str) -> BResult<u64> {
+        self.content.head(&mut self.rows, key)
+    }
+
+    fn wait_ns(&self) -> u64 {
+        self.rows.wait_ns()
+    }
 }
 
 /// One session's content files.

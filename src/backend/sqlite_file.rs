@@ -20,12 +20,11 @@
 //! writes outside its namespace.
 
 use super::options::{OptionDoc, Options};
-use super::row_file::{ContentFiles, Order, Row, Rows};
+use super::row_file::{ContentFiles, Order, Row, RowFileSession, Rows};
 use super::sqlite::connection::{self, begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
 use super::{BResult, Backend, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::fs;
-use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// Registry entry.
@@ -124,7 +123,7 @@ impl Backend for SqliteFileBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(SqliteFileSession {
+        Ok(Box::new(RowFileSession {
             rows: SqliteRows { conn: self.tuning.open(&self.db)?, wait_ns: 0 },
             content: ContentFiles::new(self.files.clone(), self.order, self.fsync, worker),
         }))
@@ -143,11 +142,6 @@ impl Backend for SqliteFileBackend {
         super::fs::remove_dir_if_present(&self.files)?;
         self.data.release()
     }
-}
-
-struct SqliteFileSession {
-    rows: SqliteRows,
-    content: ContentFiles,
 }
 
 /// The row side: one connection, and how long it waited for SQLite's write lock.
@@ -206,27 +200,9 @@ impl Rows for SqliteRows {
         tx.commit().context("delete: commit")?;
         Ok(path)
     }
-}
-
-impl Session for SqliteFileSession {
-    fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        self.content.put(&mut self.rows, key, body, len)
-    }
-
-    fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        self.content.get(&mut self.rows, key, sink)
-    }
-
-    fn delete(&mut self, key: &str) -> BResult<()> {
-        self.content.delete(&mut self.rows, key)
-    }
-
-    fn head(&mut self, key: &str) -> BResult<u64> {
-        self.content.head(&mut self.rows, key)
-    }
 
     fn wait_ns(&self) -> u64 {
-        self.rows.wait_ns
+        self.wait_ns
     }
 }
 
@@ -234,6 +210,7 @@ impl Session for SqliteFileSession {
 mod tests {
     use super::*;
     use crate::backend::ErrorKind;
+    use std::io::Read;
     use std::path::Path;
 
     /// A body that gives `left` bytes and then takes the process down with it (a panic stands in

@@ -71,6 +71,18 @@ impl Op {
         matches!(self, Op::Upload | Op::Download)
     }
 
+    /// Whether this operation's count and bytes go into a phase's totals: in a file-server phase
+    /// only the uploads and downloads do, the others being their steps.
+    pub fn counts_in_totals(self, file_server_phase: bool) -> bool {
+        !file_server_phase || self.is_file_server()
+    }
+
+    /// The operation or step a report names `name`.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().chain([Op::Hash, Op::Register, Op::Lookup]).find(|op| op.name() == name)
+    }
+
+    /// An operation a job file may name.
     fn parse(name: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.name() == name)
     }

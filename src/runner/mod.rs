@@ -366,7 +366,7 @@ impl CaseRun<'_> {
         let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
         // The steps of uploads and downloads are parts of them, not operations of their own.
         let file_server = phase.mix.iter().any(|(op, _)| op.is_file_server());
-        let counted = || merged.ops.iter().filter(|(name, _)| !file_server || *name == "upload" || *name == "download").map(|(_, o)| o);
+        let counted = || merged.ops.iter().filter(|(name, _)| Op::from_name(name).is_some_and(|op| op.counts_in_totals(file_server))).map(|(_, o)| o);
         let errors: u64 = counted().map(|o| o.errors.values().sum::<u64>()).sum();
         self.attempted += counted().map(|o| o.count).sum::<u64>() + errors;
         self.failed_ops += errors;

@@ -263,9 +263,8 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     // In a file-server phase the steps (hash, register, put, lookup, get) are parts of the
     // uploads and downloads, which alone make the totals.
     let file_server = ops.keys().any(|op| op.is_file_server());
-    let counted = |op: &Op| !file_server || op.is_file_server();
-    let total_ops: u64 = ops.iter().filter(|(op, _)| counted(op)).map(|(_, s)| s.count).sum();
-    let total_bytes: u64 = ops.iter().filter(|(op, _)| counted(op)).map(|(_, s)| s.bytes).sum();
+    let total_ops: u64 = ops.iter().filter(|(op, _)| op.counts_in_totals(file_server)).map(|(_, s)| s.count).sum();
+    let total_bytes: u64 = ops.iter().filter(|(op, _)| op.counts_in_totals(file_server)).map(|(_, s)| s.bytes).sum();
     let window_total_ns = end - start;
     let window_all_active_ns = first_end.saturating_sub(last_start);
     PhaseResult {

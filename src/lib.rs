@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cli;
 pub mod clock;
 pub mod fio;
+pub mod hash;
 pub mod job;
 pub mod pack;
 pub mod report;

@@ -404,7 +404,7 @@ conformance!(sqlite_rowid_three_files_held_blob_handle, "sqlite", "files = 3\nsc
 #[test]
 fn sqlite_rowid_never_mixes_up_keys_that_share_a_row_id() {
     let id = stowbench::backend::sqlite::row_id_of("victim");
-    assert_eq!(id, xxhash_rust::xxh3::xxh3_64(b"victim") as i64, "the mapping is on disk: it must not change");
+    assert_eq!(id, stowbench::hash::xxh3_64(b"victim") as i64, "the mapping is on disk: it must not change");
     let planted = common::bytes(77, 2000);
     for options in ["schema = \"rowid\"", "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\""] {
         let f = Fixture::new("sqlite", options);

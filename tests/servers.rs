@@ -248,6 +248,9 @@ mod end_to_end;
 #[path = "servers/pg_layout.rs"]
 mod pg_layout;
 
+#[path = "servers/timeouts.rs"]
+mod timeouts;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1

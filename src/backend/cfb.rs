@@ -81,7 +81,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
 /// tree small. The mapping is reversible.
 pub fn stream_path(key: &str) -> String {
     let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
-    let fan = xxhash_rust::xxh3::xxh3_64(key.as_bytes()) & 0xff;
+    let fan = crate::hash::xxh3_64(key.as_bytes()) & 0xff;
     let mut path = format!("/{fan:02x}");
     let mut rest = hex.as_str();
     while rest.len() > HEX_PER_NAME {

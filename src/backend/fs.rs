@@ -97,7 +97,7 @@ impl DataNamespace {
 
 /// Path of `key` under `root` with `levels` of hashed fan-out directories.
 pub fn fanout_path(root: &Path, key: &str, levels: u32) -> PathBuf {
-    let hash = xxhash_rust::xxh3::xxh3_64(key.as_bytes());
+    let hash = crate::hash::xxh3_64(key.as_bytes());
     let mut path = root.to_path_buf();
     for level in 0..levels {
         path.push(format!("{:02x}", (hash >> (8 * level)) & 0xff));

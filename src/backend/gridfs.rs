@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Registry entry.
 pub const KIND: BackendKind = BackendKind {
@@ -42,6 +42,11 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "chunk_size", default: "255KiB", help: "GridFS chunk size (bytes per chunk document; at most 15MiB)" },
     OptionDoc { name: "journal", default: "false", help: "write concern j:true (each chunk and file document waits for the journal)" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting (and selecting a server) after this long" },
+    OptionDoc {
+        name: "operation_timeout",
+        default: "0s",
+        help: "fail a put, get or head running longer as a timeout (the workload's retries may retry it): checked before every chunk and sent as maxTimeMS with every query; one stalled chunk write is not cut short (the Rust driver has no socket timeout); 0s: never",
+    },
     OptionDoc { name: "server_pid", default: "<found>", help: "server pid for CPU/memory figures (default: STOWBENCH_MONGO_PID, or the port's listener)" },
     OptionDoc { name: "data_dir", default: "<found>", help: "server's local data directory, for allocated bytes (default: STOWBENCH_MONGO_DATA)" },
 ];
@@ -52,6 +57,8 @@ const CHUNK_MAX_BYTES: u64 = 15 << 20;
 struct Shared {
     endpoint: Endpoint,
     connect_timeout: Nanos,
+    /// 0: operations never time out.
+    operation_timeout: Nanos,
     database: String,
     bucket: String,
     chunk_bytes: u32,
@@ -77,6 +84,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     }
     let mut shared = Shared {
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
+        operation_timeout: options.duration("operation_timeout", Nanos(0))?,
         database: String::new(),
         bucket: server::owned_name(ns),
         chunk_bytes: chunk as u32,
@@ -111,6 +119,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
     let shared = Shared {
         endpoint: server::endpoint(&options, "gridfs", URI_ENV)?,
         connect_timeout: Nanos(5_000_000_000),
+        operation_timeout: Nanos(0),
         database: String::new(),
         bucket: String::new(),
         chunk_bytes: 0,
@@ -140,6 +149,12 @@ impl Shared {
             builder.write_concern = Some(WriteConcern::builder().journal(true).build());
         }
         client.database(&self.database).gridfs_bucket(builder)
+    }
+
+    /// The deadline of an operation starting now.
+    fn deadline(&self) -> Deadline {
+        let limit = self.operation_timeout;
+        Deadline { at: (limit.0 > 0).then(|| Instant::now() + Duration::from_nanos(limit.0)), limit }
     }
 
     fn database(&self, client: &Client) -> Database {
@@ -176,6 +191,7 @@ impl Backend for GridFsBackend {
             map.insert("bucket".into(), s.bucket.clone().into());
             map.insert("chunk_size".into(), s.chunk_bytes.into());
             map.insert("journal".into(), s.journal.into());
+            map.insert("operation_timeout".into(), s.operation_timeout.to_string().into());
         }
         let mut versions = BTreeMap::new();
         for (k, v) in &self.build_info {
@@ -276,23 +292,79 @@ fn newest_first() -> Document {
     doc! { "uploadDate": -1, "_id": -1 }
 }
 
+/// When the current operation must have ended (`operation_timeout`); `at` is None: never.
+/// The Rust driver has no socket time-out, so the deadline is checked between round trips and
+/// each query carries what is left of it as maxTimeMS, for the server to enforce.
+struct Deadline {
+    at: Option<Instant>,
+    limit: Nanos,
+}
+
+impl Deadline {
+    /// A time-out error once the deadline has passed.
+    fn check(&self) -> BResult<()> {
+        match self.at {
+            Some(at) if Instant::now() >= at => {
+                Err(BackendError::new(ErrorKind::Timeout, format!("gridfs: the operation ran longer than operation_timeout = {}", self.limit)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// What is left, for a query's maxTimeMS (at least 1 ms: 0 would mean "no limit").
+    fn left(&self) -> Option<Duration> {
+        self.at.map(|at| at.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))
+    }
+}
+
+/// Passes writes on to the upload stream until the deadline passes.
+struct WriteBefore<'a, W: Write> {
+    inner: W,
+    deadline: &'a Deadline,
+}
+
+impl<W: Write> Write for WriteBefore<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.deadline.check().map_err(|e| std::io::Error::new(std::io::ErrorKind::TimedOut, e.message))?;
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 impl GridFsSession {
     /// The current (newest) revision of `key`.
-    fn current(&self, key: &str) -> BResult<FilesCollectionDocument> {
+    fn current(&self, key: &str, deadline: &Deadline) -> BResult<FilesCollectionDocument> {
         let s = &self.shared;
-        let found = self.bucket.find_one(doc! { "filename": key }).sort(newest_first()).run().map_err(|e| s.error(e))?;
+        let mut find = self.bucket.find_one(doc! { "filename": key }).sort(newest_first());
+        if let Some(left) = deadline.left() {
+            find = find.max_time(left);
+        }
+        let found = find.run().map_err(|e| s.error(e))?;
         found.ok_or_else(|| BackendError::not_found(key))
     }
 
     /// Deletes the revisions of `key` older than `mine` (never a newer one a concurrent writer made).
-    fn delete_older(&self, key: &str, mine: &Bson) -> BResult<()> {
+    fn delete_older(&self, key: &str, mine: &Bson, deadline: &Deadline) -> BResult<()> {
         let s = &self.shared;
-        let me = self.bucket.find_one(doc! { "_id": mine.clone() }).run().map_err(|e| s.error(e))?;
+        deadline.check()?;
+        let mut find = self.bucket.find_one(doc! { "_id": mine.clone() });
+        if let Some(left) = deadline.left() {
+            find = find.max_time(left);
+        }
+        let me = find.run().map_err(|e| s.error(e))?;
         let Some(me) = me else { return Ok(()) }; // a newer writer already replaced it
         let date = me.upload_date;
         let older = doc! { "filename": key, "$or": [ { "uploadDate": { "$lt": date } }, { "uploadDate": date, "_id": { "$lt": mine.clone() } } ] };
-        let cursor = self.bucket.find(older).run().map_err(|e| s.error(e))?;
+        let mut find = self.bucket.find(older);
+        if let Some(left) = deadline.left() {
+            find = find.max_time(left);
+        }
+        let cursor = find.run().map_err(|e| s.error(e))?;
         for file in cursor {
+            deadline.check()?;
             let file = file.map_err(|e| s.error(e))?;
             match self.bucket.delete(file.id).run() {
                 Err(e) if matches!(e.kind.as_ref(), mongodb::error::ErrorKind::GridFs(mongodb::error::GridFsErrorKind::FileNotFound { .. })) => {}
@@ -310,15 +382,20 @@ const BATCH_BYTES: u64 = 8 << 20;
 
 impl GridFsSession {
     /// Streams the chunks of `file` into `sink`, checking order and sizes as the spec requires.
-    fn download(&self, file: &FilesCollectionDocument, sink: &mut dyn Write) -> BResult<()> {
+    fn download(&self, file: &FilesCollectionDocument, sink: &mut dyn Write, deadline: &Deadline) -> BResult<()> {
         let s = &self.shared;
         let chunks = self.client.database(&s.database).collection::<Document>(&format!("{}.chunks", s.bucket));
         let size = u64::from(file.chunk_size_bytes.max(1));
         let count = file.length.div_ceil(size);
         let batch = (BATCH_BYTES / size).clamp(1, 10_000) as u32;
-        let cursor = chunks.find(doc! { "files_id": file.id.clone() }).sort(doc! { "n": 1 }).batch_size(batch).run().map_err(|e| s.error(e))?;
+        let mut find = chunks.find(doc! { "files_id": file.id.clone() }).sort(doc! { "n": 1 }).batch_size(batch);
+        if let Some(left) = deadline.left() {
+            find = find.max_time(left);
+        }
+        let cursor = find.run().map_err(|e| s.error(e))?;
         let mut n = 0u64;
         for chunk in cursor {
+            deadline.check()?;
             let chunk = chunk.map_err(|e| s.error(e))?;
             let data = match chunk.get("data") {
                 Some(Bson::Binary(b)) => &b.bytes,
@@ -342,19 +419,23 @@ impl GridFsSession {
 impl Session for GridFsSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         let s = self.shared.clone();
+        let deadline = s.deadline();
         let mut upload = self.bucket.open_upload_stream(key).run().map_err(|e| s.error(e))?;
-        let written = super::copy_exact(body, &mut upload, len).and_then(|()| upload.close().map_err(BackendError::from));
+        let written = super::copy_exact(body, &mut WriteBefore { inner: &mut upload, deadline: &deadline }, len)
+            .and_then(|()| deadline.check())
+            .and_then(|()| upload.close().map_err(BackendError::from));
         if let Err(e) = written {
             let _ = upload.abort(); // removes the chunks written so far; no files document exists yet
             return Err(e);
         }
         let mine = upload.id().clone();
-        self.delete_older(key, &mine)
+        self.delete_older(key, &mine, &deadline)
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let file = self.current(key)?;
-        self.download(&file, sink)?;
+        let deadline = self.shared.deadline();
+        let file = self.current(key, &deadline)?;
+        self.download(&file, sink, &deadline)?;
         Ok(file.length)
     }
 
@@ -364,6 +445,6 @@ impl Session for GridFsSession {
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
-        Ok(self.current(key)?.length)
+        Ok(self.current(key, &self.shared.deadline())?.length)
     }
 }

@@ -70,7 +70,7 @@ struct Shared {
 impl Shared {
     /// The key's hash and its shard.
     fn slot(&self, key: &str) -> (u64, &Mutex<Table>) {
-        let h = xxhash_rust::xxh3::xxh3_64(key.as_bytes());
+        let h = crate::hash::xxh3_64(key.as_bytes());
         // The low bits pick the bucket inside a shard; the high ones pick the shard.
         (h, &self.shards[(h >> 58) as usize % SHARDS])
     }

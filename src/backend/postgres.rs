@@ -145,7 +145,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
         statement_timeout: options.duration("statement_timeout", Nanos(0))?,
         mode,
-        lock_class: xxhash_rust::xxh3::xxh3_64(table.as_bytes()) as i32,
+        lock_class: crate::hash::xxh3_64(table.as_bytes()) as i32,
         table,
         layout: Layout::default(), // needs the server's data directory: read below
         chunk_bytes: chunk as usize,
@@ -470,7 +470,7 @@ impl PgSession {
     fn write_tx(&mut self, key: &str) -> BResult<postgres::Transaction<'_>> {
         let s = self.shared.clone();
         let mut tx = self.client.transaction().map_err(|e| s.error(e))?;
-        let key_hash = xxhash_rust::xxh3::xxh3_64(key.as_bytes()) as i32;
+        let key_hash = crate::hash::xxh3_64(key.as_bytes()) as i32;
         tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&s.lock_class, &key_hash]).map_err(|e| s.error(e))?;
         Ok(tx)
     }

@@ -306,7 +306,7 @@ fn tree_listens_on(pid: u32, port: u16) -> bool {
 /// only reach the current namespace's own objects. At most 48 characters of [a-z0-9_].
 pub fn owned_name(ns: &Namespace) -> String {
     let identity = format!("{}\n{}", ns.run_id, ns.dir.display());
-    let salt = xxhash_rust::xxh3::xxh3_64(identity.as_bytes()) as u32;
+    let salt = crate::hash::xxh3_64(identity.as_bytes()) as u32;
     let mut base = ns.name.clone();
     base.truncate(38);
     format!("{base}_{salt:08x}")

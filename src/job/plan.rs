@@ -190,6 +190,10 @@ pub struct PhasePlan {
     /// Gets and heads read the key of the worker's N-th most recent put in this phase.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_recent: Option<u64>,
+    /// Each worker does an equal share of `stop.count` (worker w does operations w, w + threads,
+    /// …) instead of taking operations from a shared counter.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub even_split: bool,
 }
 
 impl PhasePlan {
@@ -203,6 +207,7 @@ impl PhasePlan {
             warmup: None,
             sequence: false,
             read_recent: None,
+            even_split: false,
         }
     }
 
@@ -659,7 +664,17 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         (None, None) => None,
         (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None }),
     };
-    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent })
+    let even_split = match p.split.as_deref() {
+        None | Some("shared") => false,
+        Some("even") if stop.duration_ns.is_some() || stop.bytes.is_some() => {
+            return Err("split = \"even\" gives every thread count ÷ threads operations, so it needs a count stop, not duration or bytes; \
+                        remove duration/bytes (the default count is one pass over the objects) or use split = \"shared\""
+                .into())
+        }
+        Some("even") => true,
+        Some(other) => return Err(format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)")),
+    };
+    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split })
 }
 
 fn sizes_of(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Result<Vec<SizeSpec>, String> {
@@ -744,6 +759,17 @@ mod tests {
         assert_eq!(phase.label, "mix get90 put10");
         assert_eq!(phase.stop.duration_ns, Some(2_000_000_000));
         assert!(matches!(phase.key_order, KeyOrder::Zipf { .. }));
+    }
+
+    #[test]
+    fn an_even_split_needs_a_count() {
+        let phase = |extra: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\nthreads = [2]\n[[workload.phase]]\nmix = {{ put = 1 }}\n{extra}"));
+        assert!(phase("split = \"even\"\n").unwrap().workloads[0].phases[0].even_split);
+        assert!(!phase("split = \"shared\"\n").unwrap().workloads[0].phases[0].even_split);
+        let err = phase("split = \"even\"\nduration = \"1s\"\n").unwrap_err();
+        assert!(err.contains("phases") && err.contains("needs a count stop"), "{err}");
+        let err = phase("split = \"halves\"\n").unwrap_err();
+        assert!(err.contains("\"halves\" is not known") && err.contains("\"even\""), "{err}");
     }
 
     #[test]

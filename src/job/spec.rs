@@ -158,6 +158,11 @@ pub struct PhaseSpec {
     /// Key order for this phase.
     #[serde(default)]
     pub key_order: Option<String>,
+    /// How the phase's `count` is shared among threads: "shared" (the default: workers take
+    /// operations from one counter, so a faster worker does more) or "even" (each worker does
+    /// count ÷ threads, as in "20 threads × 50 files").
+    #[serde(default)]
+    pub split: Option<String>,
     /// Untimed operations before the measurement: a count ...
     #[serde(default)]
     pub warmup_count: Option<u64>,

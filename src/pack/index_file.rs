@@ -13,7 +13,7 @@ use super::record::{RecordHeader, RecordKind, MAX_KEY_BYTES};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use xxhash_rust::xxh3::Xxh3;
+use crate::hash::Xxh3;
 
 /// First 8 bytes of an index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"STOWPIDX";

@@ -4,7 +4,7 @@
 //! multi-byte integer is little-endian. `docs/formats/pack.md` is the human description of the
 //! same layout; the two must change together (and `FORMAT_VERSION` with them).
 
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+use crate::hash::{xxh3_64, xxh3_64_with_seed};
 
 /// First 8 bytes of every pack data file.
 pub const FILE_MAGIC: [u8; 8] = *b"STOWPACK";

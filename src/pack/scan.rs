@@ -8,7 +8,7 @@ use super::record::{RecordHeader, RecordKind, RECORD_HEADER_BYTES, RECORD_MAGIC}
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use xxhash_rust::xxh3::Xxh3;
+use crate::hash::Xxh3;
 
 /// Bytes read at a time while hashing bodies and searching for the next record.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;

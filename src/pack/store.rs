@@ -19,7 +19,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use xxhash_rust::xxh3::Xxh3;
+use crate::hash::Xxh3;
 
 /// Name of the lock file inside a pack directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -492,7 +492,7 @@ fn write_small_record(
     buf.resize(header_bytes, 0);
     buf.extend_from_slice(key.as_bytes());
     copy_exact(body, buf, len)?;
-    let body_hash = xxhash_rust::xxh3::xxh3_64(&buf[header_bytes..]);
+    let body_hash = crate::hash::xxh3_64(&buf[header_bytes..]);
     let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash };
     buf[..header_bytes].copy_from_slice(&header.encode(stripe.salt));
     stripe.file.write_all_at(buf, offset)?;
@@ -707,5 +707,5 @@ fn new_salt(path: &Path) -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let text = format!("{nanos}:{}:{}:{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed), path.display());
-    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+    crate::hash::xxh3_64(text.as_bytes())
 }

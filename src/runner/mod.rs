@@ -53,7 +53,7 @@ pub struct RunOutcome {
 /// A unique run id: UTC timestamp plus a few random hex digits.
 pub fn new_run_id() -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let salt = xxhash_rust::xxh3::xxh3_64(&[nanos.to_le_bytes(), std::process::id().to_le_bytes()].concat()) & 0xffff;
+    let salt = crate::hash::xxh3_64(&[nanos.to_le_bytes(), std::process::id().to_le_bytes()].concat()) & 0xffff;
     format!("{}-{salt:04x}", crate::report::timestamp_compact(std::time::SystemTime::now()))
 }
 

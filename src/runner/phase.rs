@@ -136,6 +136,9 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         last_put_stored: false,
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),
     };
+    // A fixed share per worker (w, w + workers, …): under simulated time so results never depend
+    // on OS scheduling, and when the phase asks each thread for an even share of its count.
+    let strided = ctx.clock.is_virtual() || (ctx.phase.even_split && ctx.stop.count.is_some());
     let batch = claim_batch(ctx.stop, workers);
     let mut claimed = 0..0;
     let mut recent = RecentPuts::new(ctx.phase.read_recent);
@@ -145,8 +148,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         if ctx.interrupted.load(Ordering::Relaxed) || deadline.is_some_and(|d| ctx.clock.now_ns() >= d) {
             break;
         }
-        let index = if ctx.clock.is_virtual() {
-            // Simulated time: a fixed share per worker, so results never depend on OS scheduling.
+        let index = if strided {
             ctx.next_op.fetch_add(1, Ordering::Relaxed);
             w + iterations * workers
         } else {
@@ -226,7 +228,7 @@ fn claim_batch(stop: Stop, workers: u64) -> u64 {
 /// its label), for a phase's warm-up and for every worker, and the same on every run with one seed.
 fn worker_streams(ctx: &PhaseContext, w: u64) -> (KeyChooser, Xoshiro256PlusPlus) {
     let part = if ctx.warmup { "warmup" } else { "measured" };
-    let stream = xxhash_rust::xxh3::xxh3_64(format!("{}/{part}/{w}", ctx.phase.label).as_bytes());
+    let stream = crate::hash::xxh3_64(format!("{}/{part}/{w}", ctx.phase.label).as_bytes());
     let chooser = KeyChooser::new(ctx.phase.key_order, ctx.objects, ctx.seed, stream);
     (chooser, Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ stream.rotate_left(32) ^ 0x6d69_785f_7267))
 }
@@ -452,6 +454,23 @@ mod tests {
             want.extend([(Op::Put, name(i)), (Op::Get, read.clone()), (Op::Head, read)]);
         }
         assert_eq!(*log.lock().unwrap(), want);
+    }
+
+    #[test]
+    fn an_even_split_gives_each_worker_its_own_share_of_the_count() {
+        let phase = PhasePlan { stop: Stop { count: Some(10), ..Stop::default() }, even_split: true, ..PhasePlan::single(Op::Put, KeyOrder::Sequential) };
+        let (keys, flag) = (KeyTable::new(10), AtomicBool::new(false));
+        let mut ctx = context(&phase, &keys, 1, &flag);
+        ctx.objects = 10;
+        let logs: Vec<_> = (0..4).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+        let mut sessions: Vec<Box<dyn Session>> =
+            logs.iter().map(|log| Box::new(RecordingSession { log: log.clone(), ..Default::default() }) as Box<dyn Session>).collect();
+        run(&ctx, &mut sessions, &mut [], || ()).unwrap();
+        // Worker w puts keys w, w + 4, …: the same on every run, however the threads are scheduled.
+        for (w, log) in logs.iter().enumerate() {
+            let want: Vec<_> = (w as u64..10).step_by(4).map(|k| (Op::Put, crate::workload::keys::key_name(k))).collect();
+            assert_eq!(*log.lock().unwrap(), want, "worker {w}");
+        }
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl KeyChooser {
             KeyChooser::Zipf(rng, zipf) => {
                 let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
                 let rank = zipf.rank(u);
-                xxhash_rust::xxh3::xxh3_64(&rank.to_le_bytes()) % objects
+                crate::hash::xxh3_64(&rank.to_le_bytes()) % objects
             }
         }
     }

@@ -21,7 +21,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
-use xxhash_rust::xxh3::{xxh3_64, Xxh3Default as Xxh3};
+use crate::hash::{xxh3_64, Xxh3};
 
 /// Bytes of the header at the start of every block.
 pub const HEADER_BYTES: usize = 16;

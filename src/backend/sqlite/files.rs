@@ -52,7 +52,7 @@ pub(crate) fn paths(dir: &Path, count: usize) -> Vec<PathBuf> {
 
 /// The index of the file `key` lives in, of `count`.
 pub(crate) fn file_of(key: &str, count: usize) -> usize {
-    (xxhash_rust::xxh3::xxh3_64_with_seed(key.as_bytes(), FILE_SEED) % count as u64) as usize
+    (crate::hash::xxh3_64_with_seed(key.as_bytes(), FILE_SEED) % count as u64) as usize
 }
 
 /// A session over several files: one `SqliteSession` (its own connection) per file.

@@ -187,5 +187,5 @@ impl Schema {
 /// The row id of `key` in the `rowid` layout: the xxh3-64 (seed 0) of its UTF-8 bytes, as a signed
 /// 64-bit integer (every i64 is a valid SQLite rowid). Stored on disk: never change it.
 pub fn row_id_of(key: &str) -> i64 {
-    xxhash_rust::xxh3::xxh3_64(key.as_bytes()) as i64
+    crate::hash::xxh3_64(key.as_bytes()) as i64
 }

@@ -15,6 +15,10 @@ pub trait Clock: Send + Sync {
     fn is_virtual(&self) -> bool {
         false
     }
+    /// Lets `ns` nanoseconds pass on this thread (an open-loop worker waiting for its next start).
+    fn sleep_ns(&self, ns: u64) {
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+    }
 }
 
 /// The operating system's monotonic clock.
@@ -51,5 +55,8 @@ impl Clock for VirtualClock {
     }
     fn is_virtual(&self) -> bool {
         true
+    }
+    fn sleep_ns(&self, ns: u64) {
+        VirtualClock::advance(ns);
     }
 }

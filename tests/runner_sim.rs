@@ -245,3 +245,62 @@ fn a_download_of_damaged_content_fails_verification() {
     assert_eq!(case.verification.mismatches, 5);
     assert!(case.failure.as_ref().unwrap().contains("verification failed"), "{:?}", case.failure);
 }
+
+/// Nearest-rank percentile of `sorted` (what an HDR histogram reports, to its precision).
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((q * sorted.len() as f64).ceil() as usize).max(1) - 1]
+}
+
+/// Open-loop load is coordinated-omission safe: a 100 ms stall at 1000 puts/s delays the ~110
+/// puts scheduled during it, and the latency from each intended start shows them all, while the
+/// closed-loop run of the same work (and the open-loop service time) shows one slow put.
+#[test]
+fn an_open_loop_stall_shows_in_the_latency_from_the_intended_start() {
+    let sim = "latency = \"100us\"\nstall_at = 501\nstall = \"100ms\"";
+    let phase = |rate: &str| format!("sizes = [100]\nobjects = 1000\n[[workload.phase]]\nmix = {{ put = 1 }}\ncount = 1000\n{rate}");
+    let open = run_job(&sim_job(sim, &phase("rate = \"1000/s\"\n"))).unwrap();
+    assert_eq!(open.exit_code, 0);
+    let p = &open.report.cases[0].phases[0];
+    assert_eq!(p.phase, "put @ 1000/s");
+    // Put k is meant to start at k ms and takes 0.1 ms; put 500 (the session's 501st) takes
+    // 100.1 ms, so puts 501..=611 start late, each when the one before it ends.
+    let (mut responses, mut lags, mut end) = (Vec::new(), Vec::new(), 0.0f64);
+    for k in 0..1000 {
+        let intended = k as f64;
+        let start = end.max(intended);
+        end = start + if k == 500 { 100.1 } else { 0.1 };
+        responses.push((end - intended) * 1e6);
+        lags.push((start - intended) * 1e6);
+    }
+    responses.sort_by(f64::total_cmp);
+    let put = &p.ops["put"];
+    let response = put.response_latency.as_ref().expect("an open-loop phase has latency from the intended start");
+    for (q, got) in [(0.5, response.p50_ns), (0.9, response.p90_ns), (0.99, response.p99_ns)] {
+        assert!(close(got as f64, percentile(&responses, q)), "p{}: {got} ns, want {} ns", q * 100.0, percentile(&responses, q));
+    }
+    assert!(close(response.p99_ns as f64, 91.1e6), "the worked example: {}", response.p99_ns);
+    assert!(close(put.latency.p99_ns as f64, 0.1e6) && close(put.latency.max_ns as f64, 100.1e6), "service time: one slow put {:?}", put.latency);
+    let schedule = p.open_loop.as_ref().expect("open-loop figures");
+    assert_eq!(schedule.started, 1000);
+    assert!(close(schedule.max_lag_ns as f64, 99.1e6), "put 501 started 99.1 ms late: {}", schedule.max_lag_ns);
+    assert!(close(schedule.mean_lag_ns, lags.iter().sum::<f64>() / 1000.0), "{}", schedule.mean_lag_ns);
+    assert!(schedule.kept_up && schedule.end_lag_ns == 0, "it caught up after the stall: {schedule:?}");
+
+    let closed = run_job(&sim_job(sim, &phase(""))).unwrap();
+    let put = &closed.report.cases[0].phases[0].ops["put"];
+    assert!(put.response_latency.is_none() && closed.report.cases[0].phases[0].open_loop.is_none());
+    assert!(close(put.latency.p99_ns as f64, 0.1e6), "closed loop hides the stall below p99.9: {:?}", put.latency);
+}
+
+#[test]
+fn an_open_loop_rate_the_backend_cannot_keep_is_reported_as_behind() {
+    // 20,000 puts/s scheduled, at most 10,000/s served: put k is meant to start at 50 µs · k and
+    // starts at 100 µs · k, so the last one (k = 999) starts 49.95 ms late.
+    let run = run_job(&sim_job("latency = \"100us\"", "sizes = [100]\nobjects = 1000\n[[workload.phase]]\nmix = { put = 1 }\nrate = \"20k/s\"\n")).unwrap();
+    let p = &run.report.cases[0].phases[0];
+    let schedule = p.open_loop.as_ref().unwrap();
+    assert_eq!((schedule.end_lag_ns, schedule.max_lag_ns, schedule.kept_up), (49_950_000, 49_950_000, false), "{schedule:?}");
+    assert!(run.report.warnings.iter().any(|w| w.contains("could not keep the rate of 20000/s") && w.contains("ended 50.0 ms behind")), "{:?}", run.report.warnings);
+    let table = stowbench::report::table::render(&run.report);
+    assert!(table.contains("behind schedule in 1 of 1") && table.contains("svc"), "{table}");
+}

@@ -36,6 +36,8 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "max_object_bytes", default: "", help: "refuse objects larger than this (to test limits)" },
     OptionDoc { name: "growth_per_object", default: "0ns", help: "extra put time per object already stored (to test growth curves)" },
     OptionDoc { name: "panic_at", default: "0", help: "the Nth operation of a session panics, like a backend bug (0: never)" },
+    OptionDoc { name: "stall_at", default: "0", help: "the Nth operation of a session stalls for `stall` on top of its latency, like a server pause (0: never)" },
+    OptionDoc { name: "stall", default: "1s", help: "how long the stall of stall_at lasts" },
 ];
 
 #[derive(Debug, Clone)]
@@ -51,6 +53,8 @@ struct SimConfig {
     max_object_bytes: Option<u64>,
     growth_per_object_ns: u64,
     panic_at: u64,
+    stall_at: u64,
+    stall_ns: u64,
 }
 
 /// The sim backend for one case.
@@ -86,6 +90,8 @@ fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, Str
         max_object_bytes: (max != u64::MAX).then_some(max),
         growth_per_object_ns: options.duration("growth_per_object", Nanos(0))?.0,
         panic_at: options.u64("panic_at", 0)?,
+        stall_at: options.u64("stall_at", 0)?,
+        stall_ns: options.duration("stall", Nanos(1_000_000_000))?.0,
     };
     Ok(Box::new(SimBackend { config, store: Default::default(), options: options.clone() }))
 }
@@ -153,7 +159,8 @@ impl SimSession {
     fn spend(&mut self, base_ns: u64, bytes: u64) -> BResult<()> {
         self.ops += 1;
         assert!(self.ops != self.config.panic_at, "sim: injected panic at operation {}", self.ops);
-        let ns = base_ns + (bytes as u128 * self.config.per_mib_ns as u128 / (1 << 20)) as u64;
+        let stall = if self.ops == self.config.stall_at { self.config.stall_ns } else { 0 };
+        let ns = base_ns + stall + (bytes as u128 * self.config.per_mib_ns as u128 / (1 << 20)) as u64;
         if self.config.virtual_clock {
             VirtualClock::advance(ns);
         } else {

@@ -4,7 +4,7 @@ pub mod plan;
 pub mod recipes;
 pub mod spec;
 
-pub use plan::{CasePlan, KeyOrder, Op, PhasePlan, Plan, SizeSpec, Stop, WorkloadPlan};
+pub use plan::{Arrivals, CasePlan, KeyOrder, Op, PhasePlan, Plan, Rate, SizeSpec, Stop, WorkloadPlan};
 
 use std::path::Path;
 

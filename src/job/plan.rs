@@ -103,6 +103,50 @@ pub enum KeyOrder {
     },
 }
 
+/// Open-loop load: when operations are meant to start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rate {
+    /// Operations per second, all threads together.
+    pub per_s: f64,
+    /// Gaps between starts: evenly spaced, or exponentially distributed (Poisson arrivals).
+    pub arrivals: Arrivals,
+}
+
+/// How an open-loop schedule spaces its starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Every 1/rate seconds.
+    Uniform,
+    /// Exponential gaps with mean 1/rate: independent clients.
+    Poisson,
+}
+
+impl Arrivals {
+    /// The name used in job files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrivals::Uniform => "uniform",
+            Arrivals::Poisson => "poisson",
+        }
+    }
+}
+
+/// Parses "500/s", "2.5k/s" or "1M/s" into operations per second.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    let fix = "write the rate as operations per second, e.g. rate = \"500/s\" or \"2.5k/s\"";
+    let number = text.trim().strip_suffix("/s").ok_or_else(|| format!("rate \"{text}\" has no \"/s\": {fix}"))?.trim();
+    let (digits, scale) = match number.chars().last() {
+        Some('k') => (&number[..number.len() - 1], 1e3),
+        Some('M') => (&number[..number.len() - 1], 1e6),
+        _ => (number, 1.0),
+    };
+    match digits.parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale > 0.0 => Ok(v * scale),
+        _ => Err(format!("rate \"{text}\" is not a positive number per second: {fix}")),
+    }
+}
+
 /// How object sizes are chosen in one case.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -194,6 +238,11 @@ pub struct PhasePlan {
     /// …) instead of taking operations from a shared counter.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub even_split: bool,
+    /// Open-loop: operations start on this schedule, and latency is also measured from each
+    /// operation's intended start. None: closed-loop (each thread starts its next operation as
+    /// soon as one ends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
 }
 
 impl PhasePlan {
@@ -208,6 +257,7 @@ impl PhasePlan {
             sequence: false,
             read_recent: None,
             even_split: false,
+            rate: None,
         }
     }
 
@@ -674,7 +724,29 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         Some("even") => true,
         Some(other) => return Err(format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)")),
     };
-    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split })
+    let rate = match (&p.rate, p.arrivals.as_deref()) {
+        (None, None) => None,
+        (None, Some(_)) => return Err("arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into()),
+        (Some(_), _) if sequence => {
+            return Err("rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into())
+        }
+        (Some(text), arrivals) => {
+            let arrivals = match arrivals.unwrap_or("uniform") {
+                "uniform" => Arrivals::Uniform,
+                "poisson" => Arrivals::Poisson,
+                other => return Err(format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)")),
+            };
+            Some(Rate { per_s: parse_rate(text)?, arrivals })
+        }
+    };
+    // An open-loop phase is another measurement than a closed-loop one of the same operations:
+    // its label says so, so reports never put the two in one row.
+    let label = match (&p.rate, rate) {
+        (Some(text), Some(Rate { arrivals: Arrivals::Poisson, .. })) => format!("{label} @ {} poisson", text.trim()),
+        (Some(text), Some(_)) => format!("{label} @ {}", text.trim()),
+        _ => label,
+    };
+    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split, rate })
 }
 
 fn sizes_of(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Result<Vec<SizeSpec>, String> {
@@ -770,6 +842,28 @@ mod tests {
         assert!(err.contains("phases") && err.contains("needs a count stop"), "{err}");
         let err = phase("split = \"halves\"\n").unwrap_err();
         assert!(err.contains("\"halves\" is not known") && err.contains("\"even\""), "{err}");
+    }
+
+    #[test]
+    fn a_rate_makes_an_open_loop_phase() {
+        let phase = |extra: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nmix = {{ get = 1 }}\n{extra}"));
+        let rate = |extra: &str| phase(extra).unwrap().workloads[0].phases[0].rate;
+        assert_eq!(rate("rate = \"500/s\"\n"), Some(Rate { per_s: 500.0, arrivals: Arrivals::Uniform }));
+        assert_eq!(rate("rate = \"2.5k/s\"\narrivals = \"poisson\"\n"), Some(Rate { per_s: 2500.0, arrivals: Arrivals::Poisson }));
+        assert_eq!(rate(""), None);
+        assert_eq!(phase("rate = \"2.5k/s\"\narrivals = \"poisson\"\n").unwrap().workloads[0].phases[0].label, "get @ 2.5k/s poisson");
+        for (bad, says) in [
+            ("rate = \"500\"\n", "has no \"/s\""),
+            ("rate = \"0/s\"\n", "not a positive number"),
+            ("rate = \"fast/s\"\n", "not a positive number"),
+            ("rate = \"5/s\"\narrivals = \"bursty\"\n", "\"bursty\" is not known"),
+            ("arrivals = \"poisson\"\n", "arrivals needs a rate"),
+        ] {
+            let err = phase(bad).unwrap_err();
+            assert!(err.contains("phases") && err.contains(says), "{bad}: {err}");
+        }
+        let seq = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n")).unwrap_err();
+        assert!(seq.contains("sequence phase runs its operations back to back"), "{seq}");
     }
 
     #[test]

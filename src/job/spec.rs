@@ -163,6 +163,14 @@ pub struct PhaseSpec {
     /// count ÷ threads, as in "20 threads × 50 files").
     #[serde(default)]
     pub split: Option<String>,
+    /// Open-loop load: operations start on a schedule at this rate, all threads together
+    /// ("500/s", "2.5k/s"), instead of each thread starting the next as soon as one ends.
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// With `rate`: "uniform" (evenly spaced starts, the default) or "poisson" (random,
+    /// exponentially distributed gaps: independent clients).
+    #[serde(default)]
+    pub arrivals: Option<String>,
     /// Untimed operations before the measurement: a count ...
     #[serde(default)]
     pub warmup_count: Option<u64>,

@@ -256,6 +256,28 @@ pub struct PhaseResult {
     /// latency and throughput window. Absent from reports before 0.2.
     #[serde(default)]
     pub verification_ns: u64,
+    /// Open-loop phases (`rate`): the schedule and how well it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoop>,
+}
+
+/// How an open-loop phase kept to its schedule.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpenLoop {
+    /// Scheduled operations per second, all threads together.
+    pub rate_per_s: f64,
+    /// "uniform" (evenly spaced starts) or "poisson" (exponential gaps).
+    pub arrivals: String,
+    /// Operations started on the schedule.
+    pub started: u64,
+    /// Mean delay of an actual start behind its intended start, in nanoseconds.
+    pub mean_lag_ns: f64,
+    /// Largest such delay, in nanoseconds.
+    pub max_lag_ns: u64,
+    /// How far behind its schedule the latest worker's last start was, in nanoseconds.
+    pub end_lag_ns: u64,
+    /// Whether the backend kept up: the end lag is within two of a worker's gaps (or 10 ms).
+    pub kept_up: bool,
 }
 
 /// Results for one operation kind in a phase.
@@ -276,8 +298,13 @@ pub struct OpResult {
     pub raced_misses: u64,
     /// Retried attempts.
     pub retries: u64,
-    /// Latency of successful operations (including retries), in nanoseconds.
+    /// Latency of successful operations (including retries), in nanoseconds: from the actual
+    /// start (service time).
     pub latency: LatencySummary,
+    /// Open-loop phases: latency of successful operations from their intended start, which
+    /// includes the time an operation waited behind a late schedule (coordinated-omission safe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_latency: Option<LatencySummary>,
 }
 
 /// Latency distribution, from merged per-worker HDR histograms (3 significant digits).

@@ -41,6 +41,11 @@ struct Cell {
     bytes_per_s: Vec<f64>,
     ops_per_s: Vec<f64>,
     p99_ns: Vec<f64>,
+    /// Open-loop phases: p99 of the service time (from the actual start); `p99_ns` is then
+    /// measured from the intended start.
+    service_p99_ns: Vec<f64>,
+    /// Open-loop repeats that fell behind their schedule.
+    behind: usize,
     failed: usize,
 }
 
@@ -69,8 +74,12 @@ pub fn render(report: &RunReport) -> String {
                     let (b, o) = headline_throughput(p);
                     cell.bytes_per_s.push(b);
                     cell.ops_per_s.push(o);
-                    let p99 = p.ops.values().map(|op| op.latency.p99_ns).max().unwrap_or(0);
+                    let p99 = p.ops.values().map(|op| op.response_latency.as_ref().unwrap_or(&op.latency).p99_ns).max().unwrap_or(0);
                     cell.p99_ns.push(p99 as f64);
+                    if let Some(schedule) = &p.open_loop {
+                        cell.service_p99_ns.push(p.ops.values().map(|op| op.latency.p99_ns).max().unwrap_or(0) as f64);
+                        cell.behind += usize::from(!schedule.kept_up);
+                    }
                 }
                 _ => cell.failed += 1,
             }
@@ -79,7 +88,12 @@ pub fn render(report: &RunReport) -> String {
     let break_evens = super::breakeven::compute(report);
     for ((_, (workload, phase, threads)), rows) in &groups {
         let thread_word = if *threads == 1 { "thread" } else { "threads" };
-        let _ = writeln!(out, "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window, p99 latency; median of repeats)");
+        let latency = if phase.contains(" @ ") {
+            "open loop: p99 latency from each operation's intended start, svc = from its actual start (service time)"
+        } else {
+            "p99 latency"
+        };
+        let _ = writeln!(out, "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window, {latency}; median of repeats)");
         render_group(&targets, rows, &mut out);
         if let Some(ops) = phase.strip_prefix("sequence ") {
             sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
@@ -321,11 +335,17 @@ fn cell_text(cell: &Cell, empty_objects: bool) -> (String, Option<f64>) {
     let p99 = median(&mut cell.p99_ns.clone()).unwrap_or(0.0);
     let main = if empty_objects { format!("{} op/s", three_digits(score)) } else { format_rate_bytes(score) };
     let mut text = format!("{main} {} op/s p99 {}", three_digits(ops), format_nanos(p99 as u64));
+    if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
+        let _ = write!(text, " svc {}", format_nanos(service as u64));
+    }
     if let Some(cv) = cv {
         let _ = write!(text, " ±{}%", three_digits(cv * 100.0));
     }
     if cell.failed > 0 {
         let _ = write!(text, " ({} failed)", cell.failed);
+    }
+    if cell.behind > 0 {
+        let _ = write!(text, " (behind schedule in {} of {})", cell.behind, cell.service_p99_ns.len());
     }
     (text, Some(score))
 }

@@ -46,6 +46,7 @@ pub fn for_report(report: &RunReport) -> Vec<String> {
         }
     }
     warnings.extend(client_limits(report));
+    warnings.extend(behind_schedule(report));
     let warm_reads = report.cases.iter().any(|c| c.cache_state == "warm" && c.phases.iter().any(|p| p.ops.contains_key("get")));
     if warm_reads {
         warnings.push("reads ran with a warm page cache: data just written is likely served from memory. Use cache = \"cold\" (root) to read from disk".into());
@@ -96,4 +97,26 @@ fn client_limits(report: &RunReport) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// Open-loop phases whose backend could not keep the rate: their latencies from the intended
+/// start grow with the run's length, not with any property of the storage.
+fn behind_schedule(report: &RunReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in report.cases.iter().filter(|c| c.status == "ok") {
+        for p in &c.phases {
+            let Some(s) = p.open_loop.as_ref().filter(|s| !s.kept_up) else { continue };
+            let achieved = p.throughput_total.ops_per_s;
+            out.push(format!(
+                "{} {}: could not keep the rate of {}/s: achieved {:.0}/s and ended {} behind the schedule; latencies from the intended start \
+                 include that wait. Lower the rate to find what it sustains",
+                c.case_id,
+                p.phase,
+                crate::units::three_digits(s.rate_per_s),
+                achieved,
+                crate::units::format_nanos(s.end_lag_ns)
+            ));
+        }
+    }
+    out
 }

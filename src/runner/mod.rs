@@ -11,6 +11,7 @@ pub mod keytable;
 pub mod ops;
 pub mod phase;
 pub mod progress;
+pub mod schedule;
 
 use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, Namespace, Session};

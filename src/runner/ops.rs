@@ -65,6 +65,8 @@ pub struct Worker<'a, 'c> {
     pub last_put_stored: bool,
     /// Contents this worker uploaded first, which its duplicate uploads repeat.
     pub fresh: super::fileserver::FreshContents,
+    /// Open-loop phases: the intended start of the current operation (storage clock).
+    pub intended_ns: Option<u64>,
 }
 
 pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
@@ -258,7 +260,12 @@ impl Worker<'_, '_> {
         let end = now - self.own.total();
         self.stats.end_ns = end;
         match result {
-            Ok(bytes) => self.stats.success(op, index, end, latency, bytes, retries),
+            Ok(bytes) => {
+                self.stats.success(op, index, end, latency, bytes, retries);
+                if let Some(intended) = self.intended_ns {
+                    self.stats.response(op, end.saturating_sub(intended));
+                }
+            }
             Err(e) => self.stats.failure(op, end, e.kind, retries),
         }
     }

@@ -135,7 +135,14 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         timed_end_ns: 0,
         last_put_stored: false,
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),
+        intended_ns: None,
     };
+    // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).
+    let mut schedule = ctx.phase.rate.filter(|_| !ctx.warmup).map(|rate| super::schedule::Schedule::new(rate, w, workers, worker.stats.start_ns, stream_of(ctx, w)));
+    if schedule.is_some() && !ctx.clock.is_virtual() {
+        super::schedule::precise_sleeps();
+    }
+    worker.stats.schedule = schedule.as_ref().map(|s| s.tally());
     // A fixed share per worker (w, w + workers, …): under simulated time so results never depend
     // on OS scheduling, and when the phase asks each thread for an even share of its count.
     let strided = ctx.clock.is_virtual() || (ctx.phase.even_split && ctx.stop.count.is_some());
@@ -161,6 +168,12 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         if ctx.stop.count.is_some_and(|c| index >= c) {
             break;
         }
+        if let Some(schedule) = schedule.as_mut() {
+            match wait_for_start(&mut worker, schedule.next_start_ns(), deadline) {
+                Some(lag) => worker.stats.schedule.as_mut().expect("an open-loop worker has a tally").started(lag),
+                None => break,
+            }
+        }
         iterations += 1;
         for step in 0..ops_per_iteration {
             let op = if ctx.phase.sequence { ctx.phase.mix[step].0 } else { pick(&ctx.phase.mix, total_weight, &mut mix_rng) };
@@ -180,6 +193,28 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
     stats.generation_ns = own.generation_ns.get();
     stats.verification_ns = own.verification_ns.get();
     stats.end_ns = stats.end_ns.max(stats.start_ns);
+}
+
+/// Waits until `intended_ns` (storage clock) and sets it as the current operation's intended start;
+/// returns how late the start is, or None when the phase ends first (its deadline, Ctrl-C).
+fn wait_for_start(worker: &mut Worker, intended_ns: u64, deadline: Option<u64>) -> Option<u64> {
+    let (ctx, clock) = (worker.ctx, worker.ctx.clock);
+    // The deadline is wall time, our own work included; the schedule is storage time.
+    if deadline.is_some_and(|d| intended_ns + worker.own.total() >= d) {
+        return None;
+    }
+    loop {
+        let now = worker.own.now_ns(clock);
+        if now >= intended_ns {
+            worker.intended_ns = Some(intended_ns);
+            return Some(now - intended_ns);
+        }
+        if ctx.interrupted.load(Ordering::Relaxed) {
+            return None;
+        }
+        // In slices, so Ctrl-C is seen within 100 ms even at one operation a minute.
+        clock.sleep_ns((intended_ns - now).min(100_000_000));
+    }
 }
 
 /// The keys of a worker's latest puts in a phase with `read_recent = n`, so its gets and heads
@@ -227,10 +262,15 @@ fn claim_batch(stop: Stop, workers: u64) -> u64 {
 /// The key chooser and the operation-mix generator of worker `w`: distinct for every phase (by
 /// its label), for a phase's warm-up and for every worker, and the same on every run with one seed.
 fn worker_streams(ctx: &PhaseContext, w: u64) -> (KeyChooser, Xoshiro256PlusPlus) {
-    let part = if ctx.warmup { "warmup" } else { "measured" };
-    let stream = crate::hash::xxh3_64(format!("{}/{part}/{w}", ctx.phase.label).as_bytes());
+    let stream = stream_of(ctx, w);
     let chooser = KeyChooser::new(ctx.phase.key_order, ctx.objects, ctx.seed, stream);
     (chooser, Xoshiro256PlusPlus::seed_from_u64(ctx.seed ^ stream.rotate_left(32) ^ 0x6d69_785f_7267))
+}
+
+/// The random stream of worker `w` in this phase (or its warm-up).
+fn stream_of(ctx: &PhaseContext, w: u64) -> u64 {
+    let part = if ctx.warmup { "warmup" } else { "measured" };
+    crate::hash::xxh3_64(format!("{}/{part}/{w}", ctx.phase.label).as_bytes())
 }
 
 fn pick(mix: &[(Op, u32)], total: u32, rng: &mut Xoshiro256PlusPlus) -> Op {

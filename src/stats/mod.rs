@@ -6,7 +6,8 @@
 
 use crate::backend::ErrorKind;
 use crate::job::Op;
-use crate::report::model::{IndexPoint, LatencySummary, OpResult, PhaseResult, SecondPoint, Throughput};
+use crate::job::Arrivals;
+use crate::report::model::{IndexPoint, LatencySummary, OpResult, OpenLoop, PhaseResult, SecondPoint, Throughput};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
@@ -24,6 +25,8 @@ const MIN_ALL_ACTIVE_NS: u64 = 100_000_000;
 /// One operation kind, one worker.
 pub struct OpStats {
     hist: Histogram<u64>,
+    /// Open-loop phases: latency from each operation's intended start.
+    response: Option<Histogram<u64>>,
     count: u64,
     bytes: u64,
     errors: BTreeMap<ErrorKind, u64>,
@@ -35,7 +38,8 @@ pub struct OpStats {
 impl OpStats {
     fn new() -> Self {
         OpStats {
-            hist: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("valid histogram bounds"),
+            hist: new_histogram(),
+            response: None,
             count: 0,
             bytes: 0,
             errors: BTreeMap::new(),
@@ -43,6 +47,43 @@ impl OpStats {
             raced_misses: 0,
             retries: 0,
         }
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("valid histogram bounds")
+}
+
+/// How an open-loop worker kept to its schedule (see `runner::schedule`).
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleTally {
+    /// The phase's rate, all workers together.
+    pub rate_per_s: f64,
+    /// How its starts are spaced.
+    pub arrivals: Arrivals,
+    /// Operations started on the schedule.
+    pub started: u64,
+    /// Sum and largest of how late each start was, in nanoseconds.
+    pub lag_sum_ns: u64,
+    /// Largest lag.
+    pub max_lag_ns: u64,
+    /// How late the worker's last start was.
+    pub last_lag_ns: u64,
+}
+
+impl Default for ScheduleTally {
+    fn default() -> Self {
+        ScheduleTally { rate_per_s: 0.0, arrivals: Arrivals::Uniform, started: 0, lag_sum_ns: 0, max_lag_ns: 0, last_lag_ns: 0 }
+    }
+}
+
+impl ScheduleTally {
+    /// Records a start `lag_ns` after its intended time.
+    pub fn started(&mut self, lag_ns: u64) {
+        self.started += 1;
+        self.lag_sum_ns += lag_ns;
+        self.max_lag_ns = self.max_lag_ns.max(lag_ns);
+        self.last_lag_ns = lag_ns;
     }
 }
 
@@ -89,6 +130,8 @@ pub struct WorkerStats {
     pub first_mismatch: Option<crate::workload::payload::Mismatch>,
     /// File-server outcomes (upload and download phases).
     pub files: FileTally,
+    /// Open-loop phases: how the worker kept to its schedule.
+    pub schedule: Option<ScheduleTally>,
 }
 
 /// What a worker's uploads did, for the after-run audit of the catalog.
@@ -136,6 +179,7 @@ impl WorkerStats {
             mismatches: 0,
             first_mismatch: None,
             files: FileTally::default(),
+            schedule: None,
         }
     }
 
@@ -171,6 +215,13 @@ impl WorkerStats {
             }
             self.by_index[i].add(&one);
         }
+    }
+
+    /// Records the latency of a successful operation of an open-loop phase measured from its
+    /// intended start (its service time went to `success`).
+    pub fn response(&mut self, op: Op, from_intended_start_ns: u64) {
+        let s = self.ops.entry(op).or_insert_with(OpStats::new);
+        s.response.get_or_insert_with(new_histogram).saturating_record(from_intended_start_ns.max(1));
     }
 
     /// Records a step of a composite operation (an upload's hash, register and put; a download's
@@ -234,6 +285,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let index_width = workers.first().map(|w| w.index_width).unwrap_or(1);
     let payload_generation_ns = workers.iter().map(|w| w.generation_ns).sum();
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
+    let open_loop = open_loop(&workers);
 
     let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
     let mut timeline: Vec<Bucket> = Vec::new();
@@ -255,6 +307,9 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             into.misses += s.misses;
             into.raced_misses += s.raced_misses;
             into.retries += s.retries;
+            if let Some(response) = &s.response {
+                into.response.get_or_insert_with(new_histogram).add(response).expect("histograms share bounds");
+            }
             for (k, n) in s.errors {
                 *into.errors.entry(k).or_insert(0) += n;
             }
@@ -286,7 +341,31 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         lock_wait_ns,
         payload_generation_ns,
         verification_ns,
+        open_loop,
     }
+}
+
+/// Slack before an open-loop phase counts as not keeping up: its workers' last starts may lag by
+/// two of their own gaps (Poisson bursts, a sleep's wake-up) or 10 ms, whichever is more.
+const KEPT_UP_GAPS: f64 = 2.0;
+const KEPT_UP_MIN_NS: u64 = 10_000_000;
+
+/// The schedule figures of an open-loop phase.
+fn open_loop(workers: &[WorkerStats]) -> Option<OpenLoop> {
+    let tallies: Vec<&ScheduleTally> = workers.iter().filter_map(|w| w.schedule.as_ref()).collect();
+    let first = tallies.first()?;
+    let started: u64 = tallies.iter().map(|t| t.started).sum();
+    let end_lag_ns = tallies.iter().map(|t| t.last_lag_ns).max().unwrap_or(0);
+    let worker_gap_ns = tallies.len() as f64 * 1e9 / first.rate_per_s;
+    Some(OpenLoop {
+        rate_per_s: first.rate_per_s,
+        arrivals: first.arrivals.name().to_string(),
+        started,
+        mean_lag_ns: if started > 0 { tallies.iter().map(|t| t.lag_sum_ns).sum::<u64>() as f64 / started as f64 } else { 0.0 },
+        max_lag_ns: tallies.iter().map(|t| t.max_lag_ns).max().unwrap_or(0),
+        end_lag_ns,
+        kept_up: end_lag_ns as f64 <= (KEPT_UP_GAPS * worker_gap_ns).max(KEPT_UP_MIN_NS as f64),
+    })
 }
 
 fn add_buckets(into: &mut Vec<Bucket>, from: &[Bucket]) {
@@ -362,6 +441,7 @@ fn op_result(s: &OpStats) -> OpResult {
         raced_misses: s.raced_misses,
         retries: s.retries,
         latency: summarize(&s.hist),
+        response_latency: s.response.as_ref().map(summarize),
     }
 }
 

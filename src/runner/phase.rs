@@ -169,7 +169,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
             break;
         }
         if let Some(schedule) = schedule.as_mut() {
-            match wait_for_start(&mut worker, schedule.next_start_ns(), deadline) {
+            match wait_for_start(&mut worker, schedule, deadline) {
                 Some(lag) => worker.stats.schedule.as_mut().expect("an open-loop worker has a tally").started(lag),
                 None => break,
             }
@@ -195,10 +195,12 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
     stats.end_ns = stats.end_ns.max(stats.start_ns);
 }
 
-/// Waits until `intended_ns` (storage clock) and sets it as the current operation's intended start;
-/// returns how late the start is, or None when the phase ends first (its deadline, Ctrl-C).
-fn wait_for_start(worker: &mut Worker, intended_ns: u64, deadline: Option<u64>) -> Option<u64> {
+/// Waits until the schedule's next start (storage clock) and sets it as the current operation's
+/// intended start; returns how late the start is, or None when the phase ends first (its
+/// deadline, Ctrl-C).
+fn wait_for_start(worker: &mut Worker, schedule: &mut super::schedule::Schedule, deadline: Option<u64>) -> Option<u64> {
     let (ctx, clock) = (worker.ctx, worker.ctx.clock);
+    let intended_ns = schedule.next_start_ns();
     // The deadline is wall time, our own work included; the schedule is storage time.
     if deadline.is_some_and(|d| intended_ns + worker.own.total() >= d) {
         return None;
@@ -212,8 +214,18 @@ fn wait_for_start(worker: &mut Worker, intended_ns: u64, deadline: Option<u64>) 
         if ctx.interrupted.load(Ordering::Relaxed) {
             return None;
         }
-        // In slices, so Ctrl-C is seen within 100 ms even at one operation a minute.
-        clock.sleep_ns((intended_ns - now).min(100_000_000));
+        // Sleep until the OS's usual wake-up delay before the start, then spin the rest, so
+        // starts are on time without a core spinning between them. In slices, so Ctrl-C is
+        // seen within 100 ms even at one operation a minute.
+        let left = intended_ns - now;
+        let early = schedule.wake_early_ns();
+        if left > early {
+            let nap = (left - early).min(100_000_000);
+            clock.sleep_ns(nap);
+            schedule.learn_oversleep(worker.own.now_ns(clock).saturating_sub(now + nap));
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 

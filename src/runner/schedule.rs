@@ -26,13 +26,16 @@ pub struct Schedule {
     /// Poisson arrivals: the previous intended start, and the gap generator.
     last_ns: f64,
     rng: Xoshiro256PlusPlus,
+    /// How much later than asked a sleep of this thread usually ends (a running mean), so the
+    /// worker can wake that much early and spin the rest.
+    oversleep_ns: u64,
 }
 
 impl Schedule {
     /// Worker `w` of `workers`, whose phase started at `start_ns` (storage clock); `stream` seeds
     /// its random gaps.
     pub fn new(rate: Rate, w: u64, workers: u64, start_ns: u64, stream: u64) -> Schedule {
-        Schedule { rate, start_ns, worker: w, workers, started: 0, last_ns: start_ns as f64, rng: Xoshiro256PlusPlus::seed_from_u64(stream ^ 0x6f70_656e_6c6f_6f70) }
+        Schedule { rate, start_ns, worker: w, workers, started: 0, last_ns: start_ns as f64, rng: Xoshiro256PlusPlus::seed_from_u64(stream ^ 0x6f70_656e_6c6f_6f70), oversleep_ns: 0 }
     }
 
     /// The intended start of this worker's next operation.
@@ -52,6 +55,16 @@ impl Schedule {
                 self.last_ns as u64
             }
         }
+    }
+
+    /// How long before a start the worker should wake (at most 1 ms).
+    pub fn wake_early_ns(&self) -> u64 {
+        self.oversleep_ns.min(1_000_000)
+    }
+
+    /// Learns from a sleep that ended `overslept_ns` later than asked.
+    pub fn learn_oversleep(&mut self, overslept_ns: u64) {
+        self.oversleep_ns = (self.oversleep_ns * 7 + overslept_ns.min(10_000_000)) / 8;
     }
 
     /// A new tally for this schedule's worker.

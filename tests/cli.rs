@@ -129,8 +129,19 @@ fn the_default_run_compares_fs_and_sqlite_with_no_job_file() {
     let run_dir = std::fs::read_dir(dir.path().join("stowbench-results")).unwrap().next().unwrap().unwrap().path();
     let report = common::assert_valid_report(&run_dir.join("report.json"));
     let cases = report["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 3 * 5 * 2);
+    assert_eq!(cases.len(), 3 * 5 * 2 * 3, "3 targets × 5 sizes × 2 thread counts, 3 repeats each");
     assert!(cases.iter().all(|c| c["status"] == "ok"), "every default case passes");
+    // Every row of the table is in the report with its spread and a verdict on the winner.
+    let headlines = report["headlines"].as_array().unwrap();
+    assert_eq!(headlines.len(), 2 * 2 * 5, "put and get × 2 thread counts × 5 sizes");
+    for h in headlines {
+        assert!(["clear", "tie"].contains(&h["verdict"].as_str().unwrap()), "{h}");
+        for f in h["figures"].as_array().unwrap() {
+            assert_eq!(f["repeats"], 3, "{f}");
+            assert!(f["ci95_low"].as_f64().unwrap() <= f["mean"].as_f64().unwrap() && f["mean"].as_f64() <= f["ci95_high"].as_f64(), "{f}");
+        }
+    }
+    assert!(table.contains("95% CI of the mean"), "the table says what its spread is:\n{table}");
     eprintln!("the default run took {:.1} s", started.elapsed().as_secs_f64());
 }
 

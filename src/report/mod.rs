@@ -7,6 +7,7 @@ pub mod csv;
 pub mod env;
 pub mod model;
 pub mod repeats;
+pub mod spread;
 pub mod table;
 pub mod warnings;
 
@@ -33,6 +34,7 @@ pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path
         environment: env::capture(work_dir),
         recipe: plan.recipe.clone(),
         break_even: Vec::new(),
+        headlines: Vec::new(),
         cases: Vec::new(),
         fio_cases: Vec::new(),
         fio_failures: Vec::new(),

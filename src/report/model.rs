@@ -44,6 +44,11 @@ pub struct RunReport {
     /// thread count and operation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub break_even: Vec<super::breakeven::BreakEven>,
+    /// The table's rows as data (`report::table::headlines`): per workload, phase, thread count
+    /// and size, each target's mean over its repeats with spread and 95 % interval, and whether
+    /// the winner's margin is beyond that spread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headlines: Vec<Headline>,
     /// Set when the run is a built-in recipe (`stowbench recipe run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recipe: Option<RecipeRun>,
@@ -278,6 +283,55 @@ pub struct OpenLoop {
     pub end_lag_ns: u64,
     /// Whether the backend kept up: the end lag is within two of a worker's gaps (or 10 ms).
     pub kept_up: bool,
+}
+
+/// One row of the table: the targets at one size of one workload, phase and thread count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Headline {
+    /// Workload name.
+    pub workload: String,
+    /// Phase label.
+    pub phase: String,
+    /// Worker threads.
+    pub threads: u32,
+    /// Object size as written in the job.
+    pub size_label: String,
+    /// Largest object size, in bytes (0: empty objects, ranked by operations per second).
+    pub size_bytes: u64,
+    /// What `mean` and the interval measure: "bytes_per_s" or "ops_per_s" (steady-state window).
+    pub metric: String,
+    /// Each target, highest mean first.
+    pub figures: Vec<HeadlineFigure>,
+    /// The target with the highest mean.
+    pub winner: Option<String>,
+    /// The second highest.
+    pub runner_up: Option<String>,
+    /// Winner's mean over the runner-up's.
+    pub ratio: Option<f64>,
+    /// "clear" (the winner's 95 % interval lies above the runner-up's), "tie" (they overlap),
+    /// "unjudged" (one of them ran once), "only_result" or "no_result".
+    pub verdict: String,
+}
+
+/// One target's figure in a headline row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeadlineFigure {
+    /// Target name.
+    pub target: String,
+    /// Repeats that finished.
+    pub repeats: usize,
+    /// Repeats that failed (left out).
+    pub failed: usize,
+    /// Mean over the repeats, in the row's metric.
+    pub mean: Option<f64>,
+    /// Coefficient of variation (sample standard deviation over the mean), two or more repeats.
+    pub cv: Option<f64>,
+    /// 95 % confidence interval of the mean (Student's t), two or more repeats.
+    pub ci95_low: Option<f64>,
+    /// Its upper end.
+    pub ci95_high: Option<f64>,
+    /// Median of the repeats' p99 latencies, in nanoseconds (open loop: from intended starts).
+    pub p99_ns_median: Option<f64>,
 }
 
 /// Results for one operation kind in a phase.

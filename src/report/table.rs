@@ -4,7 +4,8 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::model::{CaseResult, PhaseResult, RunReport};
+use super::spread::{verdict, Spread, Verdict};
+use super::model::{CaseResult, Headline, HeadlineFigure, PhaseResult, RunReport};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -53,11 +54,8 @@ type GroupKey = (String, String, u32); // workload, phase, threads
 /// Rows of one group: (size in bytes, size label) → target → cell.
 type Rows = BTreeMap<(u64, String), BTreeMap<String, Cell>>;
 
-/// Renders the report as text tables.
-pub fn render(report: &RunReport) -> String {
-    let mut out = String::new();
-    header(report, &mut out);
-    let targets: Vec<String> = ordered_targets(&report.cases);
+/// The table's groups, in the order they first appear: (workload, phase, threads) → rows.
+fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
     let mut groups: BTreeMap<(usize, GroupKey), Rows> = BTreeMap::new();
     let mut group_order: Vec<GroupKey> = Vec::new();
     for case in &report.cases {
@@ -85,6 +83,63 @@ pub fn render(report: &RunReport) -> String {
             }
         }
     }
+    groups
+}
+
+/// Every row of the table as data: each target's mean, spread and interval, and the verdict.
+pub fn headlines(report: &RunReport) -> Vec<Headline> {
+    let mut out = Vec::new();
+    for ((_, (workload, phase, threads)), rows) in groups(report) {
+        for ((size_bytes, size_label), cells) in rows {
+            let by_ops = size_bytes == 0;
+            let mut figures: Vec<HeadlineFigure> = cells
+                .iter()
+                .map(|(target, cell)| {
+                    let spread = Spread::of(if by_ops { &cell.ops_per_s } else { &cell.bytes_per_s });
+                    HeadlineFigure {
+                        target: target.clone(),
+                        repeats: spread.map_or(0, |s| s.n),
+                        failed: cell.failed,
+                        mean: spread.map(|s| s.mean),
+                        cv: spread.and_then(|s| s.cv),
+                        ci95_low: spread.and_then(|s| s.ci95).map(|c| c.0),
+                        ci95_high: spread.and_then(|s| s.ci95).map(|c| c.1),
+                        p99_ns_median: median(&mut cell.p99_ns.clone()),
+                    }
+                })
+                .collect();
+            figures.sort_by(|a, b| b.mean.unwrap_or(-1.0).total_cmp(&a.mean.unwrap_or(-1.0)));
+            let (winner, runner_up, ratio, verdict) = match ranked(&cells, by_ops).as_slice() {
+                [(best, name), (second, other), ..] if second.mean > 0.0 => {
+                    (Some(name.to_string()), Some(other.to_string()), Some(best.mean / second.mean), verdict(best, second).name())
+                }
+                [(_, name), ..] => (Some(name.to_string()), None, None, "only_result"),
+                [] => (None, None, None, "no_result"),
+            };
+            out.push(Headline {
+                workload: workload.clone(),
+                phase: phase.clone(),
+                threads,
+                size_label,
+                size_bytes,
+                metric: if by_ops { "ops_per_s" } else { "bytes_per_s" }.into(),
+                figures,
+                winner,
+                runner_up,
+                ratio,
+                verdict: verdict.into(),
+            });
+        }
+    }
+    out
+}
+
+/// Renders the report as text tables.
+pub fn render(report: &RunReport) -> String {
+    let mut out = String::new();
+    header(report, &mut out);
+    let targets: Vec<String> = ordered_targets(&report.cases);
+    let groups = groups(report);
     let break_evens = super::breakeven::compute(report);
     for ((_, (workload, phase, threads)), rows) in &groups {
         let thread_word = if *threads == 1 { "thread" } else { "threads" };
@@ -93,7 +148,10 @@ pub fn render(report: &RunReport) -> String {
         } else {
             "p99 latency"
         };
-        let _ = writeln!(out, "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window, {latency}; median of repeats)");
+        let _ = writeln!(
+            out,
+            "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window: mean of repeats ±CV (95% CI of the mean); {latency}: median of repeats)"
+        );
         render_group(&targets, rows, &mut out);
         if let Some(ops) = phase.strip_prefix("sequence ") {
             sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
@@ -183,29 +241,37 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
     let mut lines: Vec<Vec<String>> = vec![std::iter::once("size".to_string()).chain(present.iter().map(|t| t.to_string())).chain(["winner".into()]).collect()];
     for ((size_bytes, label), cells) in rows {
         let mut line = vec![label.clone()];
-        let mut ranked: Vec<(f64, &str)> = Vec::new();
         for target in &present {
-            let text = match cells.get(*target) {
-                None => "-".to_string(),
-                Some(cell) => {
-                    let (text, score) = cell_text(cell, *size_bytes == 0);
-                    if let Some(s) = score {
-                        ranked.push((s, target.as_str()));
-                    }
-                    text
-                }
-            };
-            line.push(text);
+            line.push(cells.get(*target).map_or_else(|| "-".to_string(), |cell| cell_text(cell, *size_bytes == 0)));
         }
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-        line.push(match ranked.as_slice() {
-            [(best, name), (second, other), ..] if *second > 0.0 => format!("{name} ×{} over {other}", three_digits(best / second)),
-            [(_, name), ..] => format!("{name} (only result)"),
-            [] => "-".into(),
-        });
+        line.push(winner_text(&ranked(cells, *size_bytes == 0)));
         lines.push(line);
     }
     write_columns(&lines, out);
+}
+
+/// The targets of a row that have results, highest mean first.
+fn ranked(cells: &BTreeMap<String, Cell>, by_ops: bool) -> Vec<(Spread, &str)> {
+    let mut ranked: Vec<(Spread, &str)> =
+        cells.iter().filter_map(|(t, c)| Spread::of(if by_ops { &c.ops_per_s } else { &c.bytes_per_s }).map(|s| (s, t.as_str()))).collect();
+    ranked.sort_by(|a, b| b.0.mean.total_cmp(&a.0.mean));
+    ranked
+}
+
+/// The winner column: a ratio only when the margin is beyond the spread of the repeats.
+fn winner_text(ranked: &[(Spread, &str)]) -> String {
+    match ranked {
+        [(best, name), (second, other), ..] if second.mean > 0.0 => {
+            let ratio = three_digits(best.mean / second.mean);
+            match verdict(best, second) {
+                Verdict::Clear => format!("{name} ×{ratio} over {other}"),
+                Verdict::Tie => format!("tie: {name} ≈ {other} (×{ratio}, inside the spread)"),
+                Verdict::Unjudged => format!("{name} ×{ratio} over {other} (one run: no spread)"),
+            }
+        }
+        [(_, name), ..] => format!("{name} (only result)"),
+        [] => "-".into(),
+    }
 }
 
 /// The break-even sizes of one table group. A pair of targets whose faster one changes once has
@@ -324,22 +390,22 @@ pub(super) fn write_columns(lines: &[Vec<String>], out: &mut String) {
 }
 
 /// The cell text and the score used to rank it (bytes/s, or ops/s for empty objects).
-fn cell_text(cell: &Cell, empty_objects: bool) -> (String, Option<f64>) {
-    if cell.bytes_per_s.is_empty() {
-        return ("failed".into(), None);
+fn cell_text(cell: &Cell, empty_objects: bool) -> String {
+    let scores = if empty_objects { &cell.ops_per_s } else { &cell.bytes_per_s };
+    let Some(spread) = Spread::of(scores) else {
+        return "failed".into();
+    };
+    let mut text = if empty_objects { format!("{} op/s", three_digits(spread.mean)) } else { format_rate_bytes(spread.mean) };
+    if let (Some(cv), Some((low, high))) = (spread.cv, spread.ci95) {
+        // The interval in the headline's unit, which it does not repeat: "(11.0–19.8)".
+        let scale = if empty_objects { 1.0 } else { [1e9, 1e6, 1e3].into_iter().find(|s| spread.mean >= *s).unwrap_or(1.0) };
+        let _ = write!(text, " ±{}% ({}–{})", three_digits(cv * 100.0), three_digits(low.max(0.0) / scale), three_digits(high / scale));
     }
-    let mut scores = if empty_objects { cell.ops_per_s.clone() } else { cell.bytes_per_s.clone() };
-    let cv = coefficient_of_variation(&scores);
-    let score = median(&mut scores).unwrap_or(0.0);
-    let ops = median(&mut cell.ops_per_s.clone()).unwrap_or(0.0);
+    let ops = cell.ops_per_s.iter().sum::<f64>() / cell.ops_per_s.len() as f64;
     let p99 = median(&mut cell.p99_ns.clone()).unwrap_or(0.0);
-    let main = if empty_objects { format!("{} op/s", three_digits(score)) } else { format_rate_bytes(score) };
-    let mut text = format!("{main} {} op/s p99 {}", three_digits(ops), format_nanos(p99 as u64));
+    let _ = write!(text, " {} op/s p99 {}", three_digits(ops), format_nanos(p99 as u64));
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
-    }
-    if let Some(cv) = cv {
-        let _ = write!(text, " ±{}%", three_digits(cv * 100.0));
     }
     if cell.failed > 0 {
         let _ = write!(text, " ({} failed)", cell.failed);
@@ -347,7 +413,7 @@ fn cell_text(cell: &Cell, empty_objects: bool) -> (String, Option<f64>) {
     if cell.behind > 0 {
         let _ = write!(text, " (behind schedule in {} of {})", cell.behind, cell.service_p99_ns.len());
     }
-    (text, Some(score))
+    text
 }
 
 fn footer(report: &RunReport, out: &mut String) {

@@ -100,6 +100,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.warnings = crate::report::warnings::for_report(&report);
     report.break_even = crate::report::breakeven::compute(&report);
+    report.headlines = crate::report::table::headlines(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
     if !opts.keep {
         namespace::remove(&root.dir)?;

@@ -367,6 +367,8 @@ macro_rules! conformance {
 conformance!(fs_default, "fs", "");
 conformance!(fs_fsync, "fs", "fsync = true");
 conformance!(fs_flat, "fs", "fanout_levels = 0");
+conformance!(fs_direct, "fs", "direct = true");
+conformance!(fs_direct_fsync_flat, "fs", "direct = true\nfsync = true\nfanout_levels = 0");
 
 /// `write_mode = "in-place"` gives up atomic visibility on purpose (a failed put leaves a partial
 /// object, a racing reader can see one), so it joins every behaviour but those two.

@@ -34,7 +34,21 @@ const OPTIONS: &[OptionDoc] = &[
         default: "rename",
         help: "rename (temporary file, then rename: never half-visible) or in-place (write the final file directly, as fio does: a reader or a crash can see a partial object)",
     },
+    OptionDoc {
+        name: "direct",
+        default: "false",
+        help: "read and write with O_DIRECT, around the page cache (fio's direct=1): gets measure the device, not memory; refused where the filesystem lacks it",
+    },
 ];
+
+/// How a file is written: durably or not, through the page cache or around it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteMode {
+    /// fsync the file (and the directories that gained an entry).
+    pub fsync: bool,
+    /// O_DIRECT (see `backend::direct`).
+    pub direct: bool,
+}
 
 /// The fs backend for one case.
 pub struct FsBackend {
@@ -43,6 +57,7 @@ pub struct FsBackend {
     fsync: bool,
     fanout_levels: u32,
     in_place: bool,
+    direct: bool,
     options: Options,
 }
 
@@ -53,7 +68,12 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     if fanout_levels > 3 {
         return Err(format!("target \"{}\": option \"fanout_levels\" is {fanout_levels}; use 0 to 3", options.target));
     }
+    let direct = options.bool("direct", false)?;
+    if direct {
+        super::direct::check_supported(&data.ns.dir, &options.target)?;
+    }
     Ok(Box::new(FsBackend {
+        direct,
         root: data.ns.dir.join("objects"),
         data,
         fsync: options.bool("fsync", false)?,
@@ -124,18 +144,20 @@ fn encode_key(key: &str) -> String {
 }
 
 /// Writes `len` bytes from `body` to `path` atomically (temporary file + rename), optionally durable.
-pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: bool, worker: usize) -> BResult<()> {
+pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, mode: WriteMode, worker: usize) -> BResult<()> {
+    let fsync = mode.fsync;
     let dir = path.parent().expect("object paths always have a parent");
     let tmp = dir.join(format!(".tmp-{worker}-{}", path.file_name().unwrap_or_default().to_string_lossy()));
-    let mut file = match OpenOptions::new().write(true).create(true).truncate(true).open(&tmp) {
+    let open = || opener(mode).write(true).create(true).truncate(true).open(&tmp);
+    let mut file = match open() {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             create_dirs(dir, fsync)?;
-            OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?
+            open()?
         }
         Err(e) => return Err(e.into()),
     };
-    let written = super::copy_exact(body, &mut file, len).and_then(|()| {
+    let written = fill(&mut file, body, len, mode).and_then(|()| {
         if fsync {
             file.sync_all()?;
         }
@@ -156,19 +178,20 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, fsync: 
 /// Writes `len` bytes from `body` straight to `path` (no temporary name): a new file is created
 /// with O_EXCL, an existing one truncated and rewritten. With `fsync`, the file is fsynced, and the
 /// directory too when the file is new (its entry must be durable as well).
-pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, fsync: bool) -> BResult<()> {
+pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, mode: WriteMode) -> BResult<()> {
+    let fsync = mode.fsync;
     let dir = path.parent().expect("object paths always have a parent");
-    let create = || OpenOptions::new().write(true).create_new(true).open(path);
+    let create = || opener(mode).write(true).create_new(true).open(path);
     let (mut file, created) = match create() {
         Ok(f) => (f, true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (OpenOptions::new().write(true).truncate(true).open(path)?, false),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (opener(mode).write(true).truncate(true).open(path)?, false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             create_dirs(dir, fsync)?;
             (create()?, true)
         }
         Err(e) => return Err(e.into()),
     };
-    super::copy_exact(body, &mut file, len)?;
+    fill(&mut file, body, len, mode)?;
     if fsync {
         file.sync_all()?;
         if created {
@@ -176,6 +199,24 @@ pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, fsync: bo
         }
     }
     Ok(())
+}
+
+/// Open options for writing in `mode` (O_DIRECT when asked).
+fn opener(mode: WriteMode) -> OpenOptions {
+    let mut options = OpenOptions::new();
+    if mode.direct {
+        super::direct::direct(&mut options);
+    }
+    options
+}
+
+/// Writes the object's bytes into the freshly opened `file`.
+fn fill(file: &mut File, body: &mut dyn Read, len: u64, mode: WriteMode) -> BResult<()> {
+    if mode.direct {
+        super::direct::write_all(file, body, len)
+    } else {
+        super::copy_exact(body, file, len)
+    }
 }
 
 /// Creates `dir` and its missing parents. With `fsync`, also fsyncs the directory that gained each
@@ -246,16 +287,19 @@ impl Backend for FsBackend {
             map.insert("fsync".into(), self.fsync.into());
             map.insert("fanout_levels".into(), self.fanout_levels.into());
             map.insert("write_mode".into(), if self.in_place { "in-place" } else { "rename" }.into());
+            map.insert("direct".into(), self.direct.into());
         }
         BackendInfo {
             backend: "fs".into(),
             versions: Default::default(),
             options,
-            durability: match (self.fsync, self.in_place) {
-                (true, false) => "fsync of the file before rename and of its directory after",
-                (true, true) => "fsync of the file, and of its directory when the file is new; written in place: a reader or a crash can see a partial object",
-                (false, false) => "none: data reaches the page cache; the kernel writes it back later",
-                (false, true) => "none: data reaches the page cache; written in place: a reader or a crash can see a partial object",
+            durability: match (self.fsync, self.in_place, self.direct) {
+                (true, false, _) => "fsync of the file before rename and of its directory after",
+                (true, true, _) => "fsync of the file, and of its directory when the file is new; written in place: a reader or a crash can see a partial object",
+                (false, false, false) => "none: data reaches the page cache; the kernel writes it back later",
+                (false, true, false) => "none: data reaches the page cache; written in place: a reader or a crash can see a partial object",
+                (false, false, true) => "none: data goes to the device with O_DIRECT (its volatile cache may still hold it), file metadata reaches the page cache",
+                (false, true, true) => "none: data goes to the device with O_DIRECT (its volatile cache may still hold it); written in place: a reader or a crash can see a partial object",
             }
             .into(),
             data_paths: vec![self.root.clone()],
@@ -268,7 +312,8 @@ impl Backend for FsBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(FsSession { root: self.root.clone(), fsync: self.fsync, levels: self.fanout_levels, in_place: self.in_place, worker }))
+        let mode = WriteMode { fsync: self.fsync, direct: self.direct };
+        Ok(Box::new(FsSession { root: self.root.clone(), mode, levels: self.fanout_levels, in_place: self.in_place, worker }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -283,7 +328,7 @@ impl Backend for FsBackend {
 
 struct FsSession {
     root: PathBuf,
-    fsync: bool,
+    mode: WriteMode,
     levels: u32,
     in_place: bool,
     worker: usize,
@@ -298,23 +343,27 @@ impl FsSession {
 impl Session for FsSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         if self.in_place {
-            write_file_in_place(&self.path(key), body, len, self.fsync)
+            write_file_in_place(&self.path(key), body, len, self.mode)
         } else {
-            write_file_atomically(&self.path(key), body, len, self.fsync, self.worker)
+            write_file_atomically(&self.path(key), body, len, self.mode, self.worker)
         }
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let mut file = File::open(self.path(key)).map_err(|e| not_found_or(e, key))?;
+        let mut file = opener(self.mode).read(true).open(self.path(key)).map_err(|e| not_found_or(e, key))?;
         let len = file.metadata()?.len();
-        super::copy_exact(&mut file, sink, len)?;
+        if self.mode.direct {
+            super::direct::read_all(&file, len, sink)?;
+        } else {
+            super::copy_exact(&mut file, sink, len)?;
+        }
         Ok(len)
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
         let path = self.path(key);
         fs::remove_file(&path).map_err(|e| not_found_or(e, key))?;
-        if self.fsync {
+        if self.mode.fsync {
             // The removal is durable only once the directory that lost the entry is.
             File::open(path.parent().expect("object paths always have a parent"))?.sync_all()?;
         }

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod cfb;
+pub mod direct;
 pub mod fs;
 pub mod gridfs;
 pub mod mariadb;

@@ -592,7 +592,7 @@ impl Session for PgSession {
             Mode::Lo => self.put_lo(key, body, len),
             Mode::File => {
                 let s = self.shared.clone();
-                super::fs::write_file_atomically(&self.file_path(key), body, len, s.fsync, self.worker)?;
+                super::fs::write_file_atomically(&self.file_path(key), body, len, super::fs::WriteMode { fsync: s.fsync, direct: false }, self.worker)?;
                 let sql = format!("INSERT INTO {} (key, size_bytes) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET size_bytes = EXCLUDED.size_bytes", s.table);
                 self.client.execute(&sql, &[&key.as_bytes(), &(len as i64)]).map_err(|e| s.error(e))?;
                 Ok(())

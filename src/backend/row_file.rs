@@ -164,7 +164,7 @@ impl ContentFiles {
         // '~' never occurs in an encoded key, so versioned names cannot collide with other keys.
         let path = format!("{}~{:x}-{:x}-{:x}", key_path(key), self.worker, created_ns, self.puts);
         let absolute = self.files.join(&path);
-        super::fs::write_file_atomically(&absolute, body, len, self.fsync, self.worker)?;
+        super::fs::write_file_atomically(&absolute, body, len, super::fs::WriteMode { fsync: self.fsync, direct: false }, self.worker)?;
         let row = Row { size_bytes: len, path: path.clone(), created_ns };
         let old = match rows.commit_row(key, &row) {
             Ok(old) => old,
@@ -192,7 +192,7 @@ impl ContentFiles {
     fn put_row_then_file(&mut self, rows: &mut dyn Rows, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         let row = Row { size_bytes: len, path: key_path(key), created_ns: now_ns() };
         let old = rows.commit_row(key, &row)?;
-        if let Err(e) = super::fs::write_file_atomically(&self.files.join(&row.path), body, len, self.fsync, self.worker) {
+        if let Err(e) = super::fs::write_file_atomically(&self.files.join(&row.path), body, len, super::fs::WriteMode { fsync: self.fsync, direct: false }, self.worker) {
             // A crash instead of an error leaves the row without (or with the previous) content.
             rows.undo_row(key, &row, old);
             return Err(e);

@@ -176,7 +176,8 @@ pub struct CaseResult {
     pub backend_info: serde_json::Value,
     /// What a successful put guarantees.
     pub durability: String,
-    /// "warm" (page cache kept) or "cold" (dropped before read phases).
+    /// "warm" (page cache kept), "cold" (dropped before read phases) or "direct" (the backend
+    /// reads and writes around the page cache: O_DIRECT). Each phase says its own.
     pub cache_state: String,
     /// Filesystem of the backend's data, where local.
     pub filesystem: Option<FilesystemInfo>,
@@ -261,6 +262,11 @@ pub struct PhaseResult {
     /// latency and throughput window. Absent from reports before 0.2.
     #[serde(default)]
     pub verification_ns: u64,
+    /// The page cache as this phase met it: "warm" (whatever earlier phases left in it),
+    /// "cold" (dropped just before the phase) or "direct" (the backend bypasses it). Absent from
+    /// reports before 0.3.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cache_state: String,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,

@@ -206,7 +206,11 @@ fn header(report: &RunReport, out: &mut String) {
         .as_ref()
         .map(|f| format!("{} ({}){}", f.fs_type, f.mount_options, if f.journal == Some(false) { ", no journal" } else { "" }))
         .unwrap_or_else(|| "unknown filesystem".into());
-    let cache: Vec<&str> = dedup(report.cases.iter().map(|c| c.cache_state.as_str()));
+    let cache: Vec<&str> = dedup(report.cases.iter().map(|c| match c.cache_state.as_str() {
+        "cold" => "cold (dropped before reads)",
+        "direct" => "bypassed (direct I/O)",
+        other => other,
+    }));
     let _ = writeln!(out, "data in {} on {fs}; page cache {}; {} CPUs, {} RAM, kernel {}", env.work_dir, cache.join("/"), env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
     if let Some(recipe) = &report.recipe {
         let size = if recipe.scale == 1.0 { "the published size".to_string() } else { format!("×{} of the published size", recipe.scale) };

@@ -244,6 +244,10 @@ fn measure_case(
     result.durability = info.durability.clone();
     result.filesystem = info.data_paths.first().and_then(|p| sampler::filesystem_of(existing_ancestor(p)));
     result.backend_info = serde_json::to_value(&info).unwrap_or_default();
+    let direct = info.options.get("direct").and_then(|d| d.as_bool()) == Some(true);
+    if direct {
+        result.cache_state = "direct".into();
+    }
     backend.prepare().map_err(|e| format!("prepare failed: {e}"))?;
     let workload = &case.workload;
     let mut run = CaseRun {
@@ -282,14 +286,16 @@ fn measure_case(
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
-        if workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put) {
+        let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
+        if dropped {
             sampler::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
             run.phase(phase, warmup, true, &mut sessions, &mut catalogs)?;
         }
         let stop = phase::effective_stop(phase.stop, case.objects);
-        let measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
+        let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
+        measured.cache_state = if direct { "direct" } else if dropped { "cold" } else { "warm" }.into();
         result.phases.push(measured);
     }
     result.resources = sampler.finish();

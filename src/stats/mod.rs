@@ -341,6 +341,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         lock_wait_ns,
         payload_generation_ns,
         verification_ns,
+        cache_state: String::new(), // the runner knows it
         open_loop,
     }
 }

@@ -53,6 +53,8 @@ type Shared = Arc<Mutex<Option<Handle>>>;
 
 /// The cfb backend for one case.
 pub struct CfbBackend {
+    /// Where the files live (the run\'s namespace, or the `path` option\'s per-run directory).
+    data: super::fs::DataNamespace,
     dir: PathBuf,
     fsync: bool,
     options: Options,
@@ -61,12 +63,12 @@ pub struct CfbBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("cfb", OPTIONS)?;
-    let ns = match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
-        None => ns.clone(),
-    };
+    // The one per-run namespace mechanism (`fs::DataNamespace`): with `path`, a marked directory
+    // named after the run, removed by cleanup.
+    let data = super::fs::DataNamespace::new(options, ns)?;
     Ok(Box::new(CfbBackend {
-        dir: ns.dir.join("cfb"),
+        dir: data.ns.dir.join("cfb"),
+        data,
         fsync: options.bool("fsync", false)?,
         options: options.clone(),
         shared: Arc::new(Mutex::new(None)),
@@ -243,7 +245,8 @@ impl Backend for CfbBackend {
 
     fn cleanup(&self) -> BResult<()> {
         lock(&self.shared)?.take();
-        super::fs::remove_dir_if_present(&self.dir)
+        super::fs::remove_dir_if_present(&self.dir)?;
+        self.data.release()
     }
 }
 

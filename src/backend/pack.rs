@@ -39,6 +39,8 @@ pub const PACK_DIR: &str = "pack";
 
 /// The pack backend for one case.
 pub struct PackBackend {
+    /// Where the files live (the run\'s namespace, or the `path` option\'s per-run directory).
+    data: super::fs::DataNamespace,
     dir: PathBuf,
     fsync: bool,
     read_checks: bool,
@@ -48,12 +50,12 @@ pub struct PackBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("pack", OPTIONS)?;
-    let ns = match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
-        None => ns.clone(),
-    };
+    // The one per-run namespace mechanism (`fs::DataNamespace`): with `path`, a marked directory
+    // named after the run, removed by cleanup.
+    let data = super::fs::DataNamespace::new(options, ns)?;
     Ok(Box::new(PackBackend {
-        dir: ns.dir.join(PACK_DIR),
+        dir: data.ns.dir.join(PACK_DIR),
+        data,
         fsync: options.bool("fsync", false)?,
         read_checks: options.bool("read_checks", true)?,
         options: options.clone(),
@@ -122,7 +124,8 @@ impl Backend for PackBackend {
         if let Some(store) = self.store.lock().expect("pack backend lock").take() {
             store.close_without_index();
         }
-        super::fs::remove_dir_if_present(&self.dir)
+        super::fs::remove_dir_if_present(&self.dir)?;
+        self.data.release()
     }
 }
 

@@ -108,6 +108,8 @@ struct Shared {
 /// The postgres backend for one case.
 pub struct PgBackend {
     shared: Arc<Shared>,
+    /// Where file mode's content files live (the run's namespace, or `path`'s per-run directory).
+    files: super::fs::DataNamespace,
     external_storage: bool,
     server_version: String,
     settings: BTreeMap<String, String>,
@@ -131,10 +133,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     if !(8192..=(256 << 20)).contains(&chunk) {
         return Err(format!("target \"{}\": option \"chunk_size\" is {chunk} bytes; use 8KiB to 256MiB", options.target));
     }
-    let files_ns = match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
-        None => ns.clone(),
-    };
+    // File mode's content files: the one per-run namespace mechanism (`fs::DataNamespace`).
+    let files = super::fs::DataNamespace::new(options, ns)?;
     // Quoted: the name may start with a digit. The mode is in the name, so no two layouts share one.
     let table = format!("\"{}_{}\"", server::owned_name(ns), format!("{mode:?}").to_lowercase());
     let wait_sample_ns = options.duration("wait_sample", Nanos(0))?.0;
@@ -150,7 +150,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         layout: Layout::default(), // needs the server's data directory: read below
         chunk_bytes: chunk as usize,
         fsync: options.bool("fsync", true)?,
-        files_root: files_ns.dir.join("pgfiles"),
+        files_root: files.ns.dir.join("pgfiles"),
         max_bytes: match mode {
             Mode::Bytea => Some(BYTEA_MAX_BYTES),
             Mode::Lo => Some(LO_MAX_BYTES),
@@ -173,7 +173,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         ));
     }
     let waits = (wait_sample_ns > 0).then(|| WaitSampler::new(wait_sample_ns));
-    Ok(Box::new(PgBackend { shared: Arc::new(shared), external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone() }))
+    Ok(Box::new(PgBackend { shared: Arc::new(shared), files, external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone() }))
 }
 
 /// The server's version and the settings that decide durability (read, never changed).
@@ -391,7 +391,7 @@ impl Backend for PgBackend {
                 _ => {}
             }
         }
-        Ok(())
+        self.files.release()
     }
 
     fn server_pids(&self) -> Vec<u32> {

@@ -71,6 +71,8 @@ struct Archive {
 
 /// The zip backend for one case.
 pub struct ZipBackend {
+    /// Where the files live (the run\'s namespace, or the `path` option\'s per-run directory).
+    data: super::fs::DataNamespace,
     dir: PathBuf,
     flush_per_put: bool,
     fsync: bool,
@@ -80,12 +82,12 @@ pub struct ZipBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("zip", OPTIONS)?;
-    let ns = match options.opt_string("path")? {
-        Some(path) => Namespace::create(&PathBuf::from(path).join(format!("stowbench-{}", ns.name)), &ns.run_id, &ns.name)?,
-        None => ns.clone(),
-    };
+    // The one per-run namespace mechanism (`fs::DataNamespace`): with `path`, a marked directory
+    // named after the run, removed by cleanup.
+    let data = super::fs::DataNamespace::new(options, ns)?;
     Ok(Box::new(ZipBackend {
-        dir: ns.dir.join("zip"),
+        dir: data.ns.dir.join("zip"),
+        data,
         flush_per_put: options.choice("flush", &["per-put", "none"], "per-put")? == "per-put",
         fsync: options.bool("fsync", false)?,
         options: options.clone(),
@@ -341,7 +343,8 @@ impl Backend for ZipBackend {
 
     fn cleanup(&self) -> BResult<()> {
         self.archive.lock().expect("zip backend lock").take();
-        super::fs::remove_dir_if_present(&self.dir)
+        super::fs::remove_dir_if_present(&self.dir)?;
+        self.data.release()
     }
 }
 

@@ -66,6 +66,9 @@ pub enum Command {
     Cleanup {
         /// A stowbench-* directory, or a directory holding some.
         dir: PathBuf,
+        /// List what would be removed (unmounted, detached), and change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -161,7 +164,7 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
             Ok(0)
         }
         Command::Fio(args) => crate::fio::cli::run(&args),
-        Command::Cleanup { dir } => cleanup(&dir),
+        Command::Cleanup { dir, dry_run } => cleanup(&dir, dry_run),
         Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| format!("compact {}: {}", dir.display(), e.message)).map(|r| {
             println!(
                 "compacted {}: {} live records, {} → {} bytes (generation {})",
@@ -300,35 +303,51 @@ pub fn list_backends_checked(uri: Option<&str>) -> String {
     out
 }
 
-fn cleanup(dir: &Path) -> Result<i32, String> {
+fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, String> {
     // fio targets left by a killed run first: their mounts and loop devices must go before the
     // directories holding them.
-    let fio_cleaned = crate::fio::registry::cleanup_leftovers(dir).map_err(|e| e.to_string())?;
-    for path in &fio_cleaned {
-        println!("removed fio target {}", path.display());
+    let fio_targets = crate::fio::registry::leftovers(dir).map_err(|e| e.to_string())?;
+    let dirs: Vec<PathBuf> = if namespace::is_owned(dir) {
+        vec![dir.to_path_buf()]
+    } else {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let mut ours: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-") && namespace::is_owned(&e.path()))
+            .map(|e| e.path())
+            .filter(|p| !fio_targets.iter().any(|t| t.ns_dir == *p))
+            .collect();
+        ours.sort();
+        ours
+    };
+    if dirs.is_empty() && fio_targets.is_empty() {
+        return Err(format!(
+            "{} carries no {} marker and holds no stowbench-* directory that does; nothing {}",
+            dir.display(),
+            namespace::MARKER_FILE,
+            if dry_run { "would be removed" } else { "was removed" }
+        ));
     }
-    if namespace::is_owned(dir) {
-        namespace::remove(dir)?;
-        println!("removed {}", dir.display());
+    if dry_run {
+        for t in &fio_targets {
+            for (what, path) in [("unmount", &t.mount_point), ("detach", &t.loop_dev)] {
+                if let Some(path) = path {
+                    println!("would {what} {}", path.display());
+                }
+            }
+            println!("would remove fio target {}", t.ns_dir.display());
+        }
+        for d in &dirs {
+            println!("would remove {}", d.display());
+        }
         return Ok(0);
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let ours = entry.file_name().to_string_lossy().starts_with("stowbench-") && namespace::is_owned(&path);
-        if ours {
-            namespace::remove(&path)?;
-            println!("removed {}", path.display());
-            removed += 1;
-        }
+    for path in crate::fio::registry::cleanup_leftovers(dir).map_err(|e| e.to_string())? {
+        println!("removed fio target {}", path.display());
     }
-    if removed == 0 && fio_cleaned.is_empty() {
-        return Err(format!(
-            "{} carries no {} marker and holds no stowbench-* directory that does; nothing was removed",
-            dir.display(),
-            namespace::MARKER_FILE
-        ));
+    for d in &dirs {
+        namespace::remove(d)?;
+        println!("removed {}", d.display());
     }
     Ok(0)
 }

@@ -72,9 +72,21 @@ fn cleanup_removes_only_marked_directories() {
     let ours = dir.path().join("stowbench-old-run");
     stowbench::backend::Namespace::create(&ours, "old", "old").unwrap();
     std::fs::write(ours.join("leftover"), "x").unwrap();
+    let also_ours = dir.path().join("stowbench-older-run");
+    stowbench::backend::Namespace::create(&also_ours, "older", "older").unwrap();
+    let unmarked = dir.path().join("stowbench-not-ours");
+    std::fs::create_dir(&unmarked).unwrap();
+    // A dry run lists exactly what the real cleanup then removes, and touches nothing.
+    let dry = stowbench(dir.path(), &["cleanup", ".", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));
+    assert!(ours.exists() && also_ours.exists(), "a dry run removes nothing");
     let out = stowbench(dir.path(), &["cleanup", "."]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(!ours.exists() && foreign.join("data.txt").exists());
+    let listed = String::from_utf8_lossy(&dry.stdout).replace("would remove ", "");
+    let removed = String::from_utf8_lossy(&out.stdout).replace("removed ", "");
+    assert_eq!(listed, removed, "the dry run's list is the real cleanup's");
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(!ours.exists() && !also_ours.exists() && unmarked.exists() && foreign.join("data.txt").exists());
 }
 
 #[test]

@@ -233,11 +233,22 @@ fn remove_namespace(ns_dir: &Path) -> Result<(), FioError> {
 /// Finishes the cleanup of fio target namespaces left in `dir` by a crashed or killed run:
 /// every `stowbench-fio-*` subdirectory with our marker and a state file. Returns what was cleaned.
 pub fn cleanup_leftovers(dir: &Path) -> Result<Vec<PathBuf>, FioError> {
-    let live: Vec<PathBuf> = state().targets.iter().map(|o| o.ns_dir.clone()).collect();
     let mut cleaned = Vec::new();
+    for owned in leftovers(dir)? {
+        cleanup_owned(&Owned { remove_ns: true, ..owned.clone() })?;
+        cleaned.push(owned.ns_dir);
+    }
+    Ok(cleaned)
+}
+
+/// The fio targets in `dir` that a killed run left behind (not one of this process's live ones),
+/// each as its state file recorded it — what `cleanup_leftovers` would undo.
+pub fn leftovers(dir: &Path) -> Result<Vec<Owned>, FioError> {
+    let live: Vec<PathBuf> = state().targets.iter().map(|o| o.ns_dir.clone()).collect();
+    let mut found = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cleaned),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
         Err(e) => return Err(FioError::io(dir, e)),
     };
     for entry in entries.flatten() {
@@ -254,8 +265,7 @@ pub fn cleanup_leftovers(dir: &Path) -> Result<Vec<PathBuf>, FioError> {
         if owned.ns_dir.canonicalize().ok() != path.canonicalize().ok() {
             continue;
         }
-        cleanup_owned(&Owned { remove_ns: true, ..owned })?;
-        cleaned.push(path);
+        found.push(Owned { ns_dir: path, ..owned });
     }
-    Ok(cleaned)
+    Ok(found)
 }

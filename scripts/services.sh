@@ -23,7 +23,7 @@ readonly PG_MAJOR=15
 readonly PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
 readonly MARIADBD="/usr/sbin/mariadbd"
 
-readonly APT_PACKAGES=(postgresql mariadb-server mariadb-client fio xfsprogs btrfs-progs e2fsprogs util-linux curl)
+readonly APT_PACKAGES=(postgresql mariadb-server mariadb-client fio xfsprogs btrfs-progs e2fsprogs util-linux curl chromium)
 readonly ALL_SERVICES=(pg mariadb s3 mongo)
 
 TOOLS_DIR="${STOWBENCH_TOOLS:-${HOME:-/root}/.cache/stowbench/bin}"

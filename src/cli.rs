@@ -1,19 +1,23 @@
-//! Command-line interface: `run`, `validate`, `report`, `backends`, `cleanup`.
+//! Command-line interface: `run`, `recipe`, `validate`, `report`, `compare`, `backends`, `fio`,
+//! `compact`, `cleanup`.
 //!
 //! Raw arguments are parsed by clap, then validated into a `Plan`; every failure becomes a
-//! message and an exit code (0 ok, 1 a case failed, 2 bad input or usage, 130 interrupted).
-//! Results go to stdout, progress and messages to stderr.
+//! message and an exit code (0 ok, 1 a case failed or `compare`'s gate failed, 2 bad input or
+//! usage, 130 interrupted). Results go to stdout, progress and messages to stderr. Every output
+//! format comes from `report::reporters`.
 
 use crate::backend::{self, namespace};
 use crate::job::{self, Plan};
-use crate::report;
-use crate::runner::{self, RunOptions};
-use clap::{Parser, Subcommand, ValueEnum};
+use crate::report::{self, compare, reporters};
+use crate::runner::{self, RunOptions, RunOutcome};
+use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 /// Exit code: bad input or usage.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code of `compare` when `--fail-if-slower`'s gate fails.
+pub const EXIT_SLOWER: i32 = 1;
 
 /// Where should the files live? Measure it on your own machine.
 #[derive(Debug, Parser)]
@@ -45,9 +49,12 @@ pub enum Command {
         /// The report file.
         file: PathBuf,
         /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: Format,
+        #[arg(long, default_value = "table", value_parser = format_names())]
+        format: String,
     },
+    /// Compare runs: every figure of each report against the first (the baseline), with ratios and
+    /// whether each difference is significant. Exit code 1 when --fail-if-slower's gate fails.
+    Compare(CompareArgs),
     /// List the backends, their options and defaults, and whether each server answers.
     Backends {
         /// A server URI to check (postgres://, mysql://, http(s):// for S3, mongodb://); without
@@ -95,15 +102,44 @@ pub enum RecipeAction {
     },
 }
 
-/// Output formats for results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// A table for people.
-    Table,
-    /// The canonical report JSON.
-    Json,
-    /// One row per case, phase and operation.
-    Csv,
+/// The `--format` names of the reporter registry, for clap to check and list.
+fn format_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(reporters::names())
+}
+
+/// Options of `stowbench compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Report files (report.json); the first is the baseline, each other one is compared with it.
+    #[arg(required = true, num_args = 2.., value_name = "REPORT")]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = format_names())]
+    pub format: String,
+    /// Exit with code 1 when a throughput figure (ops/s, bytes/s) is slower than the baseline's
+    /// by more than PCT percent and the difference is significant (Welch's t-test, 95 %). With
+    /// fewer than 2 repeats on a side the single values decide: slower by more than PCT fails.
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_slower: Option<f64>,
+    /// Only these metrics (comma-separated): ops_per_s, bytes_per_s, mean_ns, p50_ns, p99_ns,
+    /// client_cpu_ns, server_cpu_ns, client_rss_peak_bytes, server_rss_peak_bytes,
+    /// disk_allocated_bytes, fio_cpu_percent.
+    #[arg(long, value_delimiter = ',')]
+    pub metric: Vec<String>,
+}
+
+/// Where a run's report goes and how it is printed: `run`, `recipe run` and `fio` share these.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputSettings {
+    /// Directory for results; the report goes to OUT/<timestamp>/report.json.
+    #[arg(long, default_value = "stowbench-results")]
+    pub out: PathBuf,
+    /// How to print results on stdout.
+    #[arg(long, default_value = "table", value_parser = format_names())]
+    pub format: String,
+    /// No progress display on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 /// Options of `stowbench run`.
@@ -119,9 +155,9 @@ pub struct RunArgs {
 /// Options shared by `stowbench run` and `stowbench recipe run`.
 #[derive(Debug, clap::Args)]
 pub struct RunSettings {
-    /// Directory for results; the report goes to OUT/<timestamp>/report.json.
-    #[arg(long, default_value = "stowbench-results")]
-    pub out: PathBuf,
+    /// Where the report goes, how it is printed.
+    #[command(flatten)]
+    pub output: OutputSettings,
     /// Parent directory for the run's data (a marked stowbench-<run id> directory is made in it).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -134,12 +170,6 @@ pub struct RunSettings {
     /// Override the job's seed.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// How to print results on stdout.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// No progress display on stderr.
-    #[arg(long)]
-    pub no_progress: bool,
 }
 
 /// Parses `args` (including the program name) and runs; returns the exit code.
@@ -155,15 +185,16 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
         Command::Run(run) => load_plan(run.job.as_deref()).and_then(|plan| run_command(plan, run.settings, args, interrupted)),
         Command::Recipe { action } => recipe_command(action, args, interrupted),
         Command::Validate { job } => validate(&job),
-        Command::Report { file, format } => report::read(&file).map(|r| {
-            print!("{}", render(&r, format));
-            0
+        Command::Report { file, format } => reporters::for_report(&format).and_then(|render| {
+            print!("{}", render(&report::read(&file)?));
+            Ok(0)
         }),
+        Command::Compare(compare) => compare_command(&compare),
         Command::Backends { uri } => {
             print!("{}", list_backends_checked(uri.as_deref()));
             Ok(0)
         }
-        Command::Fio(args) => crate::fio::cli::run(&args),
+        Command::Fio(fio) => crate::fio::cli::run(&fio, args, interrupted),
         Command::Cleanup { dir, dry_run } => cleanup(&dir, dry_run),
         Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| format!("compact {}: {}", dir.display(), e.message)).map(|r| {
             println!(
@@ -183,12 +214,15 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
     })
 }
 
-fn render(r: &report::model::RunReport, format: Format) -> String {
-    match format {
-        Format::Table => report::table::render(r),
-        Format::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
-        Format::Csv => report::csv::render(r),
-    }
+fn compare_command(args: &CompareArgs) -> Result<i32, String> {
+    let render = reporters::for_comparison(&args.format)?;
+    let names: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    let reports = args.files.iter().map(|f| report::read(f)).collect::<Result<Vec<_>, _>>()?;
+    let candidates: Vec<(&str, &report::model::RunReport)> = names[1..].iter().map(String::as_str).zip(&reports[1..]).collect();
+    let options = compare::Options { metrics: args.metric.clone(), fail_if_slower_percent: args.fail_if_slower };
+    let comparison = compare::compare((&names[0], &reports[0]), &candidates, &options)?;
+    print!("{}", render(&comparison));
+    Ok(if comparison.gate.as_ref().is_some_and(|g| !g.passed) { EXIT_SLOWER } else { 0 })
 }
 
 fn load_plan(job: Option<&Path>) -> Result<Plan, String> {
@@ -228,22 +262,34 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
     if let Some(seed) = args.seed {
         plan.seed = seed;
     }
+    let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, command, ..RunOptions::default() };
+    run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
+}
+
+/// Runs a plan and prints its report in the chosen format: the one path of `run`, `recipe run`
+/// and `fio`, so each writes the same report (one run id, one environment capture, one atomic
+/// writer, after every case) to OUT/<timestamp>/report.json. `opts.report_path` and
+/// `opts.progress` come from `output`.
+pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
+    // Checked before running: a format the report cannot take must not cost a whole run.
+    let render = reporters::for_report(&output.format)?;
     let stamp = report::timestamp_compact(std::time::SystemTime::now());
-    let mut dir = args.out.join(&stamp);
+    let mut dir = output.out.join(&stamp);
     let mut n = 1;
     while dir.exists() {
         n += 1;
-        dir = args.out.join(format!("{stamp}-{n}"));
+        dir = output.out.join(format!("{stamp}-{n}"));
     }
     let report_path = dir.join("report.json");
-    let opts = RunOptions { report_path: report_path.clone(), work_dir: args.work_dir, keep: args.keep, progress: !args.no_progress, command };
-    let outcome = runner::run(&plan, &opts, interrupted)?;
-    print!("{}", render(&outcome.report, args.format));
+    let opts = RunOptions { report_path: report_path.clone(), progress: !output.no_progress, ..opts };
+    let outcome = runner::run(plan, &opts, interrupted)?;
+    print!("{}", render(&outcome.report));
     eprintln!("report: {}", report_path.display());
     if outcome.exit_code == 130 {
-        eprintln!("interrupted: {} finished case(s) kept in the report", outcome.report.cases.len());
+        let finished = outcome.report.cases.len() + outcome.report.fio_cases.len();
+        eprintln!("interrupted: {finished} finished case(s) kept in the report");
     }
-    Ok(outcome.exit_code)
+    Ok(outcome)
 }
 
 fn validate(path: &Path) -> Result<i32, String> {

@@ -56,7 +56,63 @@ fn run_writes_a_valid_report_that_re_renders_identically() {
     let csv = stowbench(dir.path(), &["report", report.to_str().unwrap(), "--format", "csv"]);
     let csv = String::from_utf8_lossy(&csv.stdout).to_string();
     assert_eq!(csv.lines().count(), 1 + 2 * 2, "header + 2 sizes × 2 phases");
-    assert!(csv.starts_with("run_id,case_id,status"));
+    assert!(csv.starts_with("run_id,case_id,phase,op,status"), "{csv}");
+}
+
+/// A report fixture (tests/fixtures/reports/), by name.
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports").join(format!("{name}.json")).display().to_string()
+}
+
+#[test]
+fn compare_exits_1_when_its_gate_fails_and_0_when_it_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (fixture("objects-a"), fixture("objects-b"));
+    let out = stowbench(dir.path(), &["compare", &a, &b]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("20.0% slower  3/3      significant"), "{}", text(&out));
+    // sim is 20 % slower, significantly; fs differs within its noise.
+    let out = stowbench(dir.path(), &["compare", &a, &b, "--fail-if-slower", "10"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("gate --fail-if-slower 10%: FAILED — 8 throughput figure(s)"), "{}", text(&out));
+    let out = stowbench(dir.path(), &["compare", &a, &b, "--fail-if-slower", "25", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["gate"]["passed"], true);
+    // fio-b ran once: its single values decide, 13.1 % slower at qd 4.
+    let (fa, fb) = (fixture("fio-a"), fixture("fio-b"));
+    assert_eq!(stowbench(dir.path(), &["compare", &fa, &fb, "--fail-if-slower", "20"]).status.code(), Some(0));
+    let out = stowbench(dir.path(), &["compare", &fa, &fb, "--fail-if-slower", "10", "--metric", "ops_per_s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("judged on the single values"), "{}", text(&out));
+    let out = stowbench(dir.path(), &["compare", &a, &b, "--format", "html"]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"), "{}", text(&out));
+}
+
+#[test]
+fn compare_refuses_bad_input_with_exit_2_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = fixture("objects-a");
+    let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    report["schema_version"] = 99.into();
+    std::fs::write(dir.path().join("future.json"), report.to_string()).unwrap();
+    std::fs::write(dir.path().join("other.json"), "{\"schema\": \"stowbench-fio-results/1\"}").unwrap();
+    std::fs::write(dir.path().join("broken.json"), "{ not json").unwrap();
+    let fio = fixture("fio-a");
+    let cases: [(&[&str], &str); 7] = [
+        (&["compare", &a, "missing.json"], "cannot read report missing.json"),
+        (&["compare", &a, "broken.json"], "broken.json is not JSON"),
+        (&["compare", &a, "future.json"], "future.json has report schema_version 99; this stowbench reads version 1"),
+        (&["compare", &a, "other.json"], "other.json has no schema_version: it is not a stowbench report"),
+        (&["compare", &a, &fio], "shares no case with the baseline"),
+        (&["compare", &a, &a, "--metric", "p99_ms"], "Did you mean \"p99_ns\""),
+        (&["compare", &a], "2 values required by '<REPORT> <REPORT>...'"),
+    ];
+    for (args, message) in cases {
+        let out = stowbench(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(message), "{args:?}: expected \"{message}\" in {}", text(&out));
+    }
 }
 
 #[test]
@@ -205,6 +261,21 @@ fn fio_sweeps_in_a_job_file_land_in_the_same_report() {
     assert!(fio["job_file"].as_str().unwrap().contains("bs=4096"), "plain integer byte counts: {}", fio["job_file"]);
     assert!(fio["iops"].as_f64().unwrap() > 0.0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("fio cases (fio-"));
+}
+
+/// `stowbench fio` runs through the run's preflight: a refused device is bad input (exit 2)
+/// before any case runs.
+#[test]
+fn fio_refuses_a_device_that_is_not_one_before_running() {
+    if std::process::Command::new("fio").arg("--version").output().is_err() {
+        assert!(!common::in_ci(), "fio is missing in CI: scripts/services.sh install provides it");
+        eprintln!("SKIPPED: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = stowbench(dir.path(), &["fio", "--device", "/dev/null", "--confirm-device", "/dev/null", "--work-dir", ".", "--no-progress"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not a block device"), "{}", text(&out));
 }
 
 #[test]

@@ -2,12 +2,14 @@
 //! tmpfs (root), and the raw-device safety checks (root). Runtimes are 0.5–1 s so the whole file
 //! stays well under a minute.
 
+mod common;
 mod fio_support;
 
 use clap::Parser;
 use fio_support::{fio_available, loops_backed_under, mounts_under, root_available};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::AtomicBool;
 use stowbench::fio::cli::{run as cli_run, FioArgs};
 use stowbench::fio::device::check_device;
 use stowbench::fio::{expand, prepare_target, render_job, run_case, run_sweep, FioCaseResult, FioError, FioSweep, RunOptions};
@@ -101,26 +103,35 @@ struct Wrapper {
 }
 
 #[test]
-fn cli_dry_run_creates_nothing_and_a_run_writes_json() {
+fn cli_dry_run_creates_nothing_and_a_run_writes_the_run_report() {
     if !fio_available("cli") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().display().to_string();
-    let json = tmp.path().join("out.json");
-    let base = ["x", "--target", &dir, "--ioengine", "null", "--rw", "read,randread", "--size", "1MiB", "--runtime", "500ms", "--ramp-time", "0s"];
+    let (results, charts) = (tmp.path().join("results"), tmp.path().join("charts.csv"));
+    let (results_arg, charts_arg) = (results.display().to_string(), charts.display().to_string());
+    let base = ["x", "--target", &dir, "--work-dir", &dir, "--ioengine", "null", "--rw", "read,randread", "--size", "1MiB", "--runtime", "500ms", "--ramp-time", "0s"];
+    let never = AtomicBool::new(false);
     let dry = Wrapper::parse_from(base.iter().chain(&["--iodepth", "1..4", "--dry-run"]));
-    assert_eq!(cli_run(&dry.args), Ok(0));
+    assert_eq!(cli_run(&dry.args, Vec::new(), &never), Ok(0));
     assert!(entries(tmp.path()).is_empty(), "a dry run creates nothing");
-    let json_arg = json.display().to_string();
-    let real = Wrapper::parse_from(base.iter().chain(&["--iodepth", "1,2", "--json", json_arg.as_str()]));
-    assert_eq!(cli_run(&real.args), Ok(0));
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(doc["results"].as_array().unwrap().len(), 4);
-    assert_eq!(doc["charts"][0]["series"].as_array().unwrap().len(), 2, "read and randread");
-    assert_eq!(entries(tmp.path()), ["out.json"]);
+    let real = Wrapper::parse_from(base.iter().chain(&["--iodepth", "1,2", "--out", &results_arg, "--csv", &charts_arg, "--no-progress"]));
+    assert_eq!(cli_run(&real.args, vec!["stowbench".into(), "fio".into()], &never), Ok(0));
+    // The same report as `stowbench run` writes: schema, run id, environment, fio cases.
+    let run_dir = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
+    let report = common::assert_valid_report(&run_dir.join("report.json"));
+    assert_eq!(report["fio_cases"].as_array().unwrap().len(), 4);
+    assert_eq!((report["status"].as_str(), report["name"].as_str()), (Some("complete"), Some("cli")));
+    assert_eq!(report["command"], serde_json::json!(["stowbench", "fio"]));
+    assert!(report["environment"]["kernel"].as_str().is_some_and(|k| !k.is_empty()));
+    let chart_lines = std::fs::read_to_string(&charts).unwrap().lines().count();
+    assert_eq!(chart_lines, 1 + 4, "header + read and randread at 2 queue depths");
+    assert_eq!(entries(tmp.path()), ["charts.csv", "results"], "the run's work directory is removed");
     let bad = Wrapper::parse_from(["x", "--target", &dir, "--bs", "2.6m"]);
-    assert!(cli_run(&bad.args).unwrap_err().contains("--bs"));
+    assert!(cli_run(&bad.args, Vec::new(), &never).unwrap_err().contains("--bs"));
+    let old_flag = Wrapper::parse_from(["x", "--target", &dir, "--json", "out.json"]);
+    assert!(cli_run(&old_flag.args, Vec::new(), &never).unwrap_err().contains("--out DIR"));
 }
 
 #[test]

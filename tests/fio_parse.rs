@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use stowbench::fio::parse::parse_fio_json;
 use stowbench::fio::result::{FioCaseResult, RunRecord};
-use stowbench::fio::series::{charts_csv, iops_vs_iodepth, render_charts, render_table};
+use stowbench::fio::series::{chart_threads, charts_csv, iops_vs_iodepth, render_charts, render_table};
 use stowbench::fio::{expand, FioCase, FioSweep, FsKind, RwMode, TargetFacts, TargetSpec};
 use stowbench::units::{ByteSize, Nanos};
 
@@ -163,6 +163,8 @@ fn charts_group_by_block_size_with_one_series_per_fs_and_rw() {
         result_from_fixture("null-randread-j2-qd4.json", FsKind::Ext4, "randread", 16, 4),
         result_from_fixture("null-randread-j2-qd4.json", FsKind::Ext4, "randread", 16, 2),
     ];
+    // Four cases at 4 threads, one at 2: the CPU count wins when swept, else the most cases.
+    assert_eq!((chart_threads(&results, 2), chart_threads(&results, 8), chart_threads(&results[..1], 2)), (2, 4, 4));
     let charts = iops_vs_iodepth(&results, 4);
     assert_eq!(charts.len(), 1, "one block size, one chart");
     let names: Vec<&str> = charts[0].series.iter().map(|s| s.name.as_str()).collect();

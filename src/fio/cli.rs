@@ -1,21 +1,21 @@
-//! `stowbench fio`: a fio sweep from command-line flags, run (or printed with `--dry-run`), shown as
-//! a table and chart series, and written as JSON after every case so a crash loses nothing.
+//! `stowbench fio`: a fio sweep from command-line flags, run (or printed with `--dry-run`).
 //!
-//! The flags build the same `FioSweep` a `[[fio]]` table would, so both paths share validation.
-//! This module prints and writes only the files it is asked to (`--json`, `--csv`).
+//! The flags build the same `FioSweep` a `[[fio]]` table would, so both paths share validation,
+//! and the sweep runs as a plan of its own through the same runner as `stowbench run`: one run
+//! id, one environment capture, the report written atomically after every case to
+//! OUT/<timestamp>/report.json, and printed by the same reporters. Besides the report, this
+//! module writes only the chart series asked for with `--csv`.
 
 use super::case::{expand, FioCase};
 use super::error::FioError;
-use super::registry;
 use super::render::render_job;
-use super::result::FioCaseResult;
-use super::run::{fio_version, parse_only, run_sweep, RunOptions};
-use super::series::{charts_csv, iops_vs_iodepth, render_charts, render_table};
+use super::run::{fio_version, parse_only, RunOptions};
+use super::series::{charts_csv, chart_threads, iops_vs_iodepth};
 use super::spec::{FioSweep, FsKind, IoEngine, RwMode, TargetSpec};
 use crate::units::{ByteSize, Nanos};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
 /// Flags of `stowbench fio`. Lists are comma-separated; `A..B` doubles from A up to B (1..64).
 #[derive(clap::Args, Debug, Clone)]
@@ -86,10 +86,10 @@ pub struct FioArgs {
     /// Print the job files (checked with fio --parse-only when fio is installed) and run nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Write results and chart series as JSON to this file (rewritten after every case).
-    #[arg(long)]
+    /// Replaced by the run report (OUT/<timestamp>/report.json); kept only to say so.
+    #[arg(long, hide = true)]
     pub json: Option<PathBuf>,
-    /// Write chart series as CSV to this file.
+    /// Write chart series as CSV to this file (IOPS and MB/s against outstanding I/O).
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Raw block device to test; destroys its contents on writes.
@@ -98,7 +98,8 @@ pub struct FioArgs {
     /// Must repeat --device exactly.
     #[arg(long)]
     pub confirm_device: Option<PathBuf>,
-    /// Thread count the charts are drawn at (default: the CPU count if swept, else the first numjobs).
+    /// Thread count the --csv chart series are drawn at (default, as in the table: the run's CPU
+    /// count if swept, else the thread count with the most cases).
     #[arg(long)]
     pub thread_count_for_charts: Option<u32>,
     /// Directory for loop images, job files and fio output of made filesystems.
@@ -110,65 +111,40 @@ pub struct FioArgs {
     /// Time limit per case, e.g. 10m (default: ramp + runtime + 60 s + layout time).
     #[arg(long)]
     pub timeout: Option<String>,
+    /// Where the report goes, how it is printed.
+    #[command(flatten)]
+    pub output: crate::cli::OutputSettings,
 }
 
 /// Runs `stowbench fio`; returns the exit code (0 ok, 1 a case failed, 130 interrupted) or a
-/// message for bad input (exit 2).
-pub fn run(args: &FioArgs) -> Result<i32, String> {
+/// message for bad input (exit 2). `command` is the command line, for the report.
+pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
+    if let Some(path) = &args.json {
+        return Err(format!(
+            "--json {}: stowbench fio writes the run report now, like stowbench run: --out DIR puts it in \
+             DIR/<timestamp>/report.json (`stowbench report FILE --format json` prints it); --csv still writes the chart series",
+            path.display()
+        ));
+    }
     let sweep = args.to_sweep().map_err(|e| e.to_string())?;
     sweep.validate().map_err(|e| e.to_string())?;
-    let run_id = run_id();
     if args.dry_run {
-        return dry_run(&sweep, args, &run_id).map_err(|e| e.to_string());
+        return dry_run(&sweep, args, &crate::runner::new_run_id()).map_err(|e| e.to_string());
     }
-    let options = RunOptions {
+    let fio = RunOptions {
         histogram: !args.no_histogram,
         timeout: args.timeout.as_deref().map(|t| Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| format!("--timeout: {e}"))?,
         ..RunOptions::default()
     };
-    let version = fio_version(&options.fio_program).map_err(|e| e.to_string())?;
-    let total = expand(&sweep).len();
-    eprintln!("stowbench fio: {total} cases with {version}, run {run_id}");
-    let mut results: Vec<FioCaseResult> = Vec::new();
-    let mut failures = 0usize;
-    let chart_threads = args.chart_threads(&sweep);
-    let outcome = run_sweep(&sweep, &args.work_dir, &run_id, &options, |(case, result)| {
-        let done = results.len() + failures + 1;
-        match result {
-            Ok(r) => {
-                eprintln!("[{done}/{total}] {}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
-                results.push(r);
-            }
-            Err(e @ FioError::Interrupted { .. }) => eprintln!("[{done}/{total}] {}: {e}", case.id),
-            Err(e) => {
-                eprintln!("[{done}/{total}] {}: FAILED: {e}", case.id);
-                failures += 1;
-            }
-        }
-        if let Some(path) = &args.json {
-            if let Err(e) = write_json(path, &run_id, &sweep, &results, chart_threads) {
-                eprintln!("stowbench fio: {e}");
-            }
-        }
-        true
-    });
-    if !results.is_empty() {
-        println!("{}", render_table(&results));
-        println!("{}", render_charts(&iops_vs_iodepth(&results, chart_threads)));
-    }
+    let plan = crate::job::Plan::fio_only(sweep, "command line (stowbench fio)");
+    let opts = crate::runner::RunOptions { work_dir: Some(args.work_dir.clone()), command, fio, ..Default::default() };
+    let outcome = crate::cli::run_and_print(&plan, &args.output, opts, interrupted)?;
     if let Some(path) = &args.csv {
-        write_atomic(path, &charts_csv(&iops_vs_iodepth(&results, chart_threads))).map_err(|e| e.to_string())?;
+        let cases = &outcome.report.fio_cases;
+        let threads = args.thread_count_for_charts.unwrap_or_else(|| chart_threads(cases, outcome.report.environment.cpu_count));
+        write_atomic(path, &charts_csv(&iops_vs_iodepth(cases, threads))).map_err(|e| e.to_string())?;
     }
-    match outcome {
-        Err(FioError::Interrupted { .. }) => Ok(130),
-        Err(e) if e.exit_code() == 2 => Err(e.to_string()),
-        Err(e) => {
-            eprintln!("stowbench fio: {e}");
-            Ok(1)
-        }
-        Ok(()) if failures > 0 => Ok(1),
-        Ok(()) => Ok(if registry::interrupted() { 130 } else { 0 }),
-    }
+    Ok(outcome.exit_code)
 }
 
 impl FioArgs {
@@ -244,15 +220,6 @@ impl FioArgs {
             })
             .collect()
     }
-
-    /// The thread count charts are drawn at.
-    pub fn chart_threads(&self, sweep: &FioSweep) -> u32 {
-        if let Some(n) = self.thread_count_for_charts {
-            return n;
-        }
-        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
-        if sweep.numjobs.contains(&cpus) { cpus } else { sweep.numjobs[0] }
-    }
 }
 
 fn split(text: &str) -> impl Iterator<Item = &str> {
@@ -285,11 +252,6 @@ pub fn parse_list(text: &str, parse: impl Fn(&str) -> Result<u64, String>, show:
         return Err("is empty".into());
     }
     Ok(values)
-}
-
-fn run_id() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
-    format!("{secs}-{}", std::process::id())
 }
 
 /// Prints every job file, checked by `fio --parse-only` when fio is installed; runs nothing.
@@ -336,18 +298,6 @@ fn planned_path(case: &FioCase, work_dir: &Path, run_id: &str) -> PathBuf {
         TargetSpec::Fs { .. } => work_dir.join(ns).join("mnt").join("data"),
         TargetSpec::Device { device, .. } => device.clone(),
     }
-}
-
-fn write_json(path: &Path, run_id: &str, sweep: &FioSweep, results: &[FioCaseResult], threads: u32) -> Result<(), FioError> {
-    let doc = serde_json::json!({
-        "schema": "stowbench-fio-results/1",
-        "run_id": run_id,
-        "sweep": sweep,
-        "results": results,
-        "charts": iops_vs_iodepth(results, threads),
-    });
-    let text = serde_json::to_string_pretty(&doc).map_err(|e| FioError::io(path, e))?;
-    write_atomic(path, &text)
 }
 
 /// Writes to a temporary name and renames, so a reader never sees half a file.

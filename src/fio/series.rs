@@ -64,6 +64,20 @@ pub struct Point {
 
 type SeriesKey = (String, String, u64, u32);
 
+/// The thread count charts are drawn at when none is asked for: the machine's CPU count (the
+/// run's, from its report) if the sweep ran it, else the thread count with the most cases (the
+/// larger on a tie).
+pub fn chart_threads(results: &[FioCaseResult], cpu_count: u32) -> u32 {
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    for r in results {
+        *counts.entry(r.numjobs).or_default() += 1;
+    }
+    if counts.contains_key(&cpu_count) {
+        return cpu_count;
+    }
+    counts.iter().max_by_key(|(n, count)| (**count, **n)).map(|(n, _)| *n).unwrap_or(1)
+}
+
 /// Charts of IOPS and bandwidth against iodepth at `numjobs` threads, one per block size.
 pub fn iops_vs_iodepth(results: &[FioCaseResult], numjobs: u32) -> Vec<Chart> {
     let chosen: Vec<&FioCaseResult> = results.iter().filter(|r| r.numjobs == numjobs).collect();

@@ -125,6 +125,25 @@ pub fn prepare_target(spec: &TargetSpec, work_dir: &Path, run_id: &str) -> Resul
     }
 }
 
+/// The checks of `prepare_target` that change nothing on the machine, for a run to make before
+/// its first case, so that bad input (a made filesystem without root, a refused device) stops it
+/// with exit code 2 instead of failing halfway.
+pub fn check_target(spec: &TargetSpec) -> Result<(), FioError> {
+    match spec {
+        TargetSpec::Dir { .. } => Ok(()),
+        TargetSpec::Fs { fs, .. } => require_root(*fs),
+        TargetSpec::Device { device, confirm_device, .. } => check_device(device, confirm_device).map(|_| ()),
+    }
+}
+
+fn require_root(fs: FsKind) -> Result<(), FioError> {
+    if sys::is_root() {
+        Ok(())
+    } else {
+        Err(FioError::NotRoot { what: format!("making the {fs} filesystem for the run") })
+    }
+}
+
 fn ns_name(run_id: &str, label: &str) -> String {
     format!("stowbench-fio-{}-{label}", namespace::safe_name(run_id))
 }
@@ -202,9 +221,7 @@ fn require_tool(tool: &str) -> Result<(), FioError> {
 }
 
 fn prepare_made_fs(made: &MadeFs, work_dir: &Path, run_id: &str) -> Result<PreparedTarget, FioError> {
-    if !sys::is_root() {
-        return Err(FioError::NotRoot { what: format!("making the {} filesystem for the run", made.fs) });
-    }
+    require_root(made.fs)?;
     let mut tools = vec!["mount", "umount"];
     let mkfs_tool = format!("mkfs.{}", made.fs);
     if made.fs != FsKind::Tmpfs {

@@ -375,6 +375,23 @@ pub const MAX_RETRIES: u32 = 100;
 pub const MAX_THREADS: u32 = 1024;
 
 impl Plan {
+    /// A plan of one fio sweep and nothing else (`stowbench fio`), so fio runs through the same
+    /// runner and report as a job file.
+    pub fn fio_only(sweep: crate::fio::FioSweep, source: &str) -> Plan {
+        Plan {
+            name: sweep.name.clone(),
+            description: None,
+            source: source.to_string(),
+            seed: DEFAULT_SEED,
+            work_dir: None,
+            targets: Vec::new(),
+            workloads: Vec::new(),
+            cases: Vec::new(),
+            fio: vec![sweep],
+            recipe: None,
+        }
+    }
+
     /// Keeps only the named targets (from `--targets`), renumbering cases; unknown names are errors.
     pub fn retain_targets(&mut self, names: &[String]) -> Result<(), String> {
         let known: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();

@@ -1,12 +1,15 @@
 //! The run report: its model (`model`), how it is written (atomically, after every case), the
 //! environment it records (`env`), cautions for readers (`warnings`), and the renderers that turn
-//! it into a terminal table (`table`) or CSV (`csv`). Renderers are pure functions of a report.
+//! it into a terminal table (`table`) or CSV (`csv`); `compare` sets runs side by side.
+//! Renderers are pure functions of a report, and `reporters` is the one list of them.
 
 pub mod breakeven;
+pub mod compare;
 pub mod csv;
 pub mod env;
 pub mod model;
 pub mod repeats;
+pub mod reporters;
 pub mod spread;
 pub mod table;
 pub mod warnings;
@@ -88,13 +91,23 @@ pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
 pub fn read(path: &Path) -> Result<RunReport, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read report {}: {e}", path.display()))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
-    let version = value.get("schema_version").and_then(|v| v.as_u64());
-    if version != Some(SCHEMA_VERSION as u64) {
-        return Err(format!(
-            "{} has schema_version {:?}; this stowbench reads version {SCHEMA_VERSION}",
-            path.display(),
-            version
-        ));
+    match value.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(version) if version == u64::from(SCHEMA_VERSION) => {}
+        Some(version) => {
+            return Err(format!(
+                "{} has report schema_version {version}; this stowbench reads version {SCHEMA_VERSION}. Use the stowbench \
+                 version that wrote it ({}), or run the job again",
+                path.display(),
+                value.get("tool_version").and_then(|v| v.as_str()).unwrap_or("unknown")
+            ))
+        }
+        None => {
+            return Err(format!(
+                "{} has no schema_version: it is not a stowbench report (stowbench run and stowbench fio write one to \
+                 stowbench-results/<timestamp>/report.json)",
+                path.display()
+            ))
+        }
     }
     serde_json::from_value(value).map_err(|e| format!("{} is not a stowbench report: {e}", path.display()))
 }

@@ -167,7 +167,7 @@ pub fn render(report: &RunReport) -> String {
 }
 
 /// fio cases: a table of every case, then IOPS and MB/s against outstanding I/O per block size,
-/// at the thread count with the most cases (the published charts' layout).
+/// at one thread count (`series::chart_threads`; the published charts' layout).
 fn fio_section(report: &RunReport, out: &mut String) {
     use crate::fio::series;
     if report.fio_cases.is_empty() && report.fio_failures.is_empty() {
@@ -176,11 +176,7 @@ fn fio_section(report: &RunReport, out: &mut String) {
     let _ = writeln!(out, "\nfio cases ({}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
     if !report.fio_cases.is_empty() {
         let _ = writeln!(out, "{}", series::render_table(&report.fio_cases));
-        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
-        for c in &report.fio_cases {
-            *counts.entry(c.numjobs).or_default() += 1;
-        }
-        let threads = counts.iter().max_by_key(|(n, count)| (**count, **n)).map(|(n, _)| *n).unwrap_or(1);
+        let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);
         let _ = writeln!(out, "{}", series::render_charts(&series::iops_vs_iodepth(&report.fio_cases, threads)));
     }
     for f in &report.fio_failures {
@@ -200,18 +196,25 @@ fn ordered_targets(cases: &[CaseResult]) -> Vec<String> {
 
 fn header(report: &RunReport, out: &mut String) {
     let env = &report.environment;
-    let _ = writeln!(out, "stowbench {} — run {} ({}), {} cases, seed {}", report.name, report.run_id, report.status, report.cases.len(), report.seed);
-    let fs = env
-        .work_dir_filesystem
-        .as_ref()
-        .map(|f| format!("{} ({}){}", f.fs_type, f.mount_options, if f.journal == Some(false) { ", no journal" } else { "" }))
-        .unwrap_or_else(|| "unknown filesystem".into());
-    let cache: Vec<&str> = dedup(report.cases.iter().map(|c| match c.cache_state.as_str() {
-        "cold" => "cold (dropped before reads)",
-        "direct" => "bypassed (direct I/O)",
-        other => other,
-    }));
-    let _ = writeln!(out, "data in {} on {fs}; page cache {}; {} CPUs, {} RAM, kernel {}", env.work_dir, cache.join("/"), env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
+    let fio = if report.fio_cases.is_empty() { String::new() } else { format!(", {} fio cases", report.fio_cases.len()) };
+    let _ = writeln!(out, "stowbench {} — run {} ({}), {} cases{fio}, seed {}", report.name, report.run_id, report.status, report.cases.len(), report.seed);
+    let machine = format!("{} CPUs, {} RAM, kernel {}", env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
+    if report.cases.is_empty() {
+        // fio alone: where its data lived is in the fio table, per target.
+        let _ = writeln!(out, "{machine}");
+    } else {
+        let fs = env
+            .work_dir_filesystem
+            .as_ref()
+            .map(|f| format!("{} ({}){}", f.fs_type, f.mount_options, if f.journal == Some(false) { ", no journal" } else { "" }))
+            .unwrap_or_else(|| "unknown filesystem".into());
+        let cache: Vec<&str> = dedup(report.cases.iter().map(|c| match c.cache_state.as_str() {
+            "cold" => "cold (dropped before reads)",
+            "direct" => "bypassed (direct I/O)",
+            other => other,
+        }));
+        let _ = writeln!(out, "data in {} on {fs}; page cache {}; {machine}", env.work_dir, cache.join("/"));
+    }
     if let Some(recipe) = &report.recipe {
         let size = if recipe.scale == 1.0 { "the published size".to_string() } else { format!("×{} of the published size", recipe.scale) };
         let _ = writeln!(out, "  recipe {} at scale {} ({size})", recipe.name, recipe.scale);

@@ -41,6 +41,8 @@ pub struct RunOptions {
     pub progress: bool,
     /// The command line, for the report.
     pub command: Vec<String>,
+    /// How fio cases run (`[[fio]]` tables, `stowbench fio`): histograms, time limit.
+    pub fio: crate::fio::RunOptions,
 }
 
 /// What a run produced.
@@ -68,11 +70,11 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     crate::report::write_atomically(&opts.report_path, &report)?;
-    if let Err(e) = preflight(plan, &root) {
+    if let Err(e) = preflight(plan, &root, &opts.fio) {
         let _ = namespace::remove(&root.dir);
         return Err(e);
     }
-    let progress = Progress::new(plan.cases.len() as u64, opts.progress);
+    let progress = Progress::new(plan.cases.len() as u64, opts.progress && !plan.cases.is_empty());
     let mut failed = false;
     for case in &plan.cases {
         if interrupted.load(Ordering::Relaxed) {
@@ -114,17 +116,25 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
 fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, opts: &RunOptions, interrupted: &AtomicBool, report: &mut RunReport) -> bool {
     use crate::fio::FioError;
     let mut failed = false;
-    let outcome = crate::fio::run_sweep(sweep, &root.dir, run_id, &crate::fio::RunOptions::default(), |(case, result)| {
+    let total = crate::fio::expand(sweep).len();
+    let mut done = 0;
+    if opts.progress {
+        eprintln!("fio sweep {}: {total} case(s)", sweep.name);
+    }
+    let outcome = crate::fio::run_sweep(sweep, &root.dir, run_id, &opts.fio, |(case, result)| {
+        done += 1;
         match result {
             Ok(r) => {
                 if opts.progress {
-                    eprintln!("{}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
+                    eprintln!("[{done}/{total}] {}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
                 }
                 report.fio_cases.push(r);
             }
             Err(FioError::Interrupted { .. }) => {}
             Err(e) => {
                 failed = true;
+                // A failure is shown even without progress, as a failed object-store case is.
+                eprintln!("[{done}/{total}] {}: FAILED: {e}", case.id);
                 report.fio_failures.push(crate::report::model::FioFailure { case_id: case.id.clone(), message: e.to_string() });
             }
         }
@@ -143,9 +153,12 @@ fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, o
 }
 
 /// Builds every target once and checks every case's sizes against its limits, before any data.
-fn preflight(plan: &Plan, root: &Namespace) -> Result<(), String> {
+fn preflight(plan: &Plan, root: &Namespace, fio: &crate::fio::RunOptions) -> Result<(), String> {
     if !plan.fio.is_empty() {
-        crate::fio::run::fio_version(&crate::fio::RunOptions::default().fio_program).map_err(|e| e.to_string())?;
+        crate::fio::run::fio_version(&fio.fio_program).map_err(|e| e.to_string())?;
+    }
+    for target in plan.fio.iter().flat_map(|sweep| &sweep.target) {
+        crate::fio::target::check_target(target).map_err(|e| e.to_string())?;
     }
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
         if !sampler::is_root() {

@@ -1,0 +1,339 @@
+//! `stowbench compare`: how other runs differ from a baseline run, figure by figure, and whether
+//! each difference stands out from the spread of the repeats.
+//!
+//! `compare` builds a `Comparison` — plain, serializable data — from reports already read; the
+//! renderers (`render`: table, CSV, HTML) are pure functions of it, chosen from the one registry
+//! (`report::reporters`). Cases are paired by `matching`, figures read by `metrics`, and every
+//! difference is judged by Welch's t-test on the repeats (`welch`).
+//!
+//! The CI gate (`--fail-if-slower PCT`) fails when a throughput figure is slower than the
+//! baseline by more than PCT percent and the difference is significant. With fewer than two
+//! repeats on a side no test can tell noise from change; a gate must still decide, so such a
+//! figure is judged on its single values alone (like criterion's noise threshold without its
+//! test): slower by more than PCT fails. Tables say which figures were judged that way.
+
+pub mod matching;
+pub mod metrics;
+pub mod render;
+pub mod welch;
+
+use super::model::RunReport;
+pub use matching::MatchedBy;
+use matching::Pair;
+use metrics::Metric;
+use serde::{Deserialize, Serialize};
+use welch::Welch;
+
+/// Confidence level of the significance test: a difference is significant when p < 1 − this.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The outcome of comparing runs with a baseline.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The run the others are compared with (the first file).
+    pub baseline: RunRef,
+    /// The other runs, in the order given; rows name them by position (from 1).
+    pub candidates: Vec<RunRef>,
+    /// Confidence level of the significance test (0.95: significant when p < 0.05).
+    pub confidence: f64,
+    /// One row per paired case × phase × operation × metric, candidate by candidate.
+    pub rows: Vec<MetricRow>,
+    /// Cases that were not paired, with the reason.
+    pub unmatched: Vec<Unmatched>,
+    /// The regression gate, when `--fail-if-slower` asked for one.
+    pub gate: Option<Gate>,
+}
+
+/// Which run a file held.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRef {
+    /// The file, as given.
+    pub file: String,
+    /// The run's id.
+    pub run_id: String,
+    /// The run's name.
+    pub name: String,
+    /// When it started, RFC 3339 UTC.
+    pub started_at: String,
+    /// stowbench's version that wrote it.
+    pub tool_version: String,
+}
+
+/// One metric of one case, baseline against one candidate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricRow {
+    /// Which candidate (position in `candidates`, from 1).
+    pub candidate: usize,
+    /// The candidate's file, as given.
+    pub candidate_file: String,
+    /// The baseline's case id, without its repeat suffix.
+    pub case: String,
+    /// The candidate's case id, without its repeat suffix (differs when paired by conditions).
+    pub candidate_case: String,
+    /// How the two cases were paired.
+    pub matched_by: MatchedBy,
+    /// The phase, for object-store cases' phase and operation figures.
+    pub phase: Option<String>,
+    /// The operation (or fio direction), for operation figures.
+    pub op: Option<String>,
+    /// The metric's name (`metrics::METRICS`); its unit is last.
+    pub metric: String,
+    /// Whether a larger value is better.
+    pub higher_is_better: bool,
+    /// The baseline's values, one per repeat.
+    pub baseline: Sample,
+    /// The candidate's values, one per repeat.
+    pub candidate_sample: Sample,
+    /// Candidate mean over baseline mean; `None` when the baseline's is zero.
+    pub ratio: Option<f64>,
+    /// Which way the candidate differs.
+    pub change: Change,
+    /// |ratio − 1| in percent; `None` without a ratio.
+    pub change_percent: Option<f64>,
+    /// Whether the difference stands out from the repeats' spread.
+    pub verdict: Verdict,
+    /// Welch's test, with two or more repeats on each side.
+    pub welch: Option<Welch>,
+}
+
+/// The values of one side.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sample {
+    /// One value per repeat, in the metric's unit.
+    pub values: Vec<f64>,
+    /// Their mean.
+    pub mean: f64,
+}
+
+/// Which way a candidate's figure differs from the baseline's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// A speed metric improved (more throughput, less latency).
+    Faster,
+    /// A speed metric got worse.
+    Slower,
+    /// An amount (CPU, memory, disk) is smaller.
+    Less,
+    /// An amount is larger.
+    More,
+    /// Exactly equal.
+    Same,
+}
+
+/// Whether a difference is significant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// p below 1 − confidence.
+    Significant,
+    /// p at or above 1 − confidence: the difference may be noise.
+    NotSignificant,
+    /// Fewer than two repeats on a side: no test is possible.
+    NotEnoughRepeats,
+}
+
+/// A case without a partner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Unmatched {
+    /// Which candidate the pairing was with (from 1).
+    pub candidate: usize,
+    /// The file holding the case.
+    pub file: String,
+    /// The case id, without its repeat suffix.
+    pub case: String,
+    /// Why it has no partner.
+    pub reason: String,
+}
+
+/// The regression gate of `--fail-if-slower`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Gate {
+    /// The threshold: slower by more than this percent fails.
+    pub slower_percent: f64,
+    /// Whether no throughput figure failed.
+    pub passed: bool,
+    /// The throughput figures that failed it.
+    pub failures: Vec<GateFailure>,
+    /// Throughput figures judged on single values (fewer than two repeats on a side).
+    pub judged_without_repeats: usize,
+}
+
+/// A throughput figure that failed the gate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GateFailure {
+    /// Index of its row in `rows`.
+    pub row: usize,
+    /// How much slower, in percent.
+    pub slower_percent: f64,
+    /// Whether it was judged on single values rather than a significant test.
+    pub without_repeats: bool,
+}
+
+/// What to compare, from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only these metrics (names from `metrics::METRICS`); all when empty.
+    pub metrics: Vec<String>,
+    /// `--fail-if-slower PCT`.
+    pub fail_if_slower_percent: Option<f64>,
+}
+
+/// Compares each candidate report with the baseline. `Err` for bad options and for a candidate
+/// that shares no case with the baseline (nothing to compare: probably the wrong file).
+pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], options: &Options) -> Result<Comparison, String> {
+    let selected = selected_metrics(options)?;
+    let baseline_groups = matching::groups(baseline.1);
+    let mut rows = Vec::new();
+    let mut unmatched = Vec::new();
+    for (index, (file, report)) in candidates.iter().enumerate() {
+        let candidate = index + 1;
+        let groups = matching::groups(report);
+        let pairing = matching::pair(&baseline_groups, &groups);
+        if pairing.pairs.is_empty() {
+            return Err(format!(
+                "{file} shares no case with the baseline {}: no case id and no target, workload, size and threads in common. \
+                 Compare runs of the same job (stowbench validate JOB lists its case ids)",
+                baseline.0
+            ));
+        }
+        for pair in &pairing.pairs {
+            rows.extend(pair_rows(pair, (candidate, file), &selected));
+        }
+        let listed = pairing.baseline_only.iter().map(|(g, why)| (baseline.0, g, why)).chain(pairing.candidate_only.iter().map(|(g, why)| (*file, g, why)));
+        unmatched.extend(listed.map(|(file, group, why)| Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason: why.to_string() }));
+    }
+    let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold));
+    Ok(Comparison {
+        baseline: run_ref(baseline.0, baseline.1),
+        candidates: candidates.iter().map(|(file, report)| run_ref(file, report)).collect(),
+        confidence: CONFIDENCE,
+        rows,
+        unmatched,
+        gate,
+    })
+}
+
+fn selected_metrics(options: &Options) -> Result<Vec<&'static Metric>, String> {
+    let selected: Vec<&'static Metric> = if options.metrics.is_empty() {
+        metrics::METRICS.iter().collect()
+    } else {
+        options.metrics.iter().map(|name| metrics::find(name)).collect::<Result<_, _>>()?
+    };
+    if let Some(threshold) = options.fail_if_slower_percent {
+        if !(threshold.is_finite() && threshold >= 0.0) {
+            return Err(format!("--fail-if-slower: {threshold} is not a percentage; give one like 10 (fail when 10 % slower)"));
+        }
+        if !selected.iter().any(|m| m.throughput) {
+            return Err("--fail-if-slower judges throughput, and --metric leaves none; add ops_per_s or bytes_per_s".into());
+        }
+    }
+    Ok(selected)
+}
+
+fn run_ref(file: &str, report: &RunReport) -> RunRef {
+    RunRef {
+        file: file.to_string(),
+        run_id: report.run_id.clone(),
+        name: report.name.clone(),
+        started_at: report.started_at.clone(),
+        tool_version: report.tool_version.clone(),
+    }
+}
+
+/// Values per (phase, op, metric) over a group's repeats, in first-seen order.
+type Series = Vec<((Option<String>, Option<String>, &'static Metric), Vec<f64>)>;
+
+fn series(group: &matching::Group, selected: &[&'static Metric]) -> Series {
+    let mut out: Series = Vec::new();
+    for case in &group.repeats {
+        for f in metrics::figures(case).into_iter().filter(|f| selected.iter().any(|m| m.name == f.metric.name)) {
+            let key = (f.phase, f.op, f.metric);
+            match out.iter_mut().find(|(k, _)| k.0 == key.0 && k.1 == key.1 && k.2.name == key.2.name) {
+                Some((_, values)) => values.push(f.value),
+                None => out.push((key, vec![f.value])),
+            }
+        }
+    }
+    out
+}
+
+fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static Metric]) -> Vec<MetricRow> {
+    let theirs = series(pair.candidate, selected);
+    let mut rows = Vec::new();
+    for ((phase, op, metric), base_values) in series(pair.baseline, selected) {
+        let found = theirs.iter().find(|((p, o, m), _)| *p == phase && *o == op && m.name == metric.name);
+        let Some((_, their_values)) = found else { continue };
+        let (base, theirs) = (sample(base_values), sample(their_values.clone()));
+        if base.mean == 0.0 && theirs.mean == 0.0 {
+            continue; // nothing measured on either side (a backend without disk files, say)
+        }
+        let ratio = (base.mean != 0.0).then(|| theirs.mean / base.mean);
+        let welch = welch::welch(&base.values, &theirs.values);
+        let verdict = match welch {
+            None => Verdict::NotEnoughRepeats,
+            Some(w) if w.p < 1.0 - CONFIDENCE => Verdict::Significant,
+            Some(_) => Verdict::NotSignificant,
+        };
+        rows.push(MetricRow {
+            candidate,
+            candidate_file: file.to_string(),
+            case: pair.baseline.id.clone(),
+            candidate_case: pair.candidate.id.clone(),
+            matched_by: pair.matched_by,
+            phase,
+            op,
+            metric: metric.name.to_string(),
+            higher_is_better: metric.higher_is_better,
+            change: change(metric, base.mean, theirs.mean),
+            change_percent: ratio.map(|r| (r - 1.0).abs() * 100.0),
+            ratio,
+            baseline: base,
+            candidate_sample: theirs,
+            verdict,
+            welch,
+        });
+    }
+    rows
+}
+
+fn sample(values: Vec<f64>) -> Sample {
+    let mean = welch::mean_and_variance(&values).0;
+    Sample { values, mean }
+}
+
+fn change(metric: &Metric, baseline: f64, candidate: f64) -> Change {
+    if candidate == baseline {
+        return Change::Same;
+    }
+    let larger = candidate > baseline;
+    match (metric.speed, larger == metric.higher_is_better) {
+        (true, true) => Change::Faster,
+        (true, false) => Change::Slower,
+        (false, _) if larger => Change::More,
+        (false, _) => Change::Less,
+    }
+}
+
+/// The gate: a throughput row fails when it is slower by more than `threshold` percent and the
+/// difference is significant, or cannot be tested for want of repeats (see the module docs).
+fn gate(rows: &[MetricRow], threshold: f64) -> Gate {
+    let throughput = |r: &&MetricRow| metrics::find(&r.metric).is_ok_and(|m| m.throughput);
+    let mut failures = Vec::new();
+    for (index, row) in rows.iter().enumerate().filter(|(_, r)| throughput(r)) {
+        let slower_percent = row.ratio.map_or(0.0, |r| (1.0 - r) * 100.0);
+        let counts = matches!(row.verdict, Verdict::Significant | Verdict::NotEnoughRepeats);
+        if row.change == Change::Slower && slower_percent > threshold && counts {
+            failures.push(GateFailure { row: index, slower_percent, without_repeats: row.verdict == Verdict::NotEnoughRepeats });
+        }
+    }
+    Gate {
+        slower_percent: threshold,
+        passed: failures.is_empty(),
+        failures,
+        judged_without_repeats: rows.iter().filter(throughput).filter(|r| r.verdict == Verdict::NotEnoughRepeats).count(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

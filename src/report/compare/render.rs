@@ -1,0 +1,281 @@
+//! Renderers of a `Comparison`: a text table, CSV (one row per metric row) and HTML (a fragment
+//! the run report's page can embed, and a self-contained page around it). Pure functions of the
+//! comparison; the table and the HTML share every cell's text.
+
+use super::metrics::{self, Unit};
+use super::{Change, Comparison, MetricRow, Verdict};
+use crate::report::table::write_columns;
+use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
+use std::fmt::Write;
+
+const COLUMNS: [&str; 10] = ["case", "phase", "op", "metric", "baseline", "candidate", "ratio", "change", "repeats", "significance"];
+
+/// The comparison as text tables, one per candidate, then what was not compared and the gate.
+pub fn table(c: &Comparison) -> String {
+    let mut out = String::new();
+    for line in runs(c) {
+        let _ = writeln!(out, "{line}");
+    }
+    for (index, candidate) in c.candidates.iter().enumerate() {
+        let _ = writeln!(out, "\n{}", heading(c, &candidate.file));
+        for line in paired_by_conditions(c, index + 1) {
+            let _ = writeln!(out, "  {line}");
+        }
+        let mut lines: Vec<Vec<String>> = vec![COLUMNS.map(String::from).to_vec()];
+        let mut previous_case = "";
+        for row in c.rows.iter().filter(|r| r.candidate == index + 1) {
+            let mut cells = cells(row);
+            if row.case == previous_case {
+                cells[0] = String::new(); // the case once per block is easier to read
+            }
+            previous_case = &row.case;
+            lines.push(cells);
+        }
+        write_columns(&lines, &mut out);
+    }
+    let unmatched = unmatched_lines(c);
+    if !unmatched.is_empty() {
+        let _ = writeln!(out, "\nnot compared:");
+        for line in unmatched {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let gate = gate_lines(c);
+    if !gate.is_empty() {
+        let _ = writeln!(out);
+        for line in gate {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+/// The metric rows as CSV, one column per field of `MetricRow` (values of repeats space-separated).
+pub fn csv(c: &Comparison) -> String {
+    crate::report::csv::render_records(&c.rows)
+}
+
+/// The comparison as an HTML fragment (a `<section>`), for a page that embeds it.
+pub fn html_fragment(c: &Comparison) -> String {
+    let mut out = String::from("<section class=\"stowbench-compare\">\n");
+    for line in runs(c) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&line));
+    }
+    for (index, candidate) in c.candidates.iter().enumerate() {
+        let _ = writeln!(out, "<h2>{}</h2>", escape(&heading(c, &candidate.file)));
+        for line in paired_by_conditions(c, index + 1) {
+            let _ = writeln!(out, "<p>{}</p>", escape(&line));
+        }
+        out += "<table>\n<thead><tr>";
+        for column in COLUMNS {
+            let _ = write!(out, "<th>{column}</th>");
+        }
+        out += "</tr></thead>\n<tbody>\n";
+        for row in c.rows.iter().filter(|r| r.candidate == index + 1) {
+            let class = format!("{} {}", snake(&row.change), snake(&row.verdict));
+            let _ = write!(out, "<tr class=\"{}\">", class.replace('_', "-"));
+            for cell in cells(row) {
+                let _ = write!(out, "<td>{}</td>", escape(&cell));
+            }
+            out += "</tr>\n";
+        }
+        out += "</tbody>\n</table>\n";
+    }
+    let unmatched = unmatched_lines(c);
+    if !unmatched.is_empty() {
+        out += "<h2>Not compared</h2>\n<ul>\n";
+        for line in unmatched {
+            let _ = writeln!(out, "<li>{}</li>", escape(&line));
+        }
+        out += "</ul>\n";
+    }
+    if let Some(gate) = &c.gate {
+        let _ = writeln!(out, "<div class=\"gate {}\">", if gate.passed { "passed" } else { "failed" });
+        for line in gate_lines(c) {
+            let _ = writeln!(out, "<p>{}</p>", escape(line.trim_start()));
+        }
+        out += "</div>\n";
+    }
+    out + "</section>\n"
+}
+
+/// A self-contained HTML page (no scripts, fonts or links to load) holding `html_fragment`.
+pub fn html_page(c: &Comparison) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>stowbench compare: {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>stowbench compare</h1>\n{}</body>\n</html>\n",
+        escape(&c.baseline.file),
+        html_fragment(c)
+    )
+}
+
+const STYLE: &str = "body { font-family: sans-serif; margin: 1.5em; }
+table { border-collapse: collapse; }
+th, td { padding: 0.2em 0.6em; text-align: left; border-bottom: 1px solid #ddd; white-space: nowrap; }
+tr.slower.significant td, tr.more.significant td { background: #fde2e2; }
+tr.faster.significant td, tr.less.significant td { background: #e2f5e2; }
+.gate.failed { color: #a00; font-weight: bold; }
+";
+
+/// `<`, `>`, `&` and quotes as HTML entities.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        match ch {
+            '<' => out += "&lt;",
+            '>' => out += "&gt;",
+            '&' => out += "&amp;",
+            '"' => out += "&quot;",
+            '\'' => out += "&#39;",
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn snake<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+fn runs(c: &Comparison) -> Vec<String> {
+    let describe = |r: &super::RunRef| format!("{}: run {} \"{}\" (started {}, stowbench {})", r.file, r.run_id, r.name, r.started_at, r.tool_version);
+    let mut lines = vec![format!("baseline {}", describe(&c.baseline))];
+    lines.extend(c.candidates.iter().enumerate().map(|(i, r)| format!("candidate {} {}", i + 1, describe(r))));
+    lines
+}
+
+fn heading(c: &Comparison, candidate: &str) -> String {
+    format!(
+        "{candidate} against {}: candidate ÷ baseline, means of the repeats; significance by Welch's t-test on the repeats ({:.0} %)",
+        c.baseline.file,
+        c.confidence * 100.0
+    )
+}
+
+fn paired_by_conditions(c: &Comparison, candidate: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for row in c.rows.iter().filter(|r| r.candidate == candidate && r.case != r.candidate_case) {
+        let line = format!("paired by what they measured (ids differ): {} = {}", row.case, row.candidate_case);
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The text of each column of a row (`COLUMNS`).
+fn cells(row: &MetricRow) -> Vec<String> {
+    let metric = metrics::find(&row.metric).ok();
+    let value = |v: f64| metric.map_or_else(|| v.to_string(), |m| format_value(m.unit, v));
+    vec![
+        row.case.clone(),
+        row.phase.clone().unwrap_or_else(|| "-".into()),
+        row.op.clone().unwrap_or_else(|| "-".into()),
+        metric.map_or(row.metric.as_str(), |m| m.label).to_string(),
+        value(row.baseline.mean),
+        value(row.candidate_sample.mean),
+        row.ratio.map_or_else(|| "-".into(), |r| format!("×{}", ratio_digits(r))),
+        change_text(row),
+        format!("{}/{}", row.baseline.values.len(), row.candidate_sample.values.len()),
+        significance_text(row),
+    ]
+}
+
+/// Ratios near 1 need more than three digits to show a small change; tiny ones keep two
+/// significant digits.
+fn ratio_digits(ratio: f64) -> String {
+    if ratio >= 10.0 {
+        three_digits(ratio)
+    } else if ratio >= 0.01 {
+        format!("{ratio:.3}")
+    } else {
+        format!("{ratio:.1e}")
+    }
+}
+
+fn format_value(unit: Unit, value: f64) -> String {
+    match unit {
+        Unit::OpsPerSecond => format!("{} op/s", three_digits(value)),
+        Unit::BytesPerSecond => format_rate_bytes(value),
+        Unit::Nanos => format_nanos(value.round() as u64),
+        Unit::Bytes => format_bytes(value.round() as u64),
+        Unit::Percent => format!("{value:.1}%"),
+    }
+}
+
+fn change_text(row: &MetricRow) -> String {
+    let word = match row.change {
+        Change::Faster => "faster",
+        Change::Slower => "slower",
+        Change::Less => "less",
+        Change::More => "more",
+        Change::Same => return "same".into(),
+    };
+    match row.change_percent {
+        Some(percent) => format!("{percent:.1}% {word}"),
+        None => format!("{word} (baseline 0)"),
+    }
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.0001 {
+        "p < 0.0001".into()
+    } else {
+        format!("p = {p:.4}")
+    }
+}
+
+fn significance_text(row: &MetricRow) -> String {
+    match (row.verdict, row.welch) {
+        (Verdict::Significant, Some(w)) => format!("significant ({})", p_text(w.p)),
+        (Verdict::NotSignificant, Some(w)) => format!("not significant ({})", p_text(w.p)),
+        _ => "not enough repeats".into(),
+    }
+}
+
+fn unmatched_lines(c: &Comparison) -> Vec<String> {
+    c.unmatched.iter().map(|u| format!("{}: {} — {}", u.file, u.case, u.reason)).collect()
+}
+
+/// The gate's outcome in words; empty without a gate.
+fn gate_lines(c: &Comparison) -> Vec<String> {
+    let Some(gate) = &c.gate else { return Vec::new() };
+    let threshold = format!("{}%", gate.slower_percent);
+    let mut lines = Vec::new();
+    if gate.passed {
+        lines.push(format!("gate --fail-if-slower {threshold}: passed — no throughput figure is slower by more than {threshold} with a significant difference"));
+    } else {
+        lines.push(format!("gate --fail-if-slower {threshold}: FAILED — {} throughput figure(s) slower by more than {threshold}:", gate.failures.len()));
+        for failure in &gate.failures {
+            let row = &c.rows[failure.row];
+            let how = if failure.without_repeats { "not enough repeats to test: judged on the single values".to_string() } else { significance_text(row) };
+            let metric = metrics::find(&row.metric).map_or(row.metric.as_str(), |m| m.label);
+            let place = [Some(row.case.as_str()), row.phase.as_deref(), row.op.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+            lines.push(format!("  {} {place} {metric}: {:.1}% slower, {how}", row.candidate_file, failure.slower_percent));
+        }
+    }
+    if gate.judged_without_repeats > 0 {
+        lines.push(format!(
+            "  {} throughput figure(s) had fewer than 2 repeats on a side and were judged on their single values; repeats = 3 or more in the job lets the gate tell noise from change",
+            gate.judged_without_repeats
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_every_character_html_gives_meaning() {
+        assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+    }
+
+    #[test]
+    fn small_ratios_keep_enough_digits_to_show_the_change() {
+        assert_eq!(ratio_digits(0.9984), "0.998");
+        assert_eq!(ratio_digits(12.34), "12.3");
+        assert_eq!(ratio_digits(0.0384), "0.038");
+        assert_eq!(ratio_digits(0.00123), "1.2e-3");
+    }
+}

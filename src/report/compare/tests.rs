@@ -1,0 +1,146 @@
+//! Comparisons of small hand-made reports: pairing, ratios, verdicts and the gate's decisions.
+
+use super::*;
+use crate::report::model::{CaseResult, LatencySummary, OpResult, PhaseResult, Throughput};
+use std::collections::BTreeMap;
+
+/// An ok case `target/w/4KiB/t1/rN` with one put phase at `ops_per_s` (4 KiB objects), a put
+/// latency of 1 s / ops_per_s, and no disk figures.
+fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
+    let latency_ns = 1e9 / ops_per_s;
+    let latency = LatencySummary { samples: 100, mean_ns: latency_ns, p50_ns: latency_ns as u64, p99_ns: latency_ns as u64, ..Default::default() };
+    let op = OpResult { count: 100, bytes: 409_600, errors: BTreeMap::new(), misses: 0, raced_misses: 0, retries: 0, latency, response_latency: None };
+    let phase = PhaseResult {
+        phase: "put".into(),
+        ops: BTreeMap::from([("put".to_string(), op)]),
+        window_total_ns: 1_000_000_000,
+        window_all_active_ns: 0,
+        throughput_total: Throughput { window_ns: 1_000_000_000, ops_per_s, bytes_per_s: ops_per_s * 4096.0 },
+        throughput_all_active: None,
+        timeline_per_second: Vec::new(),
+        timeline_by_op_index: Vec::new(),
+        op_index_bucket_ops: 0,
+        growth_ratio: None,
+        lock_wait_ns: 0,
+        payload_generation_ns: 0,
+        verification_ns: 0,
+        cache_state: "warm".into(),
+        open_loop: None,
+    };
+    // A real job's case, so the identity fields are what a run would write.
+    let job = format!(
+        "version = 1\n[[target]]\nname = \"{target}\"\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 100\nrepeats = {repeat}\nphases = [\"put\"]\n"
+    );
+    let plan = crate::job::load_text(&job, "test.toml").unwrap();
+    let mut result = crate::report::empty_case(plan.cases.last().unwrap(), &plan);
+    result.status = "ok".into();
+    result.phases = vec![phase];
+    result
+}
+
+fn report(cases: Vec<CaseResult>) -> RunReport {
+    let mut value = serde_json::json!({
+        "schema_version": 1, "tool": "stowbench", "tool_version": "0.1.0", "run_id": "r", "status": "complete",
+        "started_at": "2026-11-23T10:00:00Z", "finished_at": null, "command": [], "name": "t", "job_source": "test",
+        "seed": 42, "plan": {}, "environment": {}, "cases": [], "warnings": [],
+    });
+    value["environment"] = serde_json::to_value(crate::report::model::Environment::default()).unwrap();
+    let mut report: RunReport = serde_json::from_value(value).unwrap();
+    report.cases = cases;
+    report
+}
+
+fn repeats(target: &str, ops: &[f64]) -> Vec<CaseResult> {
+    ops.iter().enumerate().map(|(i, &o)| case(target, i as u32 + 1, o)).collect()
+}
+
+fn run(baseline: &RunReport, candidate: &RunReport, options: &Options) -> Comparison {
+    compare(("a.json", baseline), &[("b.json", candidate)], options).unwrap()
+}
+
+fn gated(percent: f64) -> Options {
+    Options { metrics: Vec::new(), fail_if_slower_percent: Some(percent) }
+}
+
+fn row<'c>(c: &'c Comparison, metric: &str) -> &'c MetricRow {
+    c.rows.iter().find(|r| r.metric == metric).unwrap_or_else(|| panic!("no {metric} row"))
+}
+
+#[test]
+fn a_significant_slowdown_fails_the_gate_only_beyond_its_threshold() {
+    let (a, b) = (report(repeats("sim", &[100.0, 102.0, 98.0])), report(repeats("sim", &[80.0, 81.0, 79.0])));
+    let c = run(&a, &b, &gated(10.0));
+    let ops = row(&c, "ops_per_s");
+    assert_eq!((ops.case.as_str(), ops.phase.as_deref(), ops.op.as_deref()), ("sim/w/4KiB/t1", Some("put"), None));
+    assert_eq!(ops.matched_by, MatchedBy::Id);
+    assert!((ops.ratio.unwrap() - 0.8).abs() < 1e-12 && (ops.change_percent.unwrap() - 20.0).abs() < 1e-9);
+    assert_eq!((ops.change, ops.verdict), (Change::Slower, Verdict::Significant));
+    // Variances 4 and 1 over 3 values each: se² = 4/3 + 1/3 = 5/3, t = −20 / √(5/3),
+    // df = (5/3)² / ((4/3)²/2 + (1/3)²/2) = (25/9) / (17/18) = 50/17.
+    let w = ops.welch.unwrap();
+    assert!((w.t.unwrap() + 20.0 / (5.0f64 / 3.0).sqrt()).abs() < 1e-9 && (w.df - 50.0 / 17.0).abs() < 1e-9, "{w:?}");
+    // Latency rose: slower too, and a latency figure is never a throughput figure for the gate.
+    assert_eq!(row(&c, "mean_ns").change, Change::Slower);
+    let gate = c.gate.as_ref().unwrap();
+    assert!(!gate.passed);
+    let failed: Vec<&str> = gate.failures.iter().map(|f| c.rows[f.row].metric.as_str()).collect();
+    assert_eq!(failed, ["ops_per_s", "bytes_per_s"]);
+    assert!(run(&a, &b, &gated(25.0)).gate.unwrap().passed, "20 % slower passes a 25 % gate");
+    assert!(run(&b, &a, &gated(10.0)).gate.unwrap().passed, "faster never fails");
+}
+
+#[test]
+fn a_slowdown_within_the_noise_passes_the_gate() {
+    let (a, b) = (report(repeats("sim", &[100.0, 140.0, 60.0])), report(repeats("sim", &[80.0, 120.0, 40.0])));
+    let c = run(&a, &b, &gated(10.0));
+    let ops = row(&c, "ops_per_s");
+    assert_eq!((ops.change, ops.verdict), (Change::Slower, Verdict::NotSignificant));
+    assert!(ops.change_percent.unwrap() > 10.0);
+    assert!(c.gate.unwrap().passed);
+}
+
+#[test]
+fn without_repeats_the_gate_judges_the_single_values() {
+    let a = report(repeats("sim", &[100.0]));
+    let c = run(&a, &report(repeats("sim", &[85.0])), &gated(10.0));
+    assert_eq!(row(&c, "ops_per_s").verdict, Verdict::NotEnoughRepeats);
+    assert!(row(&c, "ops_per_s").welch.is_none());
+    let gate = c.gate.unwrap();
+    assert!(!gate.passed && gate.failures.iter().all(|f| f.without_repeats));
+    assert_eq!(gate.judged_without_repeats, 2, "ops/s and bytes/s");
+    assert!(run(&a, &report(repeats("sim", &[95.0])), &gated(10.0)).gate.unwrap().passed, "5 % slower is within 10 %");
+    // Two repeats on one side are not enough either.
+    let c = run(&report(repeats("sim", &[100.0, 101.0])), &report(repeats("sim", &[85.0])), &gated(10.0));
+    assert_eq!(row(&c, "ops_per_s").verdict, Verdict::NotEnoughRepeats);
+}
+
+#[test]
+fn cases_pair_by_conditions_when_ids_differ_and_the_rest_are_listed() {
+    let mut b_cases = repeats("sim", &[100.0, 100.0]);
+    for c in &mut b_cases {
+        c.case_id = c.case_id.replace("/w/", "/w-renamed-job/");
+    }
+    b_cases.extend(repeats("extra", &[1.0]));
+    let c = run(&report(repeats("sim", &[100.0, 100.0]).into_iter().chain(repeats("old", &[5.0])).collect()), &report(b_cases), &Options::default());
+    let ops = row(&c, "ops_per_s");
+    assert_eq!((ops.matched_by, ops.candidate_case.as_str()), (MatchedBy::Conditions, "sim/w-renamed-job/4KiB/t1"));
+    assert_eq!((ops.change, ops.verdict), (Change::Same, Verdict::NotSignificant));
+    let unmatched: Vec<(&str, &str, &str)> = c.unmatched.iter().map(|u| (u.file.as_str(), u.case.as_str(), u.reason.as_str())).collect();
+    assert_eq!(unmatched, [("a.json", "old/w/4KiB/t1", "only in the baseline"), ("b.json", "extra/w/4KiB/t1", "only in the candidate")]);
+    assert!(c.rows.iter().all(|r| r.metric != "disk_allocated_bytes"), "zero on both sides: nothing to compare");
+}
+
+#[test]
+fn bad_options_and_unrelated_runs_are_refused_with_the_fix() {
+    let a = report(repeats("sim", &[100.0]));
+    let other = report(repeats("elsewhere", &[100.0]));
+    let err = compare(("a.json", &a), &[("b.json", &other)], &Options::default()).unwrap_err();
+    assert!(err.contains("b.json shares no case with the baseline a.json"), "{err}");
+    let only_latency = Options { metrics: vec!["p99_ns".into()], fail_if_slower_percent: Some(5.0) };
+    assert!(compare(("a.json", &a), &[("b.json", &a)], &only_latency).unwrap_err().contains("add ops_per_s or bytes_per_s"));
+    let negative = Options { metrics: Vec::new(), fail_if_slower_percent: Some(-1.0) };
+    assert!(compare(("a.json", &a), &[("b.json", &a)], &negative).unwrap_err().contains("not a percentage"));
+    let selected = Options { metrics: vec!["p99_ns".into()], fail_if_slower_percent: None };
+    let c = compare(("a.json", &a), &[("b.json", &a)], &selected).unwrap();
+    assert!(!c.rows.is_empty() && c.rows.iter().all(|r| r.metric == "p99_ns"));
+}

@@ -1,0 +1,171 @@
+//! Every output format, rendered from fixed reports (tests/fixtures/reports/: real small runs,
+//! frozen) and compared with golden files in tests/golden/reports/: the table, CSV, the JSON round
+//! trip, and comparisons (table, JSON, CSV, HTML).
+//! Regenerate the golden files with `UPDATE_GOLDEN=1 cargo test --release --test report_render`,
+//! then read the diff before committing it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use stowbench::report::compare::{self, Change, Comparison, MatchedBy, Options, Verdict};
+use stowbench::report::model::RunReport;
+use stowbench::report::reporters;
+
+const FIXTURES: [&str; 4] = ["objects-a", "objects-b", "fio-a", "fio-b"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports").join(format!("{name}.json"))
+}
+
+fn load(name: &str) -> RunReport {
+    stowbench::report::read(&fixture(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Compares `text` with the golden file `name` (rewriting it first under UPDATE_GOLDEN=1).
+fn golden(name: &str, text: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reports").join(name);
+    if std::env::var("UPDATE_GOLDEN").is_ok() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", path.display()));
+    assert!(text == expected, "{name} differs from its golden file {} (UPDATE_GOLDEN=1 rewrites it; then read the diff)", path.display());
+}
+
+fn render_report(format: &str, report: &RunReport) -> String {
+    reporters::for_report(format).unwrap()(report)
+}
+
+fn render_comparison(format: &str, comparison: &Comparison) -> String {
+    reporters::for_comparison(format).unwrap()(comparison)
+}
+
+/// RFC 4180 records: fields split on commas outside quotes, `""` inside quotes is one quote.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut records, mut record, mut field, mut quoted) = (Vec::new(), Vec::new(), String::new(), false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => record.push(std::mem::take(&mut field)),
+            ('\n', false) => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (other, _) => field.push(other),
+        }
+    }
+    records
+}
+
+#[test]
+fn every_fixture_is_a_valid_report_and_round_trips_through_the_model_byte_for_byte() {
+    for name in FIXTURES {
+        common::assert_valid_report(&fixture(name));
+        let text = std::fs::read_to_string(fixture(name)).unwrap();
+        assert!(render_report("json", &load(name)) == text, "{name}: reading and writing the report changed it");
+    }
+}
+
+#[test]
+fn tables_match_their_golden_files() {
+    for name in FIXTURES {
+        golden(&format!("{name}.table.txt"), &render_report("table", &load(name)));
+    }
+}
+
+#[test]
+fn csv_matches_its_golden_files_with_one_row_per_case_and_operation() {
+    for name in FIXTURES {
+        golden(&format!("{name}.csv"), &render_report("csv", &load(name)));
+    }
+    let objects = parse_csv(&render_report("csv", &load("objects-a")));
+    let (header, rows) = objects.split_first().unwrap();
+    assert_eq!(rows.len(), 12 * 2, "12 cases × (put, get), one operation each");
+    assert!(rows.iter().all(|r| r.len() == header.len()), "every row has every column");
+    for column in ["run_id", "case_id", "phase", "op", "resources.client_rss_peak_bytes", "disk.allocated_bytes", "phase.throughput_total.bytes_per_s", "op.latency.p99_ns"] {
+        assert!(header.iter().any(|h| h == column), "objects CSV lacks {column}: {header:?}");
+    }
+    let fio = parse_csv(&render_report("csv", &load("fio-a")));
+    let (header, rows) = fio.split_first().unwrap();
+    assert_eq!(rows.len(), 8, "8 cases, each reading or writing");
+    for column in ["op", "iops", "op.iops", "op.lat_ns_p99", "target.fs_type", "op.percentiles_ns.99.9"] {
+        assert!(header.iter().any(|h| h == column), "fio CSV lacks {column}: {header:?}");
+    }
+    assert!(!header.iter().any(|h| h == "job_file" || h.starts_with("fio_jobs_json")), "documents stay in the JSON");
+}
+
+#[test]
+fn csv_columns_follow_the_model_so_server_figures_appear_when_measured() {
+    let mut report = load("objects-a");
+    report.cases[3].resources.server_cpu_ns = Some(123_456_789);
+    report.cases[3].disk.server_reported_bytes = Some(4096);
+    let records = parse_csv(&render_report("csv", &report));
+    let column = |name: &str| records[0].iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let (cpu, disk, case) = (column("resources.server_cpu_ns"), column("disk.server_reported_bytes"), column("case_id"));
+    let row = records.iter().find(|r| r[case] == report.cases[3].case_id).unwrap();
+    assert_eq!((row[cpu].as_str(), row[disk].as_str()), ("123456789", "4096"));
+    assert!(records.iter().skip(1).filter(|r| r[case] != report.cases[3].case_id).all(|r| r[cpu].is_empty()), "no figure where none was measured");
+}
+
+fn compare_fixtures(baseline: &str, candidate: &str, options: &Options) -> Comparison {
+    let (a, b) = (load(baseline), load(candidate));
+    let name = |n: &str| format!("{n}.json");
+    compare::compare((&name(baseline), &a), &[(&name(candidate), &b)], options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn comparisons_match_their_golden_files() {
+    let gated = Options { metrics: Vec::new(), fail_if_slower_percent: Some(10.0) };
+    for (baseline, candidate, stem) in [("objects-a", "objects-b", "compare-objects"), ("fio-a", "fio-b", "compare-fio")] {
+        let comparison = compare_fixtures(baseline, candidate, &gated);
+        golden(&format!("{stem}.table.txt"), &render_comparison("table", &comparison));
+        golden(&format!("{stem}.json"), &render_comparison("json", &comparison));
+        golden(&format!("{stem}.csv"), &render_comparison("csv", &comparison));
+        let round_trip: Comparison = serde_json::from_str(&render_comparison("json", &comparison)).unwrap();
+        assert_eq!(render_comparison("table", &round_trip), render_comparison("table", &comparison), "the JSON holds the whole comparison");
+    }
+}
+
+#[test]
+fn comparing_the_object_fixtures_finds_the_slower_sim_and_lists_the_extra_size() {
+    let c = compare_fixtures("objects-a", "objects-b", &Options { metrics: Vec::new(), fail_if_slower_percent: Some(10.0) });
+    let sim_put = c.rows.iter().find(|r| r.case == "sim/small/4KiB/t1" && r.phase.as_deref() == Some("put") && r.metric == "ops_per_s").unwrap();
+    // 1 ms → 1.25 ms per operation on the virtual clock: 1000 → 800 op/s in every repeat.
+    assert_eq!((sim_put.baseline.values.clone(), sim_put.candidate_sample.values.clone()), (vec![1000.0; 3], vec![800.0; 3]));
+    assert_eq!((sim_put.change, sim_put.verdict, sim_put.matched_by), (Change::Slower, Verdict::Significant, MatchedBy::Id));
+    let extra: Vec<&str> = c.unmatched.iter().map(|u| u.case.as_str()).collect();
+    assert_eq!(extra, ["sim/small/256KiB/t1", "fs/small/256KiB/t1"]);
+    let gate = c.gate.as_ref().unwrap();
+    assert!(!gate.passed && gate.failures.iter().any(|f| c.rows[f.row].case == "sim/small/4KiB/t1"));
+}
+
+#[test]
+fn comparing_the_fio_fixtures_pairs_by_conditions_without_enough_repeats() {
+    let c = compare_fixtures("fio-a", "fio-b", &Options::default());
+    assert!(!c.rows.is_empty() && c.unmatched.is_empty());
+    assert!(c.rows.iter().all(|r| r.matched_by == MatchedBy::Conditions && r.verdict == Verdict::NotEnoughRepeats));
+    let first = &c.rows[0];
+    assert_eq!((first.case.as_str(), first.candidate_case.as_str()), ("fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB", "fio/fb/dir/randread/bs4KiB/j1/qd1/f1/s1MiB"));
+}
+
+#[test]
+fn the_comparison_html_is_one_self_contained_escaped_page() {
+    let mut b = load("objects-b");
+    b.name = "<b>&\"quoted\"".into();
+    let a = load("objects-a");
+    let c = compare::compare(("a<1>.json", &a), &[("b.json", &b)], &Options { metrics: Vec::new(), fail_if_slower_percent: Some(10.0) }).unwrap();
+    let page = render_comparison("html", &c);
+    assert!(page.starts_with("<!DOCTYPE html>\n") && page.ends_with("</html>\n"));
+    assert_eq!(page.matches("<table>").count(), 1, "one table per candidate");
+    assert_eq!(page.matches("<tr class=").count(), c.rows.len());
+    assert!(page.contains("a&lt;1&gt;.json") && page.contains("&lt;b&gt;&amp;&quot;quoted&quot;") && !page.contains("<b>&"));
+    for external in ["<script", "<link", "src=", "http://", "https://", "@import"] {
+        assert!(!page.contains(external), "the page loads nothing: found {external}");
+    }
+    assert!(page.contains("<div class=\"gate failed\">"));
+}

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of this report format.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A whole run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,8 +60,8 @@ pub struct RunReport {
     /// fio cases that failed: case id and why.
     #[serde(default)]
     pub fio_failures: Vec<FioFailure>,
-    /// Cautions about the numbers, for people.
-    pub warnings: Vec<String>,
+    /// Cautions about the numbers, each with its kind, cases and advice.
+    pub warnings: Vec<super::warnings::Warning>,
 }
 
 /// A fio case that did not produce a result.

@@ -458,7 +458,7 @@ fn footer(report: &RunReport, out: &mut String) {
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &report.warnings {
-            let _ = writeln!(out, "  - {w}");
+            let _ = writeln!(out, "  - {}", w.line());
         }
     }
 }

@@ -100,9 +100,9 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     let was_interrupted = interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted();
     report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
-    report.warnings = crate::report::warnings::for_report(&report);
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
+    report.warnings = crate::report::warnings::for_report(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
     if !opts.keep {
         namespace::remove(&root.dir)?;

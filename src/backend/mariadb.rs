@@ -386,6 +386,10 @@ impl Backend for MariaBackend {
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
+
+    fn script_service(&self) -> Option<&super::restart::ScriptService> {
+        self.shared.endpoint.script.as_ref()
+    }
 }
 
 struct MariaSession {

@@ -16,6 +16,7 @@ pub mod null;
 pub mod options;
 pub mod pack;
 pub mod postgres;
+pub mod restart;
 pub(crate) mod row_file;
 pub mod s3;
 pub mod server;
@@ -180,6 +181,11 @@ pub trait Backend: Send + Sync {
     /// Server process ids whose process trees should be sampled (empty for embedded backends).
     fn server_pids(&self) -> Vec<u32> {
         Vec::new()
+    }
+    /// The server behind this backend when scripts/services.sh started it, so that a cold read
+    /// phase may restart it to empty its own cache (see `restart`).
+    fn script_service(&self) -> Option<&restart::ScriptService> {
+        None
     }
     /// Hands the case's payload generator to a backend that fabricates reads instead of storing
     /// them (`null`); every other backend ignores it.

@@ -397,6 +397,10 @@ impl Backend for PgBackend {
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
+
+    fn script_service(&self) -> Option<&super::restart::ScriptService> {
+        self.shared.endpoint.script.as_ref()
+    }
 }
 
 /// Files of our table (every partition), its TOAST tables and all their indexes (every fork and 1 GB segment), and

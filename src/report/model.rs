@@ -267,6 +267,11 @@ pub struct PhaseResult {
     /// reports before 0.3.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cache_state: String,
+    /// Cold phases of a server started by scripts/services.sh: the server was restarted just
+    /// before, so its own cache (shared buffers, buffer pool) was empty too. A server stowbench
+    /// did not start is never restarted: its cache stays warm (a `server_cache_warm` warning).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_restarted: bool,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,

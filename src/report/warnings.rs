@@ -38,6 +38,8 @@ pub enum WarningKind {
     BehindSchedule,
     /// Reads were served by a warm page cache.
     WarmCache,
+    /// Cold read phases on a server stowbench did not start: its own cache stayed warm.
+    ServerCacheWarm,
     /// The machine evicts idle memory, page cache included.
     IdleMemoryEviction,
     /// ext4 without a journal slows file creation after mass deletion.
@@ -298,6 +300,24 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
                 "Use cache = \"cold\" (root) to read from disk, or direct = true where the backend has it",
             )
             .cases(warm),
+        );
+    }
+    let server_warm = ids(report.cases.iter().filter(|c| {
+        crate::backend::server::is_server_backend(&c.backend) && c.phases.iter().any(|p| p.cache_state == "cold" && !p.server_restarted)
+    }));
+    if !server_warm.is_empty() {
+        out.push(
+            Warning::new(
+                WarningKind::ServerCacheWarm,
+                format!(
+                    "{} case(s) read \"cold\" from a server stowbench's scripts did not start (e.g. {}): the page cache was dropped, but \
+                     the server's own cache (shared buffers, buffer pool) stayed warm",
+                    server_warm.len(),
+                    server_warm[0]
+                ),
+                "Restart the server before the read phase yourself, or start it with scripts/services.sh so stowbench restarts it",
+            )
+            .cases(server_warm),
         );
     }
     if let Some(reclaim) = &report.environment.page_cache_reclaim {

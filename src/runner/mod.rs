@@ -242,6 +242,23 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
     result
 }
 
+type Workers = (Vec<Box<dyn Session>>, Vec<Box<dyn Catalog>>);
+
+/// Opens every worker's session (and file catalog), noting each worker's connect time.
+fn open_workers(backend: &dyn Backend, case: &CasePlan, file_server: bool, case_dir: &Path, clock: &dyn Clock, connect_ns: &mut Vec<u64>) -> Result<Workers, String> {
+    let (mut sessions, mut catalogs): Workers = (Vec::new(), Vec::new());
+    for w in 0..case.threads as usize {
+        // Connections, the catalog's included, are made before any phase: set-up is never timed.
+        let t = clock.now_ns();
+        sessions.push(backend.open_session(w).map_err(|e| format!("worker {w} could not open a session: {e}"))?);
+        if file_server {
+            catalogs.push(backend.open_catalog(w, case_dir).map_err(|e| format!("worker {w} could not open the file catalog: {e}"))?);
+        }
+        connect_ns.push(clock.now_ns() - t);
+    }
+    Ok((sessions, catalogs))
+}
+
 /// Measures one case in `case_dir` (its own namespace directory, where a file-server catalog
 /// that is not kept in the backend's database lives).
 fn measure_case(
@@ -277,18 +294,8 @@ fn measure_case(
         files: Default::default(),
     };
     backend.attach_payload(&run.payload);
-    let sampler = ResourceSampler::start(backend.server_pids());
-    let mut sessions: Vec<Box<dyn Session>> = Vec::new();
-    let mut catalogs: Vec<Box<dyn Catalog>> = Vec::new();
-    for w in 0..case.threads as usize {
-        // Connections, the catalog's included, are made before any phase: set-up is never timed.
-        let t = run.clock.now_ns();
-        sessions.push(backend.open_session(w).map_err(|e| format!("worker {w} could not open a session: {e}"))?);
-        if workload.file_server {
-            catalogs.push(backend.open_catalog(w, case_dir).map_err(|e| format!("worker {w} could not open the file catalog: {e}"))?);
-        }
-        result.connect_ns.push(run.clock.now_ns() - t);
-    }
+    let mut sampler = ResourceSampler::start(backend.server_pids());
+    let (mut sessions, mut catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut result.connect_ns)?;
     if let Some(first) = catalogs.first_mut() {
         first.prepare().map_err(|e| format!("preparing the file catalog failed: {e}"))?;
     }
@@ -300,7 +307,19 @@ fn measure_case(
             break;
         }
         let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
+        let mut server_restarted = false;
         if dropped {
+            if let Some(service) = backend.script_service() {
+                // The connections die with the server: close them first, open new ones after
+                // (not timed, as at the start of the case).
+                sessions.clear();
+                catalogs.clear();
+                let banked = sampler.server_cpu_before_restart();
+                let pid = service.restart()?;
+                sampler.replace_server(banked, pid.into_iter().collect());
+                (sessions, catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut Vec::new())?;
+                server_restarted = true;
+            }
             sampler::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
@@ -309,6 +328,7 @@ fn measure_case(
         let stop = phase::effective_stop(phase.stop, case.objects);
         let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
         measured.cache_state = if direct { "direct" } else if dropped { "cold" } else { "warm" }.into();
+        measured.server_restarted = server_restarted;
         result.phases.push(measured);
     }
     result.resources = sampler.finish();

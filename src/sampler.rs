@@ -262,6 +262,28 @@ pub fn drop_caches() -> Result<(), String> {
     })
 }
 
+/// Space on a filesystem.
+#[derive(Debug, Clone, Copy)]
+pub struct FilesystemSpace {
+    /// Bytes an unprivileged user may still write (statvfs f_bavail).
+    pub free_bytes: u64,
+    /// The filesystem's size.
+    pub total_bytes: u64,
+}
+
+/// Space on the filesystem holding `path`.
+pub fn filesystem_space(path: &Path) -> std::io::Result<FilesystemSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is a valid C string.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let block = stat.f_frsize as u64;
+    Ok(FilesystemSpace { free_bytes: (stat.f_bavail as u64).saturating_mul(block), total_bytes: (stat.f_blocks as u64).saturating_mul(block) })
+}
+
 /// Whether stowbench runs as root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

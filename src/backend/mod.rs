@@ -46,8 +46,10 @@ pub enum ErrorKind {
     Conflict,
     /// The connection to a server failed or was lost.
     Connection,
-    /// A local I/O error (disk full, permission, ...).
+    /// A local I/O error (permission, a failing device, ...).
     Io,
+    /// The filesystem (or quota) holding the data is full.
+    NoSpace,
     /// Data read back was not what was written (detected by the backend or by verification).
     Corrupt,
     /// The backend does not support this operation.
@@ -66,6 +68,7 @@ impl ErrorKind {
             ErrorKind::Conflict => "conflict",
             ErrorKind::Connection => "connection",
             ErrorKind::Io => "io",
+            ErrorKind::NoSpace => "no_space",
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Other => "other",
@@ -105,6 +108,7 @@ impl From<std::io::Error> for BackendError {
             | std::io::ErrorKind::ConnectionReset
             | std::io::ErrorKind::ConnectionAborted
             | std::io::ErrorKind::BrokenPipe => ErrorKind::Connection,
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ErrorKind::NoSpace,
             _ => ErrorKind::Io,
         };
         BackendError::new(kind, e.to_string())

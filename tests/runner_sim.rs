@@ -308,3 +308,23 @@ fn an_open_loop_rate_the_backend_cannot_keep_is_reported_as_behind() {
     let table = stowbench::report::table::render(&run.report);
     assert!(table.contains("behind schedule in 1 of 1") && table.contains("svc"), "{table}");
 }
+
+/// The retry policy against a backend that always fails: each put gets its 5 retries until the
+/// worker's budget (100, plus one per 5 finished operations) is spent, then fails at once; the
+/// backoff shows in the latency, as a client would wait it.
+#[test]
+fn retries_stop_when_the_budget_is_spent_and_their_backoff_is_part_of_the_latency() {
+    let run = run_job(&sim_job("fail_every = 1\nlatency = \"1ms\"", "sizes = [100]\nobjects = 50\nretries = 5\nmax_error_ratio = 1\nphases = [\"put\"]")).unwrap();
+    let put = &run.report.cases[0].phases[0].ops["put"];
+    assert_eq!(put.errors.get("timeout"), Some(&50), "{put:?}");
+    // Puts 1–20 retry 5 times (100), put 21 four more (the budget is 104 after 20 finished),
+    // then one more each time 5 more have finished: 109 by the 50th.
+    assert_eq!(put.retries, 109, "{put:?}");
+    // Every second attempt fails: a retried put takes two attempts of 1 ms plus a backoff of up
+    // to 10 ms (the first ceiling); the others one attempt.
+    let s = run_job(&sim_job("fail_every = 2\nlatency = \"1ms\"", "sizes = [100]\nobjects = 50\nretries = 1\nphases = [\"put\"]")).unwrap();
+    let put = &s.report.cases[0].phases[0].ops["put"];
+    assert!(put.errors.is_empty() && put.retries > 0, "{put:?}");
+    assert!(close(put.latency.min_ns as f64, 1e6), "one attempt (histogram precision): {put:?}");
+    assert!(put.latency.max_ns > 2_000_000 && put.latency.max_ns <= 12_000_000, "two attempts and a backoff: {put:?}");
+}

@@ -51,7 +51,7 @@ fn head_with_retries(session: &mut dyn Session, key: &str) -> BResult<u64> {
     let mut attempt = 1;
     loop {
         match session.head(key) {
-            Err(e) if attempt < AUDIT_ATTEMPTS && super::ops::retryable(e.kind) => attempt += 1,
+            Err(e) if attempt < AUDIT_ATTEMPTS && super::retry::retryable(e.kind) => attempt += 1,
             other => return other,
         }
     }

@@ -14,7 +14,7 @@
 //! the object key depends only on the content, so however often an upload is retried it ends
 //! with one `files` row, one `names` row and one stored object (checked after the run).
 
-use super::ops::{is_not_found, retryable, SelfTimed, Worker};
+use super::ops::{is_not_found, SelfTimed, Worker};
 use crate::backend::catalog::{Catalog, Content, Registration};
 use crate::backend::{BResult, BackendError, ErrorKind};
 use crate::job::Op;
@@ -100,7 +100,7 @@ impl Worker<'_, '_> {
         let mut retries = 0;
         let result = loop {
             match self.upload_attempt(&name, &content, source, &mut times) {
-                Err(e) if retries < ctx.retries && retryable(e.kind) => retries += 1,
+                Err(e) if self.retry.again(e.kind, retries, ctx.retries, ctx.clock) => retries += 1,
                 other => break other,
             }
         };
@@ -193,7 +193,7 @@ impl Worker<'_, '_> {
         let result = loop {
             sink = DigestSink::default();
             match self.download_attempt(&name, &mut sink, &mut times) {
-                Err(e) if retries < ctx.retries && retryable(e.kind) => retries += 1,
+                Err(e) if self.retry.again(e.kind, retries, ctx.retries, ctx.clock) => retries += 1,
                 other => break other,
             }
         };

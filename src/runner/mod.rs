@@ -11,6 +11,7 @@ pub mod keytable;
 pub mod ops;
 pub mod phase;
 pub mod progress;
+pub mod retry;
 pub mod schedule;
 mod space;
 

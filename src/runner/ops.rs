@@ -67,15 +67,14 @@ pub struct Worker<'a, 'c> {
     pub fresh: super::fileserver::FreshContents,
     /// Open-loop phases: the intended start of the current operation (storage clock).
     pub intended_ns: Option<u64>,
+    /// Its retry backoff and budget (see `retry`).
+    pub retry: super::retry::Retrier,
 }
 
 pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
     matches!(r, Err(e) if e.kind == ErrorKind::NotFound)
 }
 
-pub(super) fn retryable(kind: ErrorKind) -> bool {
-    matches!(kind, ErrorKind::Timeout | ErrorKind::Conflict | ErrorKind::Connection | ErrorKind::Io | ErrorKind::Other)
-}
 
 impl Worker<'_, '_> {
     /// One operation; returns false when a bytes stop says the phase is over.
@@ -241,7 +240,7 @@ impl Worker<'_, '_> {
         let mut retries = 0;
         loop {
             match attempt(self) {
-                Err(e) if retries < self.ctx.retries && retryable(e.kind) => retries += 1,
+                Err(e) if self.retry.again(e.kind, retries, self.ctx.retries, clock) => retries += 1,
                 other => {
                     self.timed_end_ns = clock.now_ns();
                     return (other, self.timed_end_ns - self.own.total() - start, retries);
@@ -259,6 +258,7 @@ impl Worker<'_, '_> {
     pub(super) fn finish_at(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, now: u64) {
         let end = now - self.own.total();
         self.stats.end_ns = end;
+        self.retry.finished();
         match result {
             Ok(bytes) => {
                 self.stats.success(op, index, end, latency, bytes, retries);

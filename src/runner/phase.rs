@@ -136,6 +136,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         last_put_stored: false,
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),
         intended_ns: None,
+        retry: super::retry::Retrier::new(ctx.seed ^ stream_of(ctx, w), w),
     };
     // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).
     let mut schedule = ctx.phase.rate.filter(|_| !ctx.warmup).map(|rate| super::schedule::Schedule::new(rate, w, workers, worker.stats.start_ns, stream_of(ctx, w)));

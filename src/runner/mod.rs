@@ -104,6 +104,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
+    crate::report::write_html_atomically(&opts.report_path, &report)?;
     if !opts.keep {
         namespace::remove(&root.dir)?;
     }

@@ -97,7 +97,7 @@ fn the_html_run_fixture_has_every_kind_of_chart_and_both_break_evens() {
     let page = html(&report);
     assert_eq!(page.matches("<li>workload small").count(), 2, "put and get each have a break-even");
     assert!(page.contains("sqlite faster below ~"));
-    assert!(page.contains("class=\"verdict-clear\"") && page.contains("class=\"verdict-tie\""));
+    assert!(page.contains("verdict-clear\">clear: fs ×") && page.contains("verdict-tie\">tie: "));
 }
 
 #[test]

@@ -31,13 +31,16 @@ pub fn render(report: &RunReport) -> String {
 
 const STYLE: &str = "body { font-family: sans-serif; margin: 1.5em; max-width: 80em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.9em; }
-th, td { padding: 0.2em 0.6em; text-align: left; border-bottom: 1px solid #ddd; vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th, td { padding: 0.2em 0.6em; text-align: left; border-bottom: 1px solid #ddd; vertical-align: top; white-space: nowrap; }
+table.wrap td, td.wrap { white-space: normal; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+div.scroll { overflow-x: auto; }
 figure.chart { margin: 1em 0 2em; }
 figure.chart svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #444; max-width: 760px; }
 .verdict-clear { font-weight: bold; }
 .absent, .note { color: #555; font-style: italic; }
+.warning-count { font-weight: bold; }
 ul.warnings li { margin: 0.3em 0; }
 nav ul { columns: 2; }
 ";
@@ -59,7 +62,12 @@ fn summary(report: &RunReport) -> String {
         report.seed,
         report.tool_version
     );
-    format!("<p class=\"summary\">{}</p>\n<p>Command: <code>{}</code></p>\n", escape(&line), escape(&report.command.join(" ")))
+    let mut out = format!("<p class=\"summary\">{}</p>\n<p>Command: <code>{}</code></p>\n", escape(&line), escape(&report.command.join(" ")));
+    // The list is at the end of a long page; its size belongs at the top, where people start.
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out, "<p class=\"warning-count\"><a href=\"#warnings\">{} warning(s)</a> about these numbers, listed at the end.</p>", report.warnings.len());
+    }
+    out
 }
 
 const FIXED_SECTIONS: [&str; 2] = ["Headlines", "Break-even sizes"];
@@ -75,10 +83,17 @@ fn heading(text: &str) -> String {
     format!("<h2 id=\"{}\">{}</h2>\n", anchor(text), escape(text))
 }
 
-/// An HTML table from rows of text, the first row the header; cells that hold a number align right.
+/// An HTML table from rows of text, the first row the header; cells that hold a number align
+/// right. Cells keep to one line; a table wider than the page scrolls on its own.
 fn table(rows: &[Vec<String>]) -> String {
+    table_of(rows, "")
+}
+
+/// `table` with a class on the `<table>` ("wrap": a table of prose, whose cells may break lines
+/// and all align left).
+fn table_of(rows: &[Vec<String>], class: &str) -> String {
     let Some((header, body)) = rows.split_first() else { return String::new() };
-    let mut out = String::from("<table>\n<thead><tr>");
+    let mut out = format!("<div class=\"scroll\"><table{}>\n<thead><tr>", if class.is_empty() { String::new() } else { format!(" class=\"{class}\"") });
     for cell in header {
         let _ = write!(out, "<th>{}</th>", escape(cell));
     }
@@ -86,12 +101,12 @@ fn table(rows: &[Vec<String>]) -> String {
     for row in body {
         out += "<tr>";
         for cell in row {
-            let numeric = cell.starts_with(|c: char| c.is_ascii_digit() || c == '×');
+            let numeric = class != "wrap" && cell.starts_with(|c: char| c.is_ascii_digit() || c == '×');
             let _ = write!(out, "<td{}>{}</td>", if numeric { " class=\"num\"" } else { "" }, escape(cell));
         }
         out += "</tr>\n";
     }
-    out + "</tbody>\n</table>\n"
+    out + "</tbody>\n</table></div>\n"
 }
 
 fn headline_value(h: &Headline, value: f64) -> String {
@@ -143,7 +158,7 @@ fn headlines_section(report: &RunReport) -> String {
                 let _ = write!(out, "<td{}>{}</td>", if column == 0 { "" } else { " class=\"num\"" }, escape(cell));
             }
             if i == 0 {
-                let _ = write!(out, "<td rowspan=\"{span}\" class=\"verdict-{}\">{}</td>", escape(&h.verdict), escape(&verdict_text(h)));
+                let _ = write!(out, "<td rowspan=\"{span}\" class=\"wrap verdict-{}\">{}</td>", escape(&h.verdict), escape(&verdict_text(h)));
             }
             out += "</tr>\n";
         }
@@ -210,7 +225,7 @@ fn tables_section(report: &RunReport) -> String {
     let failed: Vec<Vec<String>> = report.cases.iter().filter(|c| c.status != "ok").map(|c| vec![c.case_id.clone(), c.status.clone(), c.failure.clone().unwrap_or_default()]).collect();
     if !failed.is_empty() {
         out += "<h3>Failed cases</h3>\n";
-        out += &table(&[vec!["case".to_string(), "status".into(), "why".into()]].into_iter().chain(failed).collect::<Vec<_>>());
+        out += &table_of(&[vec!["case".to_string(), "status".into(), "why".into()]].into_iter().chain(failed).collect::<Vec<_>>(), "wrap");
     }
     if !report.fio_cases.is_empty() {
         let _ = writeln!(out, "<h3>fio cases</h3>\n<p>{}; latencies read / write for mixed patterns.</p>", escape(&report.fio_cases[0].fio_version));
@@ -220,13 +235,13 @@ fn tables_section(report: &RunReport) -> String {
     if !report.fio_failures.is_empty() {
         out += "<h3>Failed fio cases</h3>\n";
         let rows = report.fio_failures.iter().map(|f| vec![f.case_id.clone(), f.message.clone()]);
-        out += &table(&std::iter::once(vec!["case".to_string(), "why".into()]).chain(rows).collect::<Vec<_>>());
+        out += &table_of(&std::iter::once(vec!["case".to_string(), "why".into()]).chain(rows).collect::<Vec<_>>(), "wrap");
     }
     out
 }
 
 fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
-    let header = ["case", "phase", "op", "count", "errors", "misses", "mean", "p50", "p99", "p99.9", "max", "from intended start p99", "phase throughput"];
+    let header = ["case", "phase", "op", "count", "errors", "misses", "mean", "p50", "p99", "p99.9", "max", "p99 from intended start", "phase throughput"];
     let mut rows = vec![header.map(String::from).to_vec()];
     for case in report.cases.iter().filter(|c| c.status == "ok") {
         for phase in &case.phases {
@@ -283,16 +298,19 @@ fn conditions_section(report: &RunReport) -> String {
             fact("skipped target", format!("{}: {}; to run it: {}", s.target, s.reason, s.enable));
         }
     }
-    out += &table(&facts);
+    out += &table_of(&facts, "wrap");
     out += "<h3>Targets</h3>\n";
     let mut targets: Vec<Vec<String>> = vec![["target", "backend", "versions", "durability"].map(String::from).to_vec()];
     for case in &report.cases {
         if !targets.iter().any(|row| row[0] == case.target) {
-            let versions = case.backend_info.get("versions").filter(|v| v.as_object().is_some_and(|o| !o.is_empty())).map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+            let versions = case.backend_info.get("versions").and_then(|v| v.as_object()).filter(|o| !o.is_empty()).map_or_else(
+                || "-".to_string(),
+                |o| o.iter().map(|(name, v)| format!("{name} {}", v.as_str().map_or_else(|| v.to_string(), String::from))).collect::<Vec<_>>().join(", "),
+            );
             targets.push(vec![case.target.clone(), case.backend.clone(), versions, case.durability.clone()]);
         }
     }
-    out += &table(&targets);
+    out += &table_of(&targets, "wrap");
     out += "<h3>Cache state per phase</h3>\n<p>warm: whatever earlier phases left in the page cache; cold: dropped just before the phase; direct: the backend bypasses it.</p>\n";
     out += &table(&cache_rows(report));
     if !report.fio_cases.is_empty() {
@@ -328,7 +346,7 @@ fn cache_rows(report: &RunReport) -> Vec<Vec<String>> {
                 || "-".to_string(),
                 |o| {
                     let kept = if o.kept_up { "kept up" } else { "fell behind" };
-                    format!("{} op/s {}, {kept}; end lag {}, max lag {}", three_digits(o.rate_per_s), o.arrivals, format_nanos(o.end_lag_ns), format_nanos(o.max_lag_ns))
+                    format!("{} arrivals at {} op/s, {kept}; end lag {}, max lag {}", o.arrivals, three_digits(o.rate_per_s), format_nanos(o.end_lag_ns), format_nanos(o.max_lag_ns))
                 },
             );
             rows.push(vec![case.case_id.clone(), phase.phase.clone(), cache, schedule]);

@@ -300,7 +300,7 @@ fn layout(axis: &Axis, range: (f64, f64), pixels: (f64, f64)) -> (Mapping, Vec<f
 fn lines(chart: &Chart) -> String {
     let left = 78.0;
     let bottom = TOP + PLOT_HEIGHT;
-    let (x_range, y_range) = (data_range(chart, |p| [p.x; 3], is_log(chart.x.scale)), data_range(chart, |p| interval_values(p), is_log(chart.y.scale)));
+    let (x_range, y_range) = (data_range(chart, |p| [p.x; 3], is_log(chart.x.scale)), data_range(chart, interval_values, is_log(chart.y.scale)));
     let (x_map, x_ticks, x_div, x_unit) = layout(&chart.x, x_range, (left, WIDTH - 20.0));
     let (y_map, y_ticks, y_div, y_unit) = layout(&chart.y, y_range, (bottom, TOP));
     let (legend_svg, legend_height) = legend(chart, bottom + 56.0, true);

@@ -85,7 +85,7 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
         let with_bars = by_target.values().flatten().any(|p| p.interval.is_some());
         let series = by_target.into_iter().map(|(t, mut points)| {
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            Series { name: t.to_string(), points }
+            Series { name: t.to_string(), points, look: None }
         });
         figures.push(Figure {
             chart: Chart {
@@ -131,26 +131,32 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
         let ops: Vec<&String> = members.iter().flat_map(|(_, p)| p.ops.keys()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         let open_loop = members.iter().any(|(_, p)| p.open_loop.is_some());
         for op in ops {
-            // target and size → each percentile's values over the repeats
-            let mut series: Vec<(String, Vec<[f64; 5]>)> = Vec::new();
+            // (target, size) → each percentile's values over the repeats, in first-seen order
+            let mut series: Vec<((&str, u64, &str), Vec<[f64; 5]>)> = Vec::new();
             for (case, p) in &members {
                 let Some(result) = p.ops.get(op).filter(|r| r.count > 0) else { continue };
-                let name = format!("{} {}", case.target, case.size_label);
+                let key = (case.target.as_str(), case.size_bytes_max, case.size_label.as_str());
                 let values = percentiles(result.response_latency.as_ref().unwrap_or(&result.latency));
-                match series.iter_mut().find(|(n, _)| *n == name) {
+                match series.iter_mut().find(|(k, _)| *k == key) {
                     Some((_, v)) => v.push(values),
-                    None => series.push((name, vec![values])),
+                    None => series.push((key, vec![values])),
                 }
             }
             if series.is_empty() {
                 continue;
             }
             let repeats = series.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
-            let lines = series.into_iter().map(|(name, runs)| Series {
-                name,
+            let targets = first_seen(series.iter().map(|((t, _, _), _)| *t));
+            let mut sizes: Vec<u64> = series.iter().map(|((_, s, _), _)| *s).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            let lines = series.into_iter().map(|((target, size, label), runs)| Series {
+                name: format!("{target} {label}"),
                 points: (0..PERCENTILES.len())
                     .map(|i| Point { x: i as f64, y: median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>()).unwrap_or(0.0), interval: None })
                     .collect(),
+                // One colour per target, one dash per size while three dash patterns tell them apart.
+                look: (sizes.len() <= 3).then(|| (index_of(&targets, target), sizes.iter().position(|s| *s == size).unwrap_or(0))),
             });
             let mut x = axis("percentile", Unit::Plain(""), Scale::Categories);
             x.categories = PERCENTILES.map(String::from).to_vec();
@@ -170,6 +176,21 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
     group("Latency percentiles", figures, "No finished case with measured operations.")
 }
 
+/// The distinct items in the order they first appear.
+fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
+}
+
+fn index_of(items: &[&str], item: &str) -> usize {
+    items.iter().position(|i| *i == item).unwrap_or(0)
+}
+
 /// A case's name inside a chart of its group: what differs there (target, size, repeat).
 fn member_name(case: &CaseResult, with_size: bool) -> String {
     let size = if with_size { format!(" {}", case.size_label) } else { String::new() };
@@ -187,6 +208,7 @@ fn timeline(report: &RunReport) -> ChartGroup {
         let series = long.iter().map(|(case, p)| Series {
             name: member_name(case, true),
             points: p.timeline_per_second.iter().map(|s| Point { x: s.second as f64, y: s.ops as f64, interval: None }).collect(),
+            look: None,
         });
         figures.push(Figure {
             chart: Chart {
@@ -199,7 +221,12 @@ fn timeline(report: &RunReport) -> ChartGroup {
             caption: "All operations of the phase, one line per case (rN: repeat N); the last second may be partial.".into(),
         });
     }
-    let mut group = group("Per-second timeline", figures, "Every phase ended within its first two seconds: the timeline needs longer phases (duration = \"30s\" in the job).");
+    let absent = if short == 0 {
+        "No finished case with measured phases."
+    } else {
+        "Every phase ended within its first two seconds: the timeline needs longer phases (duration = \"30s\" in the job)."
+    };
+    let mut group = group("Per-second timeline", figures, absent);
     if short > 0 && !group.figures.is_empty() {
         group.notes.push(format!("{short} other phase group(s) ended within their first two seconds: too short for a timeline."));
     }
@@ -215,9 +242,12 @@ fn growth(report: &RunReport) -> ChartGroup {
         }
         for ((_, size_label), cases) in by_size {
             let bucket = cases.iter().map(|(_, p)| p.op_index_bucket_ops).max().unwrap_or(1);
+            let targets = first_seen(cases.iter().map(|(c, _)| c.target.as_str()));
+            // One colour per target, one dash per repeat.
             let series = cases.iter().map(|(case, p)| Series {
                 name: member_name(case, false),
                 points: p.timeline_by_op_index.iter().filter(|b| b.ops > 0).map(|b| Point { x: b.first_op_index as f64, y: b.mean_ns, interval: None }).collect(),
+                look: Some((index_of(&targets, &case.target), case.repeat.saturating_sub(1) as usize)),
             });
             figures.push(Figure {
                 chart: Chart {
@@ -263,6 +293,7 @@ fn fio(report: &RunReport) -> ChartGroup {
                         Point { x: f64::from(p.iodepth), y: spread.map_or(0.0, |s| s.mean), interval: spread.and_then(|s| s.ci95) }
                     })
                     .collect(),
+                look: None,
             });
             figures.push(Figure {
                 chart: Chart {
@@ -303,6 +334,7 @@ fn resources(report: &RunReport) -> ChartGroup {
             .map(|(name, values)| Series {
                 name: name.into(),
                 points: values.iter().enumerate().filter_map(|(i, v)| v.map(|y| Point { x: i as f64, y, interval: None })).collect(),
+                look: None,
             })
             .collect(),
         kind: Kind::Bars,

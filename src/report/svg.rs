@@ -65,6 +65,9 @@ pub struct Series {
     pub name: String,
     /// Points in x order; in a bar chart, one per category (x = its index).
     pub points: Vec<Point>,
+    /// Colour and dash pattern indexes, to draw related lines alike (one colour per target,
+    /// one dash per size); `None`: by the series' place in the chart.
+    pub look: Option<(usize, usize)>,
 }
 
 /// A whole chart.
@@ -99,12 +102,10 @@ const PLOT_HEIGHT: f64 = 300.0;
 const CHAR_WIDTH: f64 = 6.6; // of 11 px sans-serif, generous: labels must not overlap
 const TOP: f64 = 34.0;
 
-fn colour(i: usize) -> &'static str {
-    COLOURS[i % COLOURS.len()]
-}
-
-fn dash(i: usize) -> &'static str {
-    DASHES[(i / COLOURS.len()) % DASHES.len()]
+/// The colour and dash pattern of the `i`-th series.
+fn look(chart: &Chart, i: usize) -> (&'static str, &'static str) {
+    let (colour, dash) = chart.series[i].look.unwrap_or((i, i / COLOURS.len()));
+    (COLOURS[colour % COLOURS.len()], DASHES[dash % DASHES.len()])
 }
 
 impl Unit {
@@ -236,12 +237,13 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
     let per_row = ((WIDTH - 20.0) / entry).floor().max(1.0) as usize;
     let mut out = String::new();
     for (i, series) in chart.series.iter().enumerate() {
+        let (colour, dash) = look(chart, i);
         let (x, y) = (20.0 + (i % per_row) as f64 * entry, top + (i / per_row) as f64 * 18.0);
         if with_lines {
-            let _ = write!(out, "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", x + 24.0, colour(i), dash(i));
-            let _ = write!(out, "<circle class=\"key\" cx=\"{}\" cy=\"{y}\" r=\"3\" fill=\"{}\"/>", x + 12.0, colour(i));
+            let _ = write!(out, "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", x + 24.0, colour, dash);
+            let _ = write!(out, "<circle class=\"key\" cx=\"{}\" cy=\"{y}\" r=\"3\" fill=\"{}\"/>", x + 12.0, colour);
         } else {
-            let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" fill=\"{}\"/>", y - 5.0, colour(i));
+            let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" fill=\"{}\"/>", y - 5.0, colour);
         }
         let _ = writeln!(out, "<text x=\"{}\" y=\"{}\">{}</text>", x + 30.0, y + 4.0, escape(&series.name));
     }
@@ -309,18 +311,19 @@ fn lines(chart: &Chart) -> String {
     out += &value_axis(&chart.y, &y_map, &y_ticks, y_div, y_unit, (left, bottom), false);
     let _ = writeln!(out, "<rect x=\"{left}\" y=\"{TOP}\" width=\"{}\" height=\"{PLOT_HEIGHT}\" fill=\"none\" stroke=\"#888\"/>", WIDTH - 20.0 - left);
     for (i, series) in chart.series.iter().enumerate() {
+        let (colour, dash) = look(chart, i);
         let path: Vec<String> = series.points.iter().map(|p| format!("{:.1},{:.1}", x_map.px(p.x), y_map.px(p.y))).collect();
-        let _ = writeln!(out, "<g class=\"series\">\n<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", path.join(" "), colour(i), dash(i));
+        let _ = writeln!(out, "<g class=\"series\">\n<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", path.join(" "), colour, dash);
         // Dense lines get small markers, which would otherwise hide the line itself.
         let radius = if series.points.len() > 40 { 1.5 } else { 3.0 };
         for p in &series.points {
             let (x, y) = (x_map.px(p.x), y_map.px(p.y));
             if let Some((low, high)) = p.interval {
                 let (top, foot) = (y_map.px(high), y_map.px(low));
-                let _ = write!(out, "<path class=\"error-bar\" d=\"M{x:.1},{top:.1}V{foot:.1}M{:.1},{top:.1}H{:.1}M{:.1},{foot:.1}H{:.1}\" stroke=\"{}\"/>", x - 4.0, x + 4.0, x - 4.0, x + 4.0, colour(i));
+                let _ = write!(out, "<path class=\"error-bar\" d=\"M{x:.1},{top:.1}V{foot:.1}M{:.1},{top:.1}H{:.1}M{:.1},{foot:.1}H{:.1}\" stroke=\"{}\"/>", x - 4.0, x + 4.0, x - 4.0, x + 4.0, colour);
             }
             let tip = format!("{}: {} → {}", series.name, tip_value(&chart.x, p.x), tip_value(&chart.y, p.y));
-            let _ = writeln!(out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{radius}\" fill=\"{}\"><title>{}</title></circle>", colour(i), escape(&tip));
+            let _ = writeln!(out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{radius}\" fill=\"{}\"><title>{}</title></circle>", colour, escape(&tip));
         }
         out += "</g>\n";
     }
@@ -359,6 +362,7 @@ fn bars(chart: &Chart) -> String {
     }
     out += "</g>\n";
     for (i, series) in chart.series.iter().enumerate() {
+        let colour = look(chart, i).0;
         out += "<g class=\"series\">\n";
         for p in &series.points {
             let y = TOP + p.x * row + 3.0 + i as f64 * bar;
@@ -370,7 +374,7 @@ fn bars(chart: &Chart) -> String {
                 "<rect x=\"{left}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{}</text>",
                 (end - left).max(0.5),
                 bar - 1.0,
-                colour(i),
+                colour,
                 escape(&tip),
                 end + 3.0,
                 y + bar - 2.0,
@@ -443,6 +447,7 @@ mod tests {
             series: vec![Series {
                 name: "<script>".into(),
                 points: vec![Point { x: 1024.0, y: 1e6, interval: Some((0.5e6, 2e6)) }, Point { x: 4096.0, y: 3e6, interval: None }],
+                look: None,
             }],
             kind: Kind::Lines,
         };

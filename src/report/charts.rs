@@ -119,6 +119,9 @@ fn phase_groups(report: &RunReport) -> PhaseGroups<'_> {
     groups
 }
 
+/// (target, size in bytes, size label).
+type TargetSize<'a> = (&'a str, u64, &'a str);
+
 const PERCENTILES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "max"];
 
 fn percentiles(l: &LatencySummary) -> [f64; 5] {
@@ -132,7 +135,7 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
         let open_loop = members.iter().any(|(_, p)| p.open_loop.is_some());
         for op in ops {
             // (target, size) → each percentile's values over the repeats, in first-seen order
-            let mut series: Vec<((&str, u64, &str), Vec<[f64; 5]>)> = Vec::new();
+            let mut series: Vec<(TargetSize, Vec<[f64; 5]>)> = Vec::new();
             for (case, p) in &members {
                 let Some(result) = p.ops.get(op).filter(|r| r.count > 0) else { continue };
                 let key = (case.target.as_str(), case.size_bytes_max, case.size_label.as_str());

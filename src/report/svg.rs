@@ -163,7 +163,8 @@ fn ticks(axis: &Axis, min: f64, max: f64) -> (f64, f64, Vec<f64>) {
         }
         Scale::Log10 => {
             let (lo, hi) = (min.max(f64::MIN_POSITIVE).log10().floor(), max.max(f64::MIN_POSITIVE).log10().ceil());
-            let (lo, hi) = if hi <= lo { (lo, lo + 1.0) } else { (lo, hi) };
+            // All values on one power of ten: a decade either side keeps them off the frame.
+            let (lo, hi) = if hi <= lo { (lo - 1.0, hi + 1.0) } else { (lo, hi) };
             let steps: &[f64] = if hi - lo <= 2.0 { &[1.0, 2.0, 5.0] } else { &[1.0] };
             let mut ticks = Vec::new();
             for e in lo as i32..=hi as i32 {
@@ -424,6 +425,7 @@ mod tests {
         assert_eq!(tip_value(&a, 2.5e6), "2.5 MB/s");
         let (_, _, short) = ticks_of(Scale::Log10, 2.0, 40.0);
         assert_eq!(short, vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0], "a short range gets 1-2-5 ticks");
+        assert_eq!(ticks_of(Scale::Log10, 1e6, 1e6).0, 1e5, "one value sits mid-axis, not on the frame");
     }
 
     fn ticks_of(scale: Scale, min: f64, max: f64) -> (f64, f64, Vec<f64>) {

@@ -423,28 +423,6 @@ fn cell_text(cell: &Cell, empty_objects: bool) -> String {
     text
 }
 
-fn footer(report: &RunReport, out: &mut String) {
-    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != "ok").collect();
-    if !failed.is_empty() {
-        let _ = writeln!(out, "\nfailed cases:");
-        for c in failed {
-            let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
-        }
-    }
-    let lines = case_rows(report);
-    if lines.len() > 1 {
-        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
-        write_columns(&lines, out);
-    }
-    super::repeats::write(report, out);
-    if !report.warnings.is_empty() {
-        let _ = writeln!(out, "\nwarnings:");
-        for w in &report.warnings {
-            let _ = writeln!(out, "  - {w}");
-        }
-    }
-}
-
 /// The per-case table under the groups: header row first, then one row per finished case (put
 /// phase time, growth, writer wait, disk allocated and stored, own-work share). The HTML page
 /// shows the same rows.
@@ -469,4 +447,26 @@ pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
         ]);
     }
     lines
+}
+
+fn footer(report: &RunReport, out: &mut String) {
+    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != "ok").collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\nfailed cases:");
+        for c in failed {
+            let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
+        }
+    }
+    let lines = case_rows(report);
+    if lines.len() > 1 {
+        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
+        write_columns(&lines, out);
+    }
+    super::repeats::write(report, out);
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out, "\nwarnings:");
+        for w in &report.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
 }

@@ -4,6 +4,7 @@
 #   scripts/services.sh install
 #   scripts/services.sh start  [--only pg,mariadb,s3,mongo] [DIR]
 #   scripts/services.sh stop   [--only pg,mariadb,s3,mongo] [DIR]
+#   scripts/services.sh restart [--only pg,mariadb,s3,mongo] [DIR]  # same ports, same data
 #   scripts/services.sh status [DIR]
 #   scripts/services.sh env    [DIR]        # eval "$(scripts/services.sh env)"
 #
@@ -38,7 +39,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 need_root() {
@@ -480,6 +481,8 @@ assemble_env() {
     done
   )
   if [[ -s ${tmp} ]]; then
+    # stowbench restarts the services it finds here before cold read phases (cache = "cold").
+    printf 'STOWBENCH_SERVICES_DIR=%s\nSTOWBENCH_SERVICES_SCRIPT=%s\n' "${dir}" "${SCRIPT_DIR}/services.sh" >>"${tmp}"
     chmod 600 "${tmp}"
     mv -f "${tmp}" "${dir}/services.env"
   else
@@ -605,6 +608,43 @@ cmd_stop() {
   assemble_env "${DIR}"
 }
 
+# The port service $2 listens on, from its env fragment (its URI or endpoint).
+recorded_port() {
+  local dir=$1 name=$2
+  [[ -f "${dir}/${name}.env" ]] || return 1
+  grep -E '^STOWBENCH_[A-Z0-9]+_(URI|ENDPOINT)=' "${dir}/${name}.env" | head -n1 |
+    sed -nE 's|^[^=]*=[a-z]+://([^@/]*@)?[^/:]*:([0-9]+).*|\2|p'
+}
+
+# Stops and starts the selected running services on the ports and data they had, so clients
+# reconnect to the same address and find their data; the server's own caches start empty.
+cmd_restart() {
+  parse_args "$@"
+  need_root "restart"
+  [[ -d ${DIR} ]] || die "nothing to restart: ${DIR} does not exist"
+  DIR="$(cd -- "${DIR}" && pwd)"
+  lock_dir "${DIR}"
+  trap 'assemble_env "${DIR}" || true' EXIT
+  local name port console
+  for name in "${SEL[@]}"; do
+    running_pid "${DIR}" "${name}" >/dev/null || continue
+    port="$(recorded_port "${DIR}" "${name}")" || true
+    [[ -n ${port} ]] || die "${name}: no port recorded in ${DIR}/${name}.env; stop and start it instead"
+    stop_one "${DIR}" "${name}"
+    case ${name} in
+    pg) start_pg "${DIR}" "${port}" ;;
+    mariadb) start_mariadb "${DIR}" "${port}" ;;
+    s3)
+      read -r console <<<"$(free_ports 1)"
+      start_s3 "${DIR}" "${port}" "${console}"
+      ;;
+    mongo) start_mongo "${DIR}" "${port}" ;;
+    esac
+  done
+  assemble_env "${DIR}"
+  trap - EXIT
+}
+
 cmd_status() {
   parse_args "$@"
   local name pid addr
@@ -639,6 +679,7 @@ main() {
   install) cmd_install "$@" ;;
   start) cmd_start "$@" ;;
   stop) cmd_stop "$@" ;;
+  restart) cmd_restart "$@" ;;
   status) cmd_status "$@" ;;
   env) cmd_env "$@" ;;
   -h | --help | help) usage ;;

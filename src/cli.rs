@@ -164,6 +164,9 @@ pub struct RunSettings {
     /// Keep the stored data after each case.
     #[arg(long)]
     pub keep: bool,
+    /// Run even when the data will not fit in the free space of the filesystems holding it.
+    #[arg(long)]
+    pub no_space_check: bool,
     /// Only these targets (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     pub targets: Vec<String>,
@@ -262,7 +265,7 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
     if let Some(seed) = args.seed {
         plan.seed = seed;
     }
-    let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, command, ..RunOptions::default() };
+    let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, ..RunOptions::default() };
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
 }
 

@@ -99,9 +99,14 @@ pub struct ResourceSampler {
     stop: Arc<AtomicBool>,
     peaks: Arc<Mutex<(u64, u64)>>,
     thread: Option<JoinHandle<()>>,
-    server_roots: Vec<u32>,
+    /// The server pids sampled now (shared with the sampling thread: a restart replaces them).
+    server_roots: Arc<Mutex<Vec<u32>>>,
+    /// Every server pid of the case, restarted ones included, for the report.
+    all_server_roots: Vec<u32>,
     cpu_start: (u64, u64),
     server_cpu_start: u64,
+    /// Server CPU used by processes that have since been restarted away.
+    server_cpu_banked: u64,
     rss_start: u64,
     peak_reset: bool,
 }
@@ -113,13 +118,15 @@ impl ResourceSampler {
         let peak_reset = reset_peak_rss();
         let stop = Arc::new(AtomicBool::new(false));
         let peaks = Arc::new(Mutex::new((rss_start, 0)));
-        let (stop2, peaks2, roots) = (stop.clone(), peaks.clone(), server_roots.clone());
+        let roots = Arc::new(Mutex::new(server_roots.clone()));
+        let (stop2, peaks2, roots2) = (stop.clone(), peaks.clone(), roots.clone());
         let thread = std::thread::Builder::new()
             .name("stowbench-sampler".into())
             .spawn(move || {
                 while !stop2.load(Ordering::Relaxed) {
                     let own = self_rss_bytes();
-                    let server: u64 = roots.iter().map(|r| rss_bytes_of(&process_tree(*r))).sum();
+                    let now = roots2.lock().expect("sampler lock").clone();
+                    let server: u64 = now.iter().map(|r| rss_bytes_of(&process_tree(*r))).sum();
                     let mut p = peaks2.lock().expect("sampler lock");
                     p.0 = p.0.max(own);
                     p.1 = p.1.max(server);
@@ -129,28 +136,63 @@ impl ResourceSampler {
             })
             .ok();
         let server_cpu_start = server_roots.iter().map(|r| cpu_ns_of(&process_tree(*r))).sum();
-        ResourceSampler { stop, peaks, thread, server_roots, cpu_start: self_cpu_ns(), server_cpu_start, rss_start, peak_reset }
+        ResourceSampler {
+            stop,
+            peaks,
+            thread,
+            server_roots: roots,
+            all_server_roots: server_roots,
+            cpu_start: self_cpu_ns(),
+            server_cpu_start,
+            server_cpu_banked: 0,
+            rss_start,
+            peak_reset,
+        }
+    }
+
+    fn server_cpu_now(&self) -> u64 {
+        self.server_roots.lock().expect("sampler lock").iter().map(|r| cpu_ns_of(&process_tree(*r))).sum()
+    }
+
+    /// Follows a server restarted mid-case: `banked` is what the old processes used up to their
+    /// last sample before the restart (read it with `server_cpu_before_restart` while they run),
+    /// and from now on `new_roots` are sampled.
+    pub fn replace_server(&mut self, banked: u64, new_roots: Vec<u32>) {
+        self.server_cpu_banked += banked;
+        for pid in &new_roots {
+            if !self.all_server_roots.contains(pid) {
+                self.all_server_roots.push(*pid);
+            }
+        }
+        *self.server_roots.lock().expect("sampler lock") = new_roots;
+        self.server_cpu_start = self.server_cpu_now();
+    }
+
+    /// Server CPU used since sampling started (or the last restart), before a restart takes
+    /// the processes, and their counters, away.
+    pub fn server_cpu_before_restart(&self) -> u64 {
+        self.server_cpu_now().saturating_sub(self.server_cpu_start)
     }
 
     /// Stops sampling and returns the figures for the case.
     pub fn finish(mut self) -> Resources {
         let (user, system) = self_cpu_ns();
-        let server_cpu_end: u64 = self.server_roots.iter().map(|r| cpu_ns_of(&process_tree(*r))).sum();
+        let server_cpu_end = self.server_cpu_now();
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
         let (sampled_peak, server_peak) = *self.peaks.lock().expect("sampler lock");
         let kernel_peak = if self.peak_reset { self_peak_rss_bytes() } else { 0 };
-        let has_server = !self.server_roots.is_empty();
+        let has_server = !self.all_server_roots.is_empty();
         Resources {
             client_cpu_user_ns: user.saturating_sub(self.cpu_start.0),
             client_cpu_system_ns: system.saturating_sub(self.cpu_start.1),
             client_rss_start_bytes: self.rss_start,
             client_rss_peak_bytes: sampled_peak.max(kernel_peak),
-            server_cpu_ns: has_server.then(|| server_cpu_end.saturating_sub(self.server_cpu_start)),
+            server_cpu_ns: has_server.then(|| self.server_cpu_banked + server_cpu_end.saturating_sub(self.server_cpu_start)),
             server_rss_peak_bytes: has_server.then_some(server_peak),
-            server_pids: self.server_roots.clone(),
+            server_pids: self.all_server_roots.clone(),
         }
     }
 }
@@ -218,6 +260,28 @@ pub fn drop_caches() -> Result<(), String> {
     std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
         format!("cannot drop the page cache ({e}); cache = \"cold\" needs root. Run as root or use cache = \"warm\"")
     })
+}
+
+/// Space on a filesystem.
+#[derive(Debug, Clone, Copy)]
+pub struct FilesystemSpace {
+    /// Bytes an unprivileged user may still write (statvfs f_bavail).
+    pub free_bytes: u64,
+    /// The filesystem's size.
+    pub total_bytes: u64,
+}
+
+/// Space on the filesystem holding `path`.
+pub fn filesystem_space(path: &Path) -> std::io::Result<FilesystemSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is a valid C string.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let block = stat.f_frsize as u64;
+    Ok(FilesystemSpace { free_bytes: (stat.f_bavail as u64).saturating_mul(block), total_bytes: (stat.f_blocks as u64).saturating_mul(block) })
 }
 
 /// Whether stowbench runs as root.

@@ -102,7 +102,7 @@ fn compare_refuses_bad_input_with_exit_2_and_the_fix() {
     let cases: [(&[&str], &str); 7] = [
         (&["compare", &a, "missing.json"], "cannot read report missing.json"),
         (&["compare", &a, "broken.json"], "broken.json is not JSON"),
-        (&["compare", &a, "future.json"], "future.json has report schema_version 99; this stowbench reads version 1"),
+        (&["compare", &a, "future.json"], "future.json has report schema_version 99; this stowbench reads versions 1 to 2"),
         (&["compare", &a, "other.json"], "other.json has no schema_version: it is not a stowbench report"),
         (&["compare", &a, &fio], "shares no case with the baseline"),
         (&["compare", &a, &a, "--metric", "p99_ms"], "Did you mean \"p99_ns\""),

@@ -452,6 +452,8 @@ fn sqlite_refuses_a_database_made_with_the_other_schema() {
 conformance!(sqlite_file_then_row, "sqlite-file", "");
 conformance!(sqlite_file_row_then_file, "sqlite-file", "order = \"row-then-file\"");
 conformance!(sqlite_file_fsync_rollback, "sqlite-file", "fsync = true\njournal_mode = \"truncate\"");
+conformance!(sqlite_file_direct, "sqlite-file", "direct = true");
+conformance!(sqlite_file_row_then_file_direct_fsync, "sqlite-file", "order = \"row-then-file\"\ndirect = true\nfsync = true");
 conformance!(pack_default, "pack", "");
 conformance!(pack_fsync, "pack", "fsync = true");
 conformance!(pack_unchecked_reads, "pack", "read_checks = false");
@@ -463,6 +465,7 @@ conformance!(postgres_bytea_default_storage, "postgres", "mode = \"bytea\"\nstor
 conformance!(postgres_lo, "postgres", "mode = \"lo\"", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_lo_small_chunks, "postgres", "mode = \"lo\"\nchunk_size = \"8KiB\"", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_file, "postgres", "mode = \"file\"", requires = "STOWBENCH_PG_URI");
+conformance!(postgres_file_direct, "postgres", "mode = \"file\"\ndirect = true", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_bytea_two_tablespaces, "postgres", "tablespaces = 2\npartitions = 3\nwait_sample = \"5ms\"", requires = "STOWBENCH_PG_URI");
 conformance!(postgres_file_partitions, "postgres", "mode = \"file\"\npartitions = 4", requires = "STOWBENCH_PG_URI");
 conformance!(mariadb_default, "mariadb", "", requires = "STOWBENCH_MARIADB_URI");
@@ -471,6 +474,7 @@ conformance!(
     mariadb_file_row_then_file, "mariadb", "mode = \"file\"\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI"
 );
 conformance!(mariadb_file_fsync, "mariadb", "mode = \"file\"\nfsync = true", requires = "STOWBENCH_MARIADB_URI");
+conformance!(mariadb_file_direct_row_then_file, "mariadb", "mode = \"file\"\ndirect = true\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI");
 conformance!(s3_default, "s3", "", requires = "STOWBENCH_S3_ENDPOINT");
 conformance!(s3_multipart, "s3", "multipart_threshold = \"1MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");
 conformance!(s3_unsigned_payload, "s3", "unsigned_payload = true\nmultipart_threshold = \"5MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");

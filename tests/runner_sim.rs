@@ -300,7 +300,11 @@ fn an_open_loop_rate_the_backend_cannot_keep_is_reported_as_behind() {
     let p = &run.report.cases[0].phases[0];
     let schedule = p.open_loop.as_ref().unwrap();
     assert_eq!((schedule.end_lag_ns, schedule.max_lag_ns, schedule.kept_up), (49_950_000, 49_950_000, false), "{schedule:?}");
-    assert!(run.report.warnings.iter().any(|w| w.contains("could not keep the rate of 20000/s") && w.contains("ended 50.0 ms behind")), "{:?}", run.report.warnings);
+    let behind = run.report.warnings.iter().find(|w| w.kind == stowbench::report::warnings::WarningKind::BehindSchedule);
+    let behind = behind.unwrap_or_else(|| panic!("no behind_schedule warning in {:?}", run.report.warnings));
+    assert!(behind.message.contains("could not keep the rate of 20000/s") && behind.message.contains("ended 50.0 ms behind"), "{behind:?}");
+    assert!(behind.phase.as_deref().is_some_and(|p| p.starts_with("put")), "{behind:?}");
+    assert_eq!(behind.case_ids.len(), 1, "{behind:?}");
     let table = stowbench::report::table::render(&run.report);
     assert!(table.contains("behind schedule in 1 of 1") && table.contains("svc"), "{table}");
 }

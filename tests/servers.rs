@@ -251,6 +251,9 @@ mod pg_layout;
 #[path = "servers/timeouts.rs"]
 mod timeouts;
 
+#[path = "servers/cold_restart.rs"]
+mod cold_restart;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1

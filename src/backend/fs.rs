@@ -210,6 +210,20 @@ fn opener(mode: WriteMode) -> OpenOptions {
     options
 }
 
+/// Opens the file at `path` to read it, around the page cache when `mode.direct`.
+pub fn open_to_read(path: &Path, mode: WriteMode) -> std::io::Result<File> {
+    opener(mode).read(true).open(path)
+}
+
+/// Streams the `len` bytes of `file` (opened by `open_to_read` in `mode`) into `sink`.
+pub fn read_whole(file: &mut File, len: u64, sink: &mut dyn Write, mode: WriteMode) -> BResult<()> {
+    if mode.direct {
+        super::direct::read_all(file, len, sink)
+    } else {
+        super::copy_exact(file, sink, len)
+    }
+}
+
 /// Writes the object's bytes into the freshly opened `file`.
 fn fill(file: &mut File, body: &mut dyn Read, len: u64, mode: WriteMode) -> BResult<()> {
     if mode.direct {
@@ -350,13 +364,9 @@ impl Session for FsSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let mut file = opener(self.mode).read(true).open(self.path(key)).map_err(|e| not_found_or(e, key))?;
+        let mut file = open_to_read(&self.path(key), self.mode).map_err(|e| not_found_or(e, key))?;
         let len = file.metadata()?.len();
-        if self.mode.direct {
-            super::direct::read_all(&file, len, sink)?;
-        } else {
-            super::copy_exact(&mut file, sink, len)?;
-        }
+        read_whole(&mut file, len, sink, self.mode)?;
         Ok(len)
     }
 

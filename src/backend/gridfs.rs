@@ -268,6 +268,10 @@ impl Backend for GridFsBackend {
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
+
+    fn script_service(&self) -> Option<&super::restart::ScriptService> {
+        self.shared.endpoint.script.as_ref()
+    }
 }
 
 /// A numeric field of a command reply, whatever BSON number type the server chose.

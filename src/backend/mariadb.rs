@@ -62,6 +62,7 @@ const OPTIONS: &[OptionDoc] = &[
         default: "<run directory>",
         help: "file mode: directory under which the run's directory for the content files is created",
     },
+    OptionDoc { name: "direct", default: "false", help: "file mode: read and write content files with O_DIRECT, around the page cache; refused where the filesystem lacks it" },
     OptionDoc { name: "engine", default: "InnoDB", help: "storage engine of the table" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
     OptionDoc {
@@ -77,7 +78,7 @@ const OPTIONS: &[OptionDoc] = &[
 const PACKET_OVERHEAD_BYTES: u64 = 64 * 1024;
 
 /// Options that only file mode reads; given with `mode = "inline"` they would silently do nothing.
-const FILE_MODE_OPTIONS: &[&str] = &["order", "fsync", "path"];
+const FILE_MODE_OPTIONS: &[&str] = &["order", "fsync", "path", "direct"];
 
 /// ER_DUP_ENTRY: an INSERT found the key taken (a concurrent first put of the same key committed).
 const ER_DUP_ENTRY: u16 = 1062;
@@ -97,7 +98,7 @@ struct FileMode {
     data: super::fs::DataNamespace,
     files: PathBuf,
     order: Order,
-    fsync: bool,
+    mode: super::fs::WriteMode,
 }
 
 struct Shared {
@@ -136,7 +137,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         _ => Mode::Inline,
     };
     let file_options = match mode {
-        Mode::File => Some((Order::from_options(options)?, options.bool("fsync", false)?)),
+        Mode::File => Some(Order::from_options(options)?),
         Mode::Inline => {
             if let Some(name) = FILE_MODE_OPTIONS.iter().find(|name| options.table.contains_key(**name)) {
                 let target = &options.target;
@@ -170,9 +171,10 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_MARIADB_DATA", Some(datadir))?;
     // Last, once the server answered: a `path` option's directory is created here.
     let file = match file_options {
-        Some((order, fsync)) => {
+        Some(order) => {
             let data = super::fs::DataNamespace::new(options, ns)?;
-            Some(FileMode { files: data.ns.dir.join("files"), data, order, fsync })
+            let files = data.ns.dir.join("files");
+            Some(FileMode { mode: super::row_file::content_mode(options, false, &files)?, files, data, order })
         }
         None => None,
     };
@@ -277,7 +279,8 @@ impl Backend for MariaBackend {
             map.insert("mode".into(), if self.file.is_some() { "file" } else { "inline" }.into());
             if let Some(file) = &self.file {
                 map.insert("order".into(), file.order.name().into());
-                map.insert("fsync".into(), file.fsync.into());
+                map.insert("fsync".into(), file.mode.fsync.into());
+                map.insert("direct".into(), file.mode.direct.into());
             }
             map.insert("table".into(), format!("{}.{}", self.database, s.table).into());
             map.insert("server_max_allowed_packet".into(), self.max_allowed_packet.into());
@@ -300,7 +303,7 @@ impl Backend for MariaBackend {
             None => format!("autocommit of one statement per put; {server}"),
             Some(file) => {
                 data_paths.insert(0, file.files.clone());
-                format!("{}; row: one transaction per put; {server}", super::row_file::durability(file.order, file.fsync))
+                format!("{}; row: one transaction per put; {server}", super::row_file::durability(file.order, file.mode))
             }
         };
         BackendInfo { backend: "mariadb".into(), versions, options, durability, data_paths }
@@ -336,7 +339,7 @@ impl Backend for MariaBackend {
             None => Box::new(MariaSession { conn, shared: self.shared.clone() }),
             Some(file) => Box::new(RowFileSession {
                 rows: MariaRows { conn, shared: self.shared.clone() },
-                content: ContentFiles::new(file.files.clone(), file.order, file.fsync, worker),
+                content: ContentFiles::new(file.files.clone(), file.order, file.mode, worker),
             }),
         })
     }
@@ -385,6 +388,10 @@ impl Backend for MariaBackend {
 
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
+    }
+
+    fn script_service(&self) -> Option<&super::restart::ScriptService> {
+        self.shared.endpoint.script.as_ref()
     }
 }
 

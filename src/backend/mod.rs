@@ -16,6 +16,7 @@ pub mod null;
 pub mod options;
 pub mod pack;
 pub mod postgres;
+pub mod restart;
 pub(crate) mod row_file;
 pub mod s3;
 pub mod server;
@@ -45,8 +46,10 @@ pub enum ErrorKind {
     Conflict,
     /// The connection to a server failed or was lost.
     Connection,
-    /// A local I/O error (disk full, permission, ...).
+    /// A local I/O error (permission, a failing device, ...).
     Io,
+    /// The filesystem (or quota) holding the data is full.
+    NoSpace,
     /// Data read back was not what was written (detected by the backend or by verification).
     Corrupt,
     /// The backend does not support this operation.
@@ -65,6 +68,7 @@ impl ErrorKind {
             ErrorKind::Conflict => "conflict",
             ErrorKind::Connection => "connection",
             ErrorKind::Io => "io",
+            ErrorKind::NoSpace => "no_space",
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Other => "other",
@@ -104,6 +108,7 @@ impl From<std::io::Error> for BackendError {
             | std::io::ErrorKind::ConnectionReset
             | std::io::ErrorKind::ConnectionAborted
             | std::io::ErrorKind::BrokenPipe => ErrorKind::Connection,
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ErrorKind::NoSpace,
             _ => ErrorKind::Io,
         };
         BackendError::new(kind, e.to_string())
@@ -180,6 +185,11 @@ pub trait Backend: Send + Sync {
     /// Server process ids whose process trees should be sampled (empty for embedded backends).
     fn server_pids(&self) -> Vec<u32> {
         Vec::new()
+    }
+    /// The server behind this backend when scripts/services.sh started it, so that a cold read
+    /// phase may restart it to empty its own cache (see `restart`).
+    fn script_service(&self) -> Option<&restart::ScriptService> {
+        None
     }
     /// Hands the case's payload generator to a backend that fabricates reads instead of storing
     /// them (`null`); every other backend ignores it.

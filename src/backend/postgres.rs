@@ -54,6 +54,7 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "storage", default: "external", help: "bytea column storage: external (uncompressed TOAST) or default (the server's, compresses)" },
     OptionDoc { name: "chunk_size", default: "1MiB", help: "bytes per lowrite/loread call (lo) and per substring slice of larger bytea reads" },
     OptionDoc { name: "fsync", default: "true", help: "file mode: fsync each file and its directory (as durable as the committed row)" },
+    OptionDoc { name: "direct", default: "false", help: "file mode: read and write content files with O_DIRECT, around the page cache; refused where the filesystem lacks it" },
     OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory for the content files" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
     OptionDoc {
@@ -100,7 +101,8 @@ struct Shared {
     layout: Layout,
     lock_class: i32,
     chunk_bytes: usize,
-    fsync: bool,
+    /// File mode: how content files are written and read.
+    file_mode: super::fs::WriteMode,
     files_root: PathBuf,
     max_bytes: Option<u64>,
 }
@@ -141,6 +143,14 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     if wait_sample_ns != 0 && wait_sample_ns < waits::MIN_INTERVAL_NS {
         return Err(format!("target \"{}\": option \"wait_sample\" is {wait_sample_ns} ns; use 1ms or more (or 0s for off)", options.target));
     }
+    let files_root = files.ns.dir.join("pgfiles");
+    let file_mode = match mode {
+        Mode::File => super::row_file::content_mode(options, true, &files_root)?,
+        _ if options.table.contains_key("direct") => {
+            return Err(format!("target \"{}\": option \"direct\" applies only to mode = \"file\"; set mode = \"file\" or remove it", options.target))
+        }
+        _ => super::fs::WriteMode { fsync: options.bool("fsync", true)?, direct: false },
+    };
     let mut shared = Shared {
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
         statement_timeout: options.duration("statement_timeout", Nanos(0))?,
@@ -149,8 +159,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         table,
         layout: Layout::default(), // needs the server's data directory: read below
         chunk_bytes: chunk as usize,
-        fsync: options.bool("fsync", true)?,
-        files_root: files.ns.dir.join("pgfiles"),
+        file_mode,
+        files_root,
         max_bytes: match mode {
             Mode::Bytea => Some(BYTEA_MAX_BYTES),
             Mode::Lo => Some(LO_MAX_BYTES),
@@ -191,7 +201,7 @@ fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let endpoint = server::endpoint(&options, "postgres", URI_ENV)?;
-    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), statement_timeout: Nanos(0), mode: Mode::Bytea, table: String::new(), layout: Layout::default(), lock_class: 0, chunk_bytes: 0, fsync: false, files_root: PathBuf::new(), max_bytes: None };
+    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), statement_timeout: Nanos(0), mode: Mode::Bytea, table: String::new(), layout: Layout::default(), lock_class: 0, chunk_bytes: 0, file_mode: super::fs::WriteMode::default(), files_root: PathBuf::new(), max_bytes: None };
     let mut client = shared.connect().map_err(|e| e.message)?;
     let (version, _) = read_settings(&mut client).map_err(|e| shared.endpoint.secrets.scrub(&e.to_string()))?;
     Ok(format!("PostgreSQL {version}"))
@@ -279,7 +289,8 @@ impl Backend for PgBackend {
                 map.insert("chunk_size".into(), s.chunk_bytes.into());
             }
             if s.mode == Mode::File {
-                map.insert("fsync".into(), s.fsync.into());
+                map.insert("fsync".into(), s.file_mode.fsync.into());
+                map.insert("direct".into(), s.file_mode.direct.into());
             }
             for (k, v) in &self.settings {
                 map.insert(format!("server_{k}"), v.clone().into());
@@ -295,7 +306,7 @@ impl Backend for PgBackend {
         let fsync = self.settings.get("fsync").map(String::as_str).unwrap_or("?");
         let mut durability = format!("commit of one transaction per put; server synchronous_commit = {sync}, fsync = {fsync}");
         if s.mode == Mode::File {
-            durability += if s.fsync { "; content file fsynced with its directory before the row commits" } else { "; content file NOT fsynced (page cache only)" };
+            durability += if s.file_mode.fsync { "; content file fsynced with its directory before the row commits" } else { "; content file NOT fsynced (page cache only)" };
         }
         let mut data_paths: Vec<PathBuf> = self.data_dir.iter().cloned().collect();
         if s.mode == Mode::File {
@@ -396,6 +407,10 @@ impl Backend for PgBackend {
 
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
+    }
+
+    fn script_service(&self) -> Option<&super::restart::ScriptService> {
+        self.shared.endpoint.script.as_ref()
     }
 }
 
@@ -592,7 +607,7 @@ impl Session for PgSession {
             Mode::Lo => self.put_lo(key, body, len),
             Mode::File => {
                 let s = self.shared.clone();
-                super::fs::write_file_atomically(&self.file_path(key), body, len, super::fs::WriteMode { fsync: s.fsync, direct: false }, self.worker)?;
+                super::fs::write_file_atomically(&self.file_path(key), body, len, s.file_mode, self.worker)?;
                 let sql = format!("INSERT INTO {} (key, size_bytes) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET size_bytes = EXCLUDED.size_bytes", s.table);
                 self.client.execute(&sql, &[&key.as_bytes(), &(len as i64)]).map_err(|e| s.error(e))?;
                 Ok(())
@@ -606,12 +621,13 @@ impl Session for PgSession {
             Mode::Lo => self.get_lo(key, sink),
             Mode::File => {
                 self.head(key)?; // the row is the registration: no row, no object
-                let mut file = std::fs::File::open(self.file_path(key)).map_err(|e| match e.kind() {
+                let mode = self.shared.file_mode;
+                let mut file = super::fs::open_to_read(&self.file_path(key), mode).map_err(|e| match e.kind() {
                     std::io::ErrorKind::NotFound => BackendError::not_found(key),
                     _ => e.into(),
                 })?;
                 let len = file.metadata()?.len();
-                super::copy_exact(&mut file, sink, len)?;
+                super::fs::read_whole(&mut file, len, sink, mode)?;
                 Ok(len)
             }
         }

@@ -7,9 +7,10 @@
 //! to a temporary name and renamed (`fs::write_file_atomically`), so no reader ever sees a
 //! half-written file. A row names its file by a path relative to that directory.
 
-use super::options::Options;
+use super::options::{OptionDoc, Options};
 use super::{BResult, BackendError, ErrorKind};
-use std::fs::{self, File};
+use super::fs::WriteMode;
+use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -45,12 +46,31 @@ impl Order {
     }
 }
 
+/// The `direct` option of the row + file backends.
+pub const DIRECT_OPTION: OptionDoc = OptionDoc {
+    name: "direct",
+    default: "false",
+    help: "read and write content files with O_DIRECT, around the page cache (as fs's direct): gets measure the device; refused where the filesystem lacks it",
+};
+
+/// How content files are written and read, from options `fsync` and `direct`; `direct` is tried
+/// in `files` first, so a filesystem without O_DIRECT is refused before any data.
+pub fn content_mode(options: &Options, fsync_default: bool, files: &Path) -> Result<WriteMode, String> {
+    let mode = WriteMode { fsync: options.bool("fsync", fsync_default)?, direct: options.bool("direct", false)? };
+    if mode.direct {
+        super::direct::check_supported(files, &options.target)?;
+    }
+    Ok(mode)
+}
+
 /// The file side of a durability line: which comes first and what is fsynced.
-pub fn durability(order: Order, fsync: bool) -> String {
-    let file = if fsync {
-        "content file fsynced before its rename, directory after"
-    } else {
-        "content file not fsynced (page cache; a power cut can lose it even after the row commits)"
+pub fn durability(order: Order, mode: WriteMode) -> String {
+    let file = match (mode.fsync, mode.direct) {
+        (true, _) => "content file fsynced before its rename, directory after",
+        (false, false) => "content file not fsynced (page cache; a power cut can lose it even after the row commits)",
+        // O_DIRECT skips the page cache, not the device's cache, and the file's metadata and
+        // directory entry still wait for writeback.
+        (false, true) => "content file written with O_DIRECT but not fsynced (device cache and metadata unflushed; a power cut can lose it even after the row commits)",
     };
     let order = match order {
         Order::FileThenRow => "file written, then row committed",
@@ -120,7 +140,7 @@ impl<R: Rows + Send> super::Session for RowFileSession<R> {
 pub struct ContentFiles {
     files: PathBuf,
     order: Order,
-    fsync: bool,
+    mode: WriteMode,
     worker: usize,
     /// Puts so far, part of each file-then-row file name so names never repeat.
     puts: u64,
@@ -145,8 +165,8 @@ fn remove_content(path: &Path) -> BResult<()> {
 
 impl ContentFiles {
     /// Content files of worker `worker` under `files`.
-    pub fn new(files: PathBuf, order: Order, fsync: bool, worker: usize) -> ContentFiles {
-        ContentFiles { files, order, fsync, worker, puts: 0 }
+    pub fn new(files: PathBuf, order: Order, mode: WriteMode, worker: usize) -> ContentFiles {
+        ContentFiles { files, order, mode, worker, puts: 0 }
     }
 
     /// Stores `len` bytes of `body` under `key` in the configured order.
@@ -164,7 +184,7 @@ impl ContentFiles {
         // '~' never occurs in an encoded key, so versioned names cannot collide with other keys.
         let path = format!("{}~{:x}-{:x}-{:x}", key_path(key), self.worker, created_ns, self.puts);
         let absolute = self.files.join(&path);
-        super::fs::write_file_atomically(&absolute, body, len, super::fs::WriteMode { fsync: self.fsync, direct: false }, self.worker)?;
+        super::fs::write_file_atomically(&absolute, body, len, self.mode, self.worker)?;
         let row = Row { size_bytes: len, path: path.clone(), created_ns };
         let old = match rows.commit_row(key, &row) {
             Ok(old) => old,
@@ -192,7 +212,7 @@ impl ContentFiles {
     fn put_row_then_file(&mut self, rows: &mut dyn Rows, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         let row = Row { size_bytes: len, path: key_path(key), created_ns: now_ns() };
         let old = rows.commit_row(key, &row)?;
-        if let Err(e) = super::fs::write_file_atomically(&self.files.join(&row.path), body, len, super::fs::WriteMode { fsync: self.fsync, direct: false }, self.worker) {
+        if let Err(e) = super::fs::write_file_atomically(&self.files.join(&row.path), body, len, self.mode, self.worker) {
             // A crash instead of an error leaves the row without (or with the previous) content.
             rows.undo_row(key, &row, old);
             return Err(e);
@@ -205,7 +225,7 @@ impl ContentFiles {
         let mut missing: Option<String> = None;
         for _ in 0..GET_ATTEMPTS {
             let row = rows.read_row(key)?.ok_or_else(|| BackendError::not_found(key))?;
-            match File::open(self.files.join(&row.path)) {
+            match super::fs::open_to_read(&self.files.join(&row.path), self.mode) {
                 Ok(mut file) => {
                     // An open file stays readable even if an overwrite removes its name now.
                     let len = file.metadata()?.len();
@@ -215,7 +235,7 @@ impl ContentFiles {
                             format!("key \"{key}\": row says {} bytes, file {} holds {len}", row.size_bytes, row.path),
                         ));
                     }
-                    super::copy_exact(&mut file, sink, len)?;
+                    super::fs::read_whole(&mut file, len, sink, self.mode)?;
                     return Ok(len);
                 }
                 // The same row twice with its file missing: not a race with an overwrite.

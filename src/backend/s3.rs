@@ -325,6 +325,10 @@ impl Backend for S3Backend {
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
+
+    fn script_service(&self) -> Option<&super::restart::ScriptService> {
+        self.settings.endpoint.script.as_ref()
+    }
 }
 
 struct S3Session {

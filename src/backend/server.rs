@@ -26,6 +26,8 @@ pub struct Endpoint {
     pub from_default_env: bool,
     /// Every secret this backend knows (password from the URI, keys from the environment).
     pub secrets: Secrets,
+    /// The server, when scripts/services.sh started it (cold read phases restart it).
+    pub script: Option<super::restart::ScriptService>,
 }
 
 /// Resolves the URI from option `uri` or the environment variable named by `uri_env`.
@@ -46,7 +48,9 @@ pub fn endpoint(options: &Options, backend: &str, uri_env_default: &str) -> Resu
     };
     let from_default_env = options.opt_string("uri")?.is_none() && env_name == uri_env_default;
     let secrets = Secrets::from_uri(&uri);
-    Ok(Endpoint { shown: redact_uri(&uri), uri, source, from_default_env, secrets })
+    let mut endpoint = Endpoint { shown: redact_uri(&uri), uri, source, from_default_env, secrets, script: None };
+    endpoint.script = super::restart::ScriptService::find(&endpoint, uri_env_default);
+    Ok(endpoint)
 }
 
 impl Endpoint {

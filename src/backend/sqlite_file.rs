@@ -44,6 +44,7 @@ const OPTIONS: &[OptionDoc] = &[
         help: "file-then-row (a crash leaves at worst an orphan file) or row-then-file (a row can point at a missing file)",
     },
     OptionDoc { name: "fsync", default: "false", help: "fsync each content file before its rename and its directory after it" },
+    super::row_file::DIRECT_OPTION,
     connection::JOURNAL_MODE_OPTION,
     connection::SYNCHRONOUS_OPTION,
     connection::PAGE_SIZE_OPTION,
@@ -69,7 +70,7 @@ pub struct SqliteFileBackend {
     files: PathBuf,
     tuning: Tuning,
     order: Order,
-    fsync: bool,
+    mode: super::fs::WriteMode,
     options: Options,
 }
 
@@ -78,20 +79,21 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let data = super::fs::DataNamespace::new(options, ns)?;
     let ns = data.ns.clone();
     let order = Order::from_options(options)?;
+    let files = ns.dir.join("files");
     Ok(Box::new(SqliteFileBackend {
         db: ns.dir.join(DATABASE_FILE),
         data,
-        files: ns.dir.join("files"),
+        mode: super::row_file::content_mode(options, false, &files)?,
+        files,
         tuning: Tuning::from_options(options)?,
         order,
-        fsync: options.bool("fsync", false)?,
         options: options.clone(),
     }))
 }
 
 impl SqliteFileBackend {
     fn durability(&self) -> String {
-        format!("{}; row: {}", super::row_file::durability(self.order, self.fsync), self.tuning.durability())
+        format!("{}; row: {}", super::row_file::durability(self.order, self.mode), self.tuning.durability())
     }
 }
 
@@ -106,7 +108,8 @@ impl Backend for SqliteFileBackend {
         self.tuning.record(&mut options);
         if let Some(map) = options.as_object_mut() {
             map.insert("order".into(), self.order.name().into());
-            map.insert("fsync".into(), self.fsync.into());
+            map.insert("fsync".into(), self.mode.fsync.into());
+            map.insert("direct".into(), self.mode.direct.into());
         }
         BackendInfo {
             backend: "sqlite-file".into(),
@@ -125,7 +128,7 @@ impl Backend for SqliteFileBackend {
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
         Ok(Box::new(RowFileSession {
             rows: SqliteRows { conn: self.tuning.open(&self.db)?, wait_ns: 0 },
-            content: ContentFiles::new(self.files.clone(), self.order, self.fsync, worker),
+            content: ContentFiles::new(self.files.clone(), self.order, self.mode, worker),
         }))
     }
 

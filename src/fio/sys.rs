@@ -129,14 +129,7 @@ pub fn sysfs(path: impl AsRef<Path>) -> Option<String> {
 
 /// Free bytes for unprivileged users on the filesystem holding `path`.
 pub fn free_bytes(path: &Path) -> Result<u64, FioError> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| FioError::io(path, e))?;
-    // SAFETY: statvfs writes into the zeroed struct we own; the path is a valid C string.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return Err(FioError::io(path, std::io::Error::last_os_error()));
-    }
-    Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    crate::sampler::filesystem_space(path).map(|s| s.free_bytes).map_err(|e| FioError::io(path, e))
 }
 
 /// Bytes of memory available to new allocations (MemAvailable), if the kernel says.

@@ -113,7 +113,8 @@ pub struct WorkloadSpec {
     /// Fraction (0 to 1) of each 4 KiB payload block that is zeros. Default 0 (incompressible).
     #[serde(default)]
     pub compressibility: Option<f64>,
-    /// "warm" (default) or "cold": drop the page cache before each read phase (root only).
+    /// "warm" (default) or "cold": drop the page cache before each read phase (root only), and
+    /// restart the servers scripts/services.sh started so their own caches are empty too.
     #[serde(default)]
     pub cache: Option<String>,
     /// Retries of a failed operation before it counts as an error. Default 0.

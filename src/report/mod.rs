@@ -106,11 +106,14 @@ pub fn write_html_atomically(json_path: &Path, report: &RunReport) -> Result<(),
 pub fn read(path: &Path) -> Result<RunReport, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read report {}: {e}", path.display()))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+    let mut value = value;
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(version) if version == u64::from(SCHEMA_VERSION) => {}
+        // Version 1 differs only in its warnings, which were plain strings.
+        Some(1) => upgrade_from_v1(&mut value).map_err(|e| format!("{} is not a stowbench report: {e}", path.display()))?,
         Some(version) => {
             return Err(format!(
-                "{} has report schema_version {version}; this stowbench reads version {SCHEMA_VERSION}. Use the stowbench \
+                "{} has report schema_version {version}; this stowbench reads versions 1 to {SCHEMA_VERSION}. Use the stowbench \
                  version that wrote it ({}), or run the job again",
                 path.display(),
                 value.get("tool_version").and_then(|v| v.as_str()).unwrap_or("unknown")
@@ -125,6 +128,14 @@ pub fn read(path: &Path) -> Result<RunReport, String> {
         }
     }
     serde_json::from_value(value).map_err(|e| format!("{} is not a stowbench report: {e}", path.display()))
+}
+
+fn upgrade_from_v1(value: &mut serde_json::Value) -> Result<(), serde_json::Error> {
+    let Some(object) = value.as_object_mut() else { return Ok(()) };
+    let lines: Vec<String> = serde_json::from_value(object.remove("warnings").unwrap_or_default())?;
+    object.insert("warnings".into(), serde_json::to_value(warnings::from_v1(lines))?);
+    object.insert("schema_version".into(), SCHEMA_VERSION.into());
+    Ok(())
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
@@ -163,6 +174,20 @@ pub fn timestamp_compact(t: SystemTime) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_version_1_report_is_read_with_its_warnings_unclassified() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut value: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap();
+        value["schema_version"] = 1.into();
+        value["warnings"] = serde_json::json!(["reads ran with a warm page cache"]);
+        std::fs::write(&path, value.to_string()).unwrap();
+        let report = read(&path).unwrap();
+        assert_eq!(report.schema_version, SCHEMA_VERSION);
+        assert_eq!(report.warnings, warnings::from_v1(vec!["reads ran with a warm page cache".into()]));
+        assert_eq!(report.warnings[0].kind, warnings::WarningKind::Unclassified);
+    }
 
     #[test]
     fn formats_utc_times() {

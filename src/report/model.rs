@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of this report format.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A whole run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,8 +60,8 @@ pub struct RunReport {
     /// fio cases that failed: case id and why.
     #[serde(default)]
     pub fio_failures: Vec<FioFailure>,
-    /// Cautions about the numbers, for people.
-    pub warnings: Vec<String>,
+    /// Cautions about the numbers, each with its kind, cases and advice.
+    pub warnings: Vec<super::warnings::Warning>,
 }
 
 /// A fio case that did not produce a result.
@@ -267,6 +267,11 @@ pub struct PhaseResult {
     /// reports before 0.3.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cache_state: String,
+    /// Cold phases of a server started by scripts/services.sh: the server was restarted just
+    /// before, so its own cache (shared buffers, buffer pool) was empty too. A server stowbench
+    /// did not start is never restarted: its cache stays warm (a `server_cache_warm` warning).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_restarted: bool,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,

@@ -213,7 +213,9 @@ fn header(report: &RunReport, out: &mut String) {
             "direct" => "bypassed (direct I/O)",
             other => other,
         }));
-        let _ = writeln!(out, "data in {} on {fs}; page cache {}; {machine}", env.work_dir, cache.join("/"));
+        let restarted = report.cases.iter().any(|c| c.phases.iter().any(|p| p.server_restarted));
+        let servers = if restarted { "; servers restarted before cold reads (their caches empty too)" } else { "" };
+        let _ = writeln!(out, "data in {} on {fs}; page cache {}{servers}; {machine}", env.work_dir, cache.join("/"));
     }
     if let Some(recipe) = &report.recipe {
         let size = if recipe.scale == 1.0 { "the published size".to_string() } else { format!("×{} of the published size", recipe.scale) };
@@ -466,7 +468,7 @@ fn footer(report: &RunReport, out: &mut String) {
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &report.warnings {
-            let _ = writeln!(out, "  - {w}");
+            let _ = writeln!(out, "  - {}", w.line());
         }
     }
 }

@@ -1,12 +1,16 @@
-//! Cautions printed under the numbers, in the spirit of hyperfine's: what makes a figure weak and
-//! what to do about it.
+//! Cautions under the numbers, in the spirit of hyperfine's: what makes a figure weak and what to
+//! do about it. They are data (`RunReport.warnings`): each has a kind a script can filter on, the
+//! cases it concerns, and its advice, so the table, the CSV reader and the HTML page all say the
+//! same thing.
 
-use super::model::RunReport;
+use super::model::{CaseResult, Headline, RunReport};
 use super::table::{coefficient_of_variation, headline_throughput};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Fewer latency samples than this make tail percentiles guesswork.
-const FEW_SAMPLES: u64 = 30;
+/// p99 from fewer samples than this is one of the few largest samples, not a percentile: at 100
+/// samples the 99th percentile is the second largest.
+const FEW_SAMPLES_FOR_P99: u64 = 100;
 /// Spread across repeats above this (coefficient of variation) deserves a warning.
 const HIGH_CV: f64 = 0.10;
 /// A share of worker time in stowbench's own payload work above this deserves a warning.
@@ -14,86 +18,219 @@ const HIGH_OWN_WORK: f64 = 0.10;
 /// Client CPU above this fraction of the cores its threads could use means the client was busy.
 const CLIENT_BUSY: f64 = 0.90;
 
-/// Warnings for a finished report.
-pub fn for_report(report: &RunReport) -> Vec<String> {
+/// What a warning is about. Names are stable: scripts and the HTML page key on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// The sim backend's numbers are simulated.
+    TestTool,
+    /// Too few latency samples for the percentile the table shows.
+    FewSamples,
+    /// Throughput varies a lot across repeats.
+    HighSpread,
+    /// A winner's margin lies inside the spread of the repeats (the table says "tie").
+    MarginInsideSpread,
+    /// Much of the workers' time went to stowbench's own payload work.
+    OwnWork,
+    /// The client process kept every core its threads could use busy.
+    ClientCpuBound,
+    /// An open-loop phase could not keep its rate.
+    BehindSchedule,
+    /// Reads were served by a warm page cache.
+    WarmCache,
+    /// Cold read phases on a server stowbench did not start: its own cache stayed warm.
+    ServerCacheWarm,
+    /// The machine evicts idle memory, page cache included.
+    IdleMemoryEviction,
+    /// ext4 without a journal slows file creation after mass deletion.
+    Ext4NoJournal,
+    /// Operations failed or were retried.
+    ErrorsOrRetries,
+    /// Whole cases failed.
+    FailedCases,
+    /// A warning from a report written before warnings had kinds (schema version 1).
+    Unclassified,
+}
+
+/// One caution about the numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    /// What it is about.
+    pub kind: WarningKind,
+    /// What was seen, with the figures.
+    pub message: String,
+    /// What to do about it ("" when there is nothing to do).
+    pub advice: String,
+    /// The cases it concerns (all of them; the message names at most a few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub case_ids: Vec<String>,
+    /// The phase it concerns, when it is about one phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+impl Warning {
+    fn new(kind: WarningKind, message: String, advice: &str) -> Warning {
+        Warning { kind, message, advice: advice.into(), case_ids: Vec::new(), phase: None }
+    }
+
+    fn cases(mut self, case_ids: Vec<String>) -> Warning {
+        self.case_ids = case_ids;
+        self
+    }
+
+    fn phase(mut self, phase: &str) -> Warning {
+        self.phase = Some(phase.into());
+        self
+    }
+
+    /// One line for people: the message, then the advice.
+    pub fn line(&self) -> String {
+        if self.advice.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}. {}", self.message, self.advice)
+        }
+    }
+}
+
+/// Warnings for a finished report (headlines already computed: the tie warning reads them).
+pub fn for_report(report: &RunReport) -> Vec<Warning> {
     let mut warnings = Vec::new();
-    if report.cases.iter().any(|c| c.backend_is_test_tool) {
-        warnings.push("the sim backend is a test tool with simulated latency; its numbers are not a result".into());
-    }
-    let few: Vec<&str> = report
-        .cases
-        .iter()
-        .filter(|c| c.phases.iter().any(|p| p.ops.values().any(|o| o.latency.samples > 0 && o.latency.samples < FEW_SAMPLES)))
-        .map(|c| c.case_id.as_str())
-        .collect();
-    if !few.is_empty() {
-        warnings.push(format!(
-            "{} case(s) have fewer than {FEW_SAMPLES} samples per operation (e.g. {}); p99 there is close to the max. Raise objects or dataset",
-            few.len(),
-            few[0]
-        ));
-    }
-    let mut spread: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
-        for p in &c.phases {
-            let base = c.case_id.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or_default();
-            spread.entry((base, p.phase.clone())).or_default().push(headline_throughput(p).1);
-        }
-    }
-    for ((case, phase), values) in spread {
-        if let Some(cv) = coefficient_of_variation(&values).filter(|cv| *cv > HIGH_CV) {
-            warnings.push(format!("{case} {phase}: throughput varies by {:.0}% across repeats; close other programs or add repeats", cv * 100.0));
-        }
-    }
-    warnings.extend(client_limits(report));
-    warnings.extend(behind_schedule(report));
-    let warm_reads = report.cases.iter().any(|c| c.cache_state == "warm" && c.phases.iter().any(|p| p.ops.contains_key("get")));
-    if warm_reads {
-        warnings.push("reads ran with a warm page cache: data just written is likely served from memory. Use cache = \"cold\" (root) to read from disk".into());
-    }
-    if let Some(reclaim) = &report.environment.page_cache_reclaim {
-        warnings.push(format!(
-            "this machine evicts idle memory ({reclaim}): page cache idle that long is evicted too, so \"warm\" reads \
-             after a pause may come from disk and vary from run to run"
-        ));
-    }
-    if report.environment.work_dir_filesystem.as_ref().is_some_and(|f| f.journal == Some(false)) {
+    let test_tool = ids(report.cases.iter().filter(|c| c.backend_is_test_tool));
+    if !test_tool.is_empty() {
         warnings.push(
-            "the data directory's ext4 has no journal: creating files within a minute or more of deleting many (a previous \
-             case's cleanup) is slower, because the inode allocator steps over recently deleted inodes"
-                .into(),
+            Warning::new(WarningKind::TestTool, "the sim backend is a test tool with simulated latency; its numbers are not a result".into(), "")
+                .cases(test_tool),
         );
     }
-    let failed = report.cases.iter().filter(|c| c.status != "ok").count();
-    if failed > 0 {
-        warnings.push(format!("{failed} case(s) failed; their numbers are left out of the comparison"));
+    warnings.extend(few_samples(report));
+    warnings.extend(high_spread(report));
+    warnings.extend(margins_inside_spread(&report.headlines));
+    warnings.extend(client_limits(report));
+    warnings.extend(behind_schedule(report));
+    warnings.extend(errors_or_retries(report));
+    warnings.extend(conditions(report));
+    let failed = ids(report.cases.iter().filter(|c| c.status != "ok"));
+    if !failed.is_empty() {
+        warnings.push(
+            Warning::new(
+                WarningKind::FailedCases,
+                format!("{} case(s) failed (e.g. {}); their numbers are left out of the comparison", failed.len(), failed[0]),
+                "Read each case's failure in the report",
+            )
+            .cases(failed),
+        );
     }
     warnings
+}
+
+fn ids<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<String> {
+    cases.map(|c| c.case_id.clone()).collect()
+}
+
+fn few_samples(report: &RunReport) -> Option<Warning> {
+    let few = ids(report.cases.iter().filter(|c| {
+        c.phases.iter().any(|p| p.ops.values().any(|o| o.latency.samples > 0 && o.latency.samples < FEW_SAMPLES_FOR_P99))
+    }));
+    (!few.is_empty()).then(|| {
+        Warning::new(
+            WarningKind::FewSamples,
+            format!(
+                "{} case(s) have fewer than {FEW_SAMPLES_FOR_P99} latency samples for an operation (e.g. {}): their p99 is one of the \
+                 largest few samples, not a percentile",
+                few.len(),
+                few[0]
+            ),
+            "Raise objects or dataset, or read p50 and max instead",
+        )
+        .cases(few)
+    })
+}
+
+fn high_spread(report: &RunReport) -> Vec<Warning> {
+    // Repeats of one case share its id up to the last "/".
+    let mut spread: BTreeMap<(String, String), (Vec<f64>, Vec<String>)> = BTreeMap::new();
+    for c in report.cases.iter().filter(|c| c.status == "ok") {
+        let base = c.case_id.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or_default();
+        for p in &c.phases {
+            let entry = spread.entry((base.clone(), p.phase.clone())).or_default();
+            entry.0.push(headline_throughput(p).1);
+            entry.1.push(c.case_id.clone());
+        }
+    }
+    spread
+        .into_iter()
+        .filter_map(|((case, phase), (values, case_ids))| {
+            let cv = coefficient_of_variation(&values).filter(|cv| *cv > HIGH_CV)?;
+            Some(
+                Warning::new(
+                    WarningKind::HighSpread,
+                    format!("{case} {phase}: throughput varies by {:.0}% (CV) across {} repeats", cv * 100.0, values.len()),
+                    "Close other programs, sync and let writeback settle, or add repeats",
+                )
+                .cases(case_ids)
+                .phase(&phase),
+            )
+        })
+        .collect()
+}
+
+fn margins_inside_spread(headlines: &[Headline]) -> Option<Warning> {
+    let ties: Vec<&Headline> = headlines.iter().filter(|h| h.verdict == super::spread::Verdict::Tie.name()).collect();
+    let first = ties.first()?;
+    Some(Warning::new(
+        WarningKind::MarginInsideSpread,
+        format!(
+            "{} table row(s) have a winner's margin inside the spread of the repeats (e.g. {} · {} · {} thread{} · {}: {} over {}, shown as a tie)",
+            ties.len(),
+            first.workload,
+            first.phase,
+            first.threads,
+            if first.threads == 1 { "" } else { "s" },
+            first.size_label,
+            first.winner.as_deref().unwrap_or("?"),
+            first.runner_up.as_deref().unwrap_or("?")
+        ),
+        "Add repeats or lengthen the phases before reading a ratio there",
+    ))
 }
 
 /// Cases where the client, not the storage, may have been the limit: much of the workers' time
 /// went to stowbench's own payload work, or (with a server doing the storing) the client
 /// process kept every core it could use busy.
-fn client_limits(report: &RunReport) -> Vec<String> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+fn client_limits(report: &RunReport) -> Vec<Warning> {
+    // The recorded machine, not this one: warnings must come out the same when a report is read back.
+    let cores = f64::from(report.environment.cpu_count.max(1));
     let mut warnings = Vec::new();
     for c in report.cases.iter().filter(|c| c.status == "ok") {
         if let Some(share) = c.own_work_share.filter(|s| *s > HIGH_OWN_WORK) {
-            warnings.push(format!(
-                "{}: {:.0}% of the workers' time went to stowbench's own payload work (generating, checking); it is kept out of the numbers, but the client may have been the limit. Try verify = false to compare",
-                c.case_id,
-                share * 100.0
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::OwnWork,
+                    format!(
+                        "{}: {:.0}% of the workers' time went to stowbench's own payload work (generating, checking); it is kept out of \
+                         the numbers, but the client may have been the limit",
+                        c.case_id,
+                        share * 100.0
+                    ),
+                    "Try verify = false to compare",
+                )
+                .cases(vec![c.case_id.clone()]),
+            );
         }
         let measured_ns: u64 = c.phases.iter().map(|p| p.window_total_ns).sum();
         let client_ns = (c.resources.client_cpu_user_ns + c.resources.client_cpu_system_ns) as f64;
         let usable = (c.threads as f64).min(cores) * c.wall_ns.max(measured_ns) as f64;
         if c.resources.server_cpu_ns.is_some() && usable > 0.0 && client_ns / usable > CLIENT_BUSY {
-            warnings.push(format!(
-                "{}: the client used {:.0}% of the CPU its threads could use; the client, not the server, may have been the limit",
-                c.case_id,
-                client_ns / usable * 100.0
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::ClientCpuBound,
+                    format!("{}: the client used {:.0}% of the CPU its threads could use", c.case_id, client_ns / usable * 100.0),
+                    "The client, not the server, may have been the limit: run the client on another machine or with fewer threads",
+                )
+                .cases(vec![c.case_id.clone()]),
+            );
         }
     }
     warnings
@@ -101,22 +238,111 @@ fn client_limits(report: &RunReport) -> Vec<String> {
 
 /// Open-loop phases whose backend could not keep the rate: their latencies from the intended
 /// start grow with the run's length, not with any property of the storage.
-fn behind_schedule(report: &RunReport) -> Vec<String> {
+fn behind_schedule(report: &RunReport) -> Vec<Warning> {
     let mut out = Vec::new();
     for c in report.cases.iter().filter(|c| c.status == "ok") {
         for p in &c.phases {
             let Some(s) = p.open_loop.as_ref().filter(|s| !s.kept_up) else { continue };
-            let achieved = p.throughput_total.ops_per_s;
-            out.push(format!(
-                "{} {}: could not keep the rate of {}/s: achieved {:.0}/s and ended {} behind the schedule; latencies from the intended start \
-                 include that wait. Lower the rate to find what it sustains",
-                c.case_id,
-                p.phase,
-                crate::units::three_digits(s.rate_per_s),
-                achieved,
-                crate::units::format_nanos(s.end_lag_ns)
-            ));
+            out.push(
+                Warning::new(
+                    WarningKind::BehindSchedule,
+                    format!(
+                        "{} {}: could not keep the rate of {}/s: achieved {:.0}/s and ended {} behind the schedule; latencies from the \
+                         intended start include that wait",
+                        c.case_id,
+                        p.phase,
+                        crate::units::three_digits(s.rate_per_s),
+                        p.throughput_total.ops_per_s,
+                        crate::units::format_nanos(s.end_lag_ns)
+                    ),
+                    "Lower the rate to find what it sustains",
+                )
+                .cases(vec![c.case_id.clone()])
+                .phase(&p.phase),
+            );
         }
     }
     out
+}
+
+fn errors_or_retries(report: &RunReport) -> Option<Warning> {
+    let (mut errors, mut retries) = (0u64, 0u64);
+    let mut cases = Vec::new();
+    for c in &report.cases {
+        let ops = c.phases.iter().flat_map(|p| p.ops.values());
+        let (e, r) = ops.fold((0, 0), |(e, r), o| (e + o.errors.values().sum::<u64>(), r + o.retries));
+        if e + r > 0 {
+            errors += e;
+            retries += r;
+            cases.push(c.case_id.clone());
+        }
+    }
+    (!cases.is_empty()).then(|| {
+        Warning::new(
+            WarningKind::ErrorsOrRetries,
+            format!("{errors} operation error(s) and {retries} retry(ies) in {} case(s) (e.g. {})", cases.len(), cases[0]),
+            "Failed operations are left out of throughput and latency; read errors by kind per operation in the report",
+        )
+        .cases(cases)
+    })
+}
+
+/// Conditions of the machine and cache that colour every number.
+fn conditions(report: &RunReport) -> Vec<Warning> {
+    let mut out = Vec::new();
+    // The sim backend has no page cache to be warm.
+    let warm = ids(report.cases.iter().filter(|c| !c.backend_is_test_tool && c.cache_state == "warm" && c.phases.iter().any(|p| p.ops.contains_key("get"))));
+    if !warm.is_empty() {
+        out.push(
+            Warning::new(
+                WarningKind::WarmCache,
+                "reads ran with a warm page cache: data just written is likely served from memory".into(),
+                "Use cache = \"cold\" (root) to read from disk, or direct = true where the backend has it",
+            )
+            .cases(warm),
+        );
+    }
+    let server_warm = ids(report.cases.iter().filter(|c| {
+        crate::backend::server::is_server_backend(&c.backend) && c.phases.iter().any(|p| p.cache_state == "cold" && !p.server_restarted)
+    }));
+    if !server_warm.is_empty() {
+        out.push(
+            Warning::new(
+                WarningKind::ServerCacheWarm,
+                format!(
+                    "{} case(s) read \"cold\" from a server stowbench's scripts did not start (e.g. {}): the page cache was dropped, but \
+                     the server's own cache (shared buffers, buffer pool) stayed warm",
+                    server_warm.len(),
+                    server_warm[0]
+                ),
+                "Restart the server before the read phase yourself, or start it with scripts/services.sh so stowbench restarts it",
+            )
+            .cases(server_warm),
+        );
+    }
+    if let Some(reclaim) = &report.environment.page_cache_reclaim {
+        out.push(Warning::new(
+            WarningKind::IdleMemoryEviction,
+            format!(
+                "this machine evicts idle memory ({reclaim}): page cache idle that long is evicted too, so \"warm\" reads after a \
+                 pause may come from disk and vary from run to run"
+            ),
+            "Keep phases back to back, or measure cold reads on purpose",
+        ));
+    }
+    if report.environment.work_dir_filesystem.as_ref().is_some_and(|f| f.journal == Some(false)) {
+        out.push(Warning::new(
+            WarningKind::Ext4NoJournal,
+            "the data directory's ext4 has no journal: creating files within a minute or more of deleting many (a previous case's \
+             cleanup) is slower, because the inode allocator steps over recently deleted inodes"
+                .into(),
+            "Compare file-creating cases from separate runs, or use a filesystem with a journal",
+        ));
+    }
+    out
+}
+
+/// A report of schema version 1 held its warnings as plain strings.
+pub fn from_v1(lines: Vec<String>) -> Vec<Warning> {
+    lines.into_iter().map(|message| Warning::new(WarningKind::Unclassified, message, "")).collect()
 }

@@ -12,6 +12,7 @@ pub mod ops;
 pub mod phase;
 pub mod progress;
 pub mod schedule;
+mod space;
 
 use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, Namespace, Session};
@@ -37,6 +38,8 @@ pub struct RunOptions {
     pub work_dir: Option<PathBuf>,
     /// Keep the stored data after each case (for inspection).
     pub keep: bool,
+    /// Run even when the data will not fit in the free space (`--no-space-check`).
+    pub skip_space_check: bool,
     /// Show progress on stderr.
     pub progress: bool,
     /// The command line, for the report.
@@ -65,15 +68,16 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     let run_id = new_run_id();
     let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
     let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb")?;
+    // Refused before anything is written: no report file claims a run that never started.
+    if let Err(e) = preflight(plan, &root, opts) {
+        let _ = namespace::remove(&root.dir);
+        return Err(e);
+    }
     let mut report = crate::report::new_report(plan, &run_id, &opts.command, &root.dir);
     if let Some(dir) = opts.report_path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     crate::report::write_atomically(&opts.report_path, &report)?;
-    if let Err(e) = preflight(plan, &root, &opts.fio) {
-        let _ = namespace::remove(&root.dir);
-        return Err(e);
-    }
     let progress = Progress::new(plan.cases.len() as u64, opts.progress && !plan.cases.is_empty());
     let mut failed = false;
     for case in &plan.cases {
@@ -81,14 +85,23 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
             break;
         }
         progress.start_case(case);
-        let result = run_case(plan, case, &root, opts, interrupted, &progress);
+        let mut result = run_case(plan, case, &root, opts, interrupted, &progress);
         if interrupted.load(Ordering::Relaxed) {
             break; // a case cut short is not a result
+        }
+        let out_of_space = ran_out_of_space(&result);
+        if out_of_space {
+            let why = space::exhausted(&result.case_id, &data_paths(&result));
+            result.status = "failed".into();
+            result.failure = Some(result.failure.take().map_or_else(|| why.clone(), |f| format!("{f}; {why}")));
         }
         failed |= result.status != "ok";
         progress.finish_case(&result);
         report.cases.push(result);
         crate::report::write_atomically(&opts.report_path, &report)?;
+        if out_of_space {
+            break;
+        }
     }
     progress.done();
     for sweep in &plan.fio {
@@ -100,9 +113,9 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     let was_interrupted = interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted();
     report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
-    report.warnings = crate::report::warnings::for_report(&report);
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
+    report.warnings = crate::report::warnings::for_report(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
     crate::report::write_html_atomically(&opts.report_path, &report)?;
     if !opts.keep {
@@ -153,8 +166,22 @@ fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, o
     }
 }
 
-/// Builds every target once and checks every case's sizes against its limits, before any data.
-fn preflight(plan: &Plan, root: &Namespace, fio: &crate::fio::RunOptions) -> Result<(), String> {
+/// Whether a case's operations failed for want of space.
+fn ran_out_of_space(result: &CaseResult) -> bool {
+    let no_space = crate::backend::ErrorKind::NoSpace.name();
+    result.phases.iter().flat_map(|p| p.ops.values()).any(|o| o.errors.contains_key(no_space))
+}
+
+fn data_paths(result: &CaseResult) -> Vec<PathBuf> {
+    let paths = result.backend_info.get("data_paths").and_then(|p| p.as_array());
+    paths.into_iter().flatten().filter_map(|p| p.as_str()).map(PathBuf::from).collect()
+}
+
+/// Builds every target once and checks every case's sizes against its limits and the space its
+/// data needs, before any data.
+fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), String> {
+    let fio = &opts.fio;
+    let mut needs = Vec::new();
     if !plan.fio.is_empty() {
         crate::fio::run::fio_version(&fio.fio_program).map_err(|e| e.to_string())?;
     }
@@ -175,6 +202,9 @@ fn preflight(plan: &Plan, root: &Namespace, fio: &crate::fio::RunOptions) -> Res
         let built = (kind.construct)(&target.options, &ns);
         let caps = built.as_ref().map(|b| b.capabilities());
         if let Ok(b) = &built {
+            if let Some(path) = b.describe().data_paths.first() {
+                needs.extend(plan.cases.iter().filter(|c| c.target == i).map(|c| space::Need::of(c, path)));
+            }
             let _ = b.cleanup();
         }
         namespace::remove(&ns.dir)?;
@@ -189,6 +219,9 @@ fn preflight(plan: &Plan, root: &Namespace, fio: &crate::fio::RunOptions) -> Res
                 target.backend
             ));
         }
+    }
+    if !opts.skip_space_check {
+        space::check(&needs, opts.keep)?;
     }
     Ok(())
 }
@@ -243,6 +276,23 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
     result
 }
 
+type Workers = (Vec<Box<dyn Session>>, Vec<Box<dyn Catalog>>);
+
+/// Opens every worker's session (and file catalog), noting each worker's connect time.
+fn open_workers(backend: &dyn Backend, case: &CasePlan, file_server: bool, case_dir: &Path, clock: &dyn Clock, connect_ns: &mut Vec<u64>) -> Result<Workers, String> {
+    let (mut sessions, mut catalogs): Workers = (Vec::new(), Vec::new());
+    for w in 0..case.threads as usize {
+        // Connections, the catalog's included, are made before any phase: set-up is never timed.
+        let t = clock.now_ns();
+        sessions.push(backend.open_session(w).map_err(|e| format!("worker {w} could not open a session: {e}"))?);
+        if file_server {
+            catalogs.push(backend.open_catalog(w, case_dir).map_err(|e| format!("worker {w} could not open the file catalog: {e}"))?);
+        }
+        connect_ns.push(clock.now_ns() - t);
+    }
+    Ok((sessions, catalogs))
+}
+
 /// Measures one case in `case_dir` (its own namespace directory, where a file-server catalog
 /// that is not kept in the backend's database lives).
 fn measure_case(
@@ -278,18 +328,8 @@ fn measure_case(
         files: Default::default(),
     };
     backend.attach_payload(&run.payload);
-    let sampler = ResourceSampler::start(backend.server_pids());
-    let mut sessions: Vec<Box<dyn Session>> = Vec::new();
-    let mut catalogs: Vec<Box<dyn Catalog>> = Vec::new();
-    for w in 0..case.threads as usize {
-        // Connections, the catalog's included, are made before any phase: set-up is never timed.
-        let t = run.clock.now_ns();
-        sessions.push(backend.open_session(w).map_err(|e| format!("worker {w} could not open a session: {e}"))?);
-        if workload.file_server {
-            catalogs.push(backend.open_catalog(w, case_dir).map_err(|e| format!("worker {w} could not open the file catalog: {e}"))?);
-        }
-        result.connect_ns.push(run.clock.now_ns() - t);
-    }
+    let mut sampler = ResourceSampler::start(backend.server_pids());
+    let (mut sessions, mut catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut result.connect_ns)?;
     if let Some(first) = catalogs.first_mut() {
         first.prepare().map_err(|e| format!("preparing the file catalog failed: {e}"))?;
     }
@@ -301,7 +341,19 @@ fn measure_case(
             break;
         }
         let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
+        let mut server_restarted = false;
         if dropped {
+            if let Some(service) = backend.script_service() {
+                // The connections die with the server: close them first, open new ones after
+                // (not timed, as at the start of the case).
+                sessions.clear();
+                catalogs.clear();
+                let banked = sampler.server_cpu_before_restart();
+                let pid = service.restart()?;
+                sampler.replace_server(banked, pid.into_iter().collect());
+                (sessions, catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut Vec::new())?;
+                server_restarted = true;
+            }
             sampler::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
@@ -310,6 +362,7 @@ fn measure_case(
         let stop = phase::effective_stop(phase.stop, case.objects);
         let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
         measured.cache_state = if direct { "direct" } else if dropped { "cold" } else { "warm" }.into();
+        measured.server_restarted = server_restarted;
         result.phases.push(measured);
     }
     result.resources = sampler.finish();

@@ -342,6 +342,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         payload_generation_ns,
         verification_ns,
         cache_state: String::new(), // the runner knows it
+        server_restarted: false,
         open_loop,
     }
 }

@@ -72,12 +72,17 @@ impl WaitSampler {
         let mut thread = self.thread.lock().unwrap_or_else(|p| p.into_inner());
         if thread.is_none() {
             let mut sampler = shared.connect()?;
-            let (sessions, stop, interval) = (self.sessions.clone(), self.stop.clone(), self.interval);
+            let (sessions, stop, interval, shared) = (self.sessions.clone(), self.stop.clone(), self.interval, shared.clone());
             let started = std::thread::Builder::new().name("pg-wait-sampler".into()).spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(interval);
                     // A failed sample (server restarting) is skipped: the estimate only gets coarser.
-                    let _ = sample_once(&mut sampler, &sessions, interval);
+                    if sample_once(&mut sampler, &sessions, interval).is_err() && sampler.is_closed() {
+                        // The server was restarted (a cold read phase): go on with a new connection.
+                        if let Ok(fresh) = shared.connect() {
+                            sampler = fresh;
+                        }
+                    }
                 }
             })?;
             *thread = Some(started);

@@ -223,9 +223,9 @@ pub(crate) fn sql_error(e: rusqlite::Error, doing: &str) -> BackendError {
     let kind = match e.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => ErrorKind::Conflict,
         Some(ErrorCode::TooBig) => ErrorKind::TooLarge,
+        Some(ErrorCode::DiskFull) => ErrorKind::NoSpace,
         Some(
-            ErrorCode::DiskFull
-            | ErrorCode::SystemIoFailure
+            ErrorCode::SystemIoFailure
             | ErrorCode::CannotOpen
             | ErrorCode::PermissionDenied
             | ErrorCode::ReadOnly

@@ -1,0 +1,94 @@
+//! Disk space on a real small filesystem (a 4 MiB tmpfs mounted by the test, root only): a job
+//! that cannot fit is refused before any data, naming the figures; with the check overridden, the
+//! filesystem filling mid-case ends the run with the figures, keeps a valid report and leaves
+//! nothing behind.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs of `size` mounted in a temporary directory, unmounted when dropped.
+struct SmallFilesystem {
+    _dir: tempfile::TempDir,
+    mount: PathBuf,
+}
+
+impl SmallFilesystem {
+    fn mount(size: &str) -> SmallFilesystem {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path().join("small");
+        std::fs::create_dir(&mount).unwrap();
+        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&mount).output().unwrap();
+        assert!(out.status.success(), "mount tmpfs: {}", String::from_utf8_lossy(&out.stderr));
+        SmallFilesystem { _dir: dir, mount }
+    }
+
+    fn entries(&self) -> Vec<String> {
+        walk(&self.mount).into_iter().map(|p| p.strip_prefix(&self.mount).unwrap().display().to_string()).collect()
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        out.push(entry.path());
+        if entry.path().is_dir() {
+            out.extend(walk(&entry.path()));
+        }
+    }
+    out
+}
+
+impl Drop for SmallFilesystem {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mount).output();
+    }
+}
+
+/// 40 objects of 256 KiB (10 MiB) do not fit in 4 MiB; a second workload would.
+const JOB: &str = "version = 1\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n\
+    [[workload]]\nname = \"big\"\nsizes = [\"256KiB\"]\nobjects = 40\nphases = [\"put\", \"get\"]\n\
+    [[workload]]\nname = \"small\"\nsizes = [\"4KiB\"]\nobjects = 10\nphases = [\"put\", \"get\"]\n";
+
+fn run(dir: &Path, small: &SmallFilesystem, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["run", "job.toml", "--no-progress", "--out", "out", "--work-dir"])
+        .arg(&small.mount)
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_figures() {
+    if !stowbench::sampler::is_root() {
+        assert!(!common::in_ci(), "mounting a small tmpfs needs root, and CI=true");
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    }
+    let small = SmallFilesystem::mount("4m");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), JOB).unwrap();
+
+    let (code, text) = run(dir.path(), &small, &[]);
+    assert_eq!(code, Some(2), "{text}");
+    let expected = "not enough disk space: case fs/big/256KiB/t1/r1 stores about 10.0 MiB (40 objects of 256 KiB) in the tmpfs filesystem mounted at";
+    assert!(text.contains(expected) && text.contains("which has 4.00 MiB free (of 4.00 MiB)") && text.contains("--no-space-check"), "{text}");
+    assert!(!dir.path().join("out").exists(), "a refused run writes no report: {text}");
+    assert_eq!(small.entries(), Vec::<String>::new(), "nothing written");
+
+    let (code, text) = run(dir.path(), &small, &["--no-space-check"]);
+    assert_eq!(code, Some(1), "{text}");
+    let report_path = walk(&dir.path().join("out")).into_iter().find(|p| p.ends_with("report.json")).expect("a report");
+    let report = common::assert_valid_report(&report_path);
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1, "the run stopped at the case that filled the disk: {text}");
+    let failure = cases[0]["failure"].as_str().unwrap_or_default();
+    assert!(failure.contains("ran out of space during case fs/big/256KiB/t1/r1") && failure.contains("free of 4.00 MiB"), "{failure}");
+    assert!(cases[0]["phases"][0]["ops"]["put"]["errors"]["no_space"].as_u64().unwrap_or(0) > 0, "{}", cases[0]["phases"][0]["ops"]["put"]);
+    assert_eq!(report["status"], "failed");
+    assert_eq!(small.entries(), Vec::<String>::new(), "cleanup removed every file of the run, half-written ones included");
+}

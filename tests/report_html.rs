@@ -12,6 +12,7 @@ use std::process::Command;
 use stowbench::report::charts;
 use stowbench::report::model::RunReport;
 use stowbench::report::reporters;
+use stowbench::report::warnings::{Warning, WarningKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports").join(format!("{name}.json"))
@@ -106,7 +107,13 @@ fn the_page_loads_nothing_and_escapes_every_report_string() {
     for case in &mut report.cases {
         case.target = format!("<script>alert('{}')</script>", case.target);
     }
-    report.warnings.push("a <b>bold</b> & \"quoted\" warning".into());
+    report.warnings.push(Warning {
+        kind: WarningKind::Unclassified,
+        message: "a <b>bold</b> & \"quoted\" warning".into(),
+        advice: String::new(),
+        case_ids: Vec::new(),
+        phase: None,
+    });
     report.headlines.clear(); // computed again from the renamed targets
     let page = html(&report);
     assert!(page.starts_with("<!DOCTYPE html>\n") && page.ends_with("</html>\n"));

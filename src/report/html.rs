@@ -42,6 +42,7 @@ figcaption { font-size: 0.85em; color: #444; max-width: 760px; }
 .absent, .note { color: #555; font-style: italic; }
 .warning-count { font-weight: bold; }
 ul.warnings li { margin: 0.3em 0; }
+.scope { color: #555; font-size: 0.9em; }
 nav ul { columns: 2; }
 ";
 
@@ -355,8 +356,8 @@ fn cache_rows(report: &RunReport) -> Vec<Vec<String>> {
     rows
 }
 
-/// Every warning of the report, as a list. The one place warnings become HTML: when warnings
-/// gain kinds and advice, only this function changes.
+/// Every warning of the report, as a list: its kind, what was seen, what to do, and the cases and
+/// phase it concerns. The one place warnings become HTML.
 fn warnings_section(report: &RunReport) -> String {
     let mut out = heading("Warnings");
     if report.warnings.is_empty() {
@@ -364,7 +365,19 @@ fn warnings_section(report: &RunReport) -> String {
     }
     out += "<ul class=\"warnings\">\n";
     for warning in &report.warnings {
-        let _ = writeln!(out, "<li>{}</li>", escape(warning));
+        let kind = serde_json::to_value(warning.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let _ = write!(out, "<li class=\"{}\"><strong>{}</strong>: {}", escape(&kind), escape(&kind.replace('_', " ")), escape(&warning.message));
+        if !warning.advice.is_empty() {
+            let _ = write!(out, ". <em>{}</em>", escape(&warning.advice));
+        }
+        let mut scope: Vec<String> = warning.phase.iter().map(|p| format!("phase {p}")).collect();
+        if !warning.case_ids.is_empty() {
+            scope.push(format!("{} case(s): {}", warning.case_ids.len(), warning.case_ids.join(", ")));
+        }
+        if !scope.is_empty() {
+            let _ = write!(out, " <span class=\"scope\">({})</span>", escape(&scope.join("; ")));
+        }
+        out += "</li>\n";
     }
     out + "</ul>\n"
 }

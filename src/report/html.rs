@@ -366,7 +366,9 @@ fn warnings_section(report: &RunReport) -> String {
     out += "<ul class=\"warnings\">\n";
     for warning in &report.warnings {
         let kind = serde_json::to_value(warning.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-        let _ = write!(out, "<li class=\"{}\"><strong>{}</strong>: {}", escape(&kind), escape(&kind.replace('_', " ")), escape(&warning.message));
+        // Reports before warnings had kinds: the message alone, no "unclassified" label.
+        let label = if kind == "unclassified" { String::new() } else { format!("<strong>{}</strong>: ", escape(&kind.replace('_', " "))) };
+        let _ = write!(out, "<li class=\"{}\">{label}{}", escape(&kind), escape(&warning.message));
         if !warning.advice.is_empty() {
             let _ = write!(out, ". <em>{}</em>", escape(&warning.advice));
         }

@@ -287,7 +287,7 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     let opts = RunOptions { report_path: report_path.clone(), progress: !output.no_progress, ..opts };
     let outcome = runner::run(plan, &opts, interrupted)?;
     print!("{}", render(&outcome.report));
-    eprintln!("report: {}", report_path.display());
+    eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display());
     if outcome.exit_code == 130 {
         let finished = outcome.report.cases.len() + outcome.report.fio_cases.len();
         eprintln!("interrupted: {finished} finished case(s) kept in the report");

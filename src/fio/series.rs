@@ -145,14 +145,17 @@ fn make_point(iodepth: u32, runs: &[&FioCaseResult]) -> Point {
     }
 }
 
+/// The columns of the fio table.
+pub const TABLE_HEADER: [&str; 14] = ["target", "fs", "rw", "bs", "jobs", "qd", "files", "size", "run", "IOPS", "bandwidth", "lat p50", "lat p99", "lat p99.9"];
+
 /// A plain-text table of results, one row per case, columns aligned.
 pub fn render_table(results: &[FioCaseResult]) -> String {
-    let header = ["target", "fs", "rw", "bs", "jobs", "qd", "files", "size", "run", "IOPS", "bandwidth", "lat p50", "lat p99", "lat p99.9"];
     let rows: Vec<Vec<String>> = results.iter().map(table_row).collect();
-    align(&header, &rows)
+    align(&TABLE_HEADER, &rows)
 }
 
-fn table_row(r: &FioCaseResult) -> Vec<String> {
+/// One result's cells, in `TABLE_HEADER`'s order (latencies "read / write" for mixes).
+pub fn table_row(r: &FioCaseResult) -> Vec<String> {
     let lat = |pick: fn(&super::parse::DirectionStats) -> Option<u64>| {
         let parts: Vec<String> = [r.read.as_ref(), r.write.as_ref()]
             .into_iter()

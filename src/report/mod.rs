@@ -1,16 +1,20 @@
 //! The run report: its model (`model`), how it is written (atomically, after every case), the
 //! environment it records (`env`), cautions for readers (`warnings`), and the renderers that turn
-//! it into a terminal table (`table`) or CSV (`csv`); `compare` sets runs side by side.
+//! it into a terminal table (`table`), CSV (`csv`) or an HTML page with charts (`html`, `charts`,
+//! `svg`); `compare` sets runs side by side.
 //! Renderers are pure functions of a report, and `reporters` is the one list of them.
 
 pub mod breakeven;
+pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod env;
+pub mod html;
 pub mod model;
 pub mod repeats;
 pub mod reporters;
 pub mod spread;
+pub mod svg;
 pub mod table;
 pub mod warnings;
 
@@ -85,6 +89,17 @@ pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, text + "\n").map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("cannot move {} into place: {e}", path.display()))
+}
+
+/// Writes the report's HTML page beside its JSON file (`report.json` → `report.html`), through a
+/// temporary file and a rename like the JSON. Called once, when the run ends (finished or
+/// interrupted): rendering every chart after every case would cost a long run more than it
+/// measures, and `stowbench report report.json --format html` renders a page from any report.
+pub fn write_html_atomically(json_path: &Path, report: &RunReport) -> Result<(), String> {
+    let path = json_path.with_extension("html");
+    let tmp = json_path.with_extension("html.tmp");
+    std::fs::write(&tmp, html::render(report)).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot move {} into place: {e}", path.display()))
 }
 
 /// Reads a report file back.

@@ -16,6 +16,15 @@ type Groups = BTreeMap<(usize, String), (String, Vec<u64>, Vec<u64>)>;
 
 /// Writes the summary when some case ran more than once; nothing otherwise.
 pub fn write(report: &RunReport, out: &mut String) {
+    let lines = rows(report);
+    if lines.len() > 1 {
+        let _ = writeln!(out, "\nacross repeats: each phase's whole time (mean, min–max, coefficient of variation) and the time sessions waited for a writer lock (mean, all threads)");
+        write_columns(&lines, out);
+    }
+}
+
+/// The summary's header row, then one row per case and phase that ran more than once.
+pub fn rows(report: &RunReport) -> Vec<Vec<String>> {
     let mut groups: Groups = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for c in report.cases.iter().filter(|c| c.status == "ok") {
@@ -47,8 +56,5 @@ pub fn write(report: &RunReport, out: &mut String) {
             },
         ]);
     }
-    if lines.len() > 1 {
-        let _ = writeln!(out, "\nacross repeats: each phase's whole time (mean, min–max, coefficient of variation) and the time sessions waited for a writer lock (mean, all threads)");
-        write_columns(&lines, out);
-    }
+    lines
 }

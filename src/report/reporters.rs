@@ -38,8 +38,12 @@ pub const REPORTERS: &[Reporter] = &[
         report: Some(super::csv::render),
         comparison: Some(compare::render::csv),
     },
-    // The run report's HTML page is being built (report::html); the comparison has its table now.
-    Reporter { name: "html", summary: "a self-contained HTML page", report: None, comparison: Some(compare::render::html_page) },
+    Reporter {
+        name: "html",
+        summary: "a self-contained HTML page with charts",
+        report: Some(super::html::render),
+        comparison: Some(compare::render::html_page),
+    },
 ];
 
 fn json<T: Serialize>(value: &T) -> String {

@@ -286,7 +286,7 @@ fn winner_text(ranked: &[(Spread, &str)]) -> String {
 /// The break-even sizes of one table group. A pair of targets whose faster one changes once has
 /// a break-even; a pair that changes places several times is within its noise there, and is only
 /// counted (report.json keeps every crossing).
-fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
+pub(crate) fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
     let mut by_pair: BTreeMap<(String, String, String), Vec<&BreakEven>> = BTreeMap::new();
     for b in crossings {
         let mut pair = [b.faster_below.clone(), b.faster_above.clone()];
@@ -425,14 +425,10 @@ fn cell_text(cell: &Cell, empty_objects: bool) -> String {
     text
 }
 
-fn footer(report: &RunReport, out: &mut String) {
-    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != "ok").collect();
-    if !failed.is_empty() {
-        let _ = writeln!(out, "\nfailed cases:");
-        for c in failed {
-            let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
-        }
-    }
+/// The per-case table under the groups: header row first, then one row per finished case (put
+/// phase time, growth, writer wait, disk allocated and stored, own-work share). The HTML page
+/// shows the same rows.
+pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
     let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
     for c in report.cases.iter().filter(|c| c.status == "ok") {
         let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
@@ -452,6 +448,18 @@ fn footer(report: &RunReport, out: &mut String) {
             cell(c.own_work_share.map(|s| format!("{:.1}%", s * 100.0))),
         ]);
     }
+    lines
+}
+
+fn footer(report: &RunReport, out: &mut String) {
+    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != "ok").collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\nfailed cases:");
+        for c in failed {
+            let _ = writeln!(out, "  {}: {}", c.case_id, c.failure.clone().unwrap_or_default());
+        }
+    }
+    let lines = case_rows(report);
     if lines.len() > 1 {
         let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
         write_columns(&lines, out);

@@ -118,6 +118,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     report.headlines = crate::report::table::headlines(&report);
     report.warnings = crate::report::warnings::for_report(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
+    crate::report::write_html_atomically(&opts.report_path, &report)?;
     if !opts.keep {
         namespace::remove(&root.dir)?;
     }

@@ -101,10 +101,17 @@ pub fn html_fragment(c: &Comparison) -> String {
 
 /// A self-contained HTML page (no scripts, fonts or links to load) holding `html_fragment`.
 pub fn html_page(c: &Comparison) -> String {
+    page(&format!("stowbench compare: {}", c.baseline.file), "stowbench compare", STYLE, &html_fragment(c))
+}
+
+/// The page around a body: title, heading, inline style. Its Content-Security-Policy allows
+/// nothing but inline styles, so a page that tried to load anything (a font, a script, an image
+/// from the network) would fail loudly in a browser instead of silently needing the network.
+pub fn page(title: &str, heading: &str, style: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>stowbench compare: {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>stowbench compare</h1>\n{}</body>\n</html>\n",
-        escape(&c.baseline.file),
-        html_fragment(c)
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n<title>{}</title>\n<style>\n{style}</style>\n</head>\n<body>\n<h1>{}</h1>\n{body}</body>\n</html>\n",
+        escape(title),
+        escape(heading)
     )
 }
 

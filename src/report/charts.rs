@@ -1,0 +1,379 @@
+//! Which charts a run report gets, and from which of its data: throughput against object size,
+//! latency percentiles, the per-second timeline, latency as the store fills, fio's IOPS and MB/s
+//! against outstanding I/O, and resources per case. Each group says in words why it has no chart
+//! when the report holds nothing for it, rather than drawing an empty one.
+//!
+//! Pure functions of the report; how a chart is drawn is `report::svg`'s business.
+
+use super::model::{CaseResult, Headline, LatencySummary, PhaseResult, RunReport};
+use super::spread::Spread;
+use super::svg::{Axis, Chart, Kind, Point, Scale, Series, Unit};
+use super::table::median;
+use crate::fio::FioCaseResult;
+use std::collections::BTreeMap;
+
+/// One chart and the sentence under it that says what its marks are.
+pub struct Figure {
+    /// The chart.
+    pub chart: Chart,
+    /// What the points, lines and bars are.
+    pub caption: String,
+}
+
+/// The charts of one kind, or why there are none.
+pub struct ChartGroup {
+    /// Section heading.
+    pub heading: &'static str,
+    /// The charts, possibly none.
+    pub figures: Vec<Figure>,
+    /// Why there is no chart (set when `figures` is empty).
+    pub absent: String,
+    /// What was left out of the charts and why, one sentence each.
+    pub notes: Vec<String>,
+}
+
+/// The table's rows as data: the report's own, or computed from its cases while a run is still
+/// adding them (the headlines are stored at the end).
+pub fn headlines(report: &RunReport) -> Vec<Headline> {
+    if report.headlines.is_empty() { super::table::headlines(report) } else { report.headlines.clone() }
+}
+
+/// Every chart group, in page order.
+pub fn all(report: &RunReport) -> Vec<ChartGroup> {
+    vec![throughput_by_size(report), latency_percentiles(report), timeline(report), growth(report), fio(report), resources(report)]
+}
+
+fn axis(label: &str, unit: Unit, scale: Scale) -> Axis {
+    Axis { label: label.into(), unit, scale, categories: Vec::new() }
+}
+
+fn group(heading: &'static str, figures: Vec<Figure>, absent: &str) -> ChartGroup {
+    ChartGroup { heading, figures, absent: absent.into(), notes: Vec::new() }
+}
+
+fn threads_text(threads: u32) -> String {
+    format!("{threads} thread{}", if threads == 1 { "" } else { "s" })
+}
+
+/// A size label the chart can place: a fixed size (not a distribution, not empty objects).
+fn fixed_size(size_label: &str, size_bytes: u64) -> bool {
+    size_bytes > 0 && !size_label.starts_with("uniform-") && !size_label.starts_with("loguniform-")
+}
+
+const INTERVAL_NOTE: &str = "error bars: the 95 % confidence interval of the mean (Student's t), where there are 2 or more repeats, as in the table";
+
+fn throughput_by_size(report: &RunReport) -> ChartGroup {
+    let mut rows: BTreeMap<(String, String, u32), Vec<&Headline>> = BTreeMap::new();
+    let all = headlines(report);
+    for h in all.iter().filter(|h| h.metric == "bytes_per_s" && fixed_size(&h.size_label, h.size_bytes)) {
+        rows.entry((h.workload.clone(), h.phase.clone(), h.threads)).or_default().push(h);
+    }
+    let (mut figures, mut notes) = (Vec::new(), Vec::new());
+    for ((workload, phase, threads), sizes) in rows {
+        if sizes.len() < 2 {
+            let label = sizes.first().map_or("", |h| h.size_label.as_str());
+            notes.push(format!("{phase} · {} · workload {workload}: one object size only ({label}), so no line to draw; its figures are in the headlines.", threads_text(threads)));
+            continue;
+        }
+        let mut by_target: BTreeMap<&str, Vec<Point>> = BTreeMap::new();
+        for h in &sizes {
+            for f in h.figures.iter().filter(|f| f.mean.is_some()) {
+                let interval = f.ci95_low.zip(f.ci95_high);
+                by_target.entry(&f.target).or_default().push(Point { x: h.size_bytes as f64, y: f.mean.unwrap_or(0.0), interval });
+            }
+        }
+        let with_bars = by_target.values().flatten().any(|p| p.interval.is_some());
+        let series = by_target.into_iter().map(|(t, mut points)| {
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            Series { name: t.to_string(), points, look: None }
+        });
+        figures.push(Figure {
+            chart: Chart {
+                title: format!("{phase} throughput against object size · {} · workload {workload}", threads_text(threads)),
+                x: axis("object size", Unit::Bytes, Scale::Log2),
+                y: axis("throughput", Unit::BytesPerSecond, Scale::Log10),
+                series: series.collect(),
+                kind: Kind::Lines,
+            },
+            caption: format!(
+                "Steady-state window; each point is the mean of a target's repeats{}.",
+                if with_bars { format!("; {INTERVAL_NOTE} (an interval reaching zero is cut at the axis' bottom)") } else { "; one run each: no error bars".into() }
+            ),
+        });
+    }
+    let mut group = group("Throughput against object size", figures, "No workload measured two or more fixed object sizes (empty objects and size distributions are in the headlines).");
+    group.notes = notes;
+    group
+}
+
+/// (workload, phase label, threads) → the ok cases with that phase, and the phase's index in each.
+type PhaseGroups<'a> = BTreeMap<(String, String, u32), Vec<(&'a CaseResult, &'a PhaseResult)>>;
+
+fn phase_groups(report: &RunReport) -> PhaseGroups<'_> {
+    let mut groups: PhaseGroups = BTreeMap::new();
+    for case in report.cases.iter().filter(|c| c.status == "ok") {
+        for phase in &case.phases {
+            groups.entry((case.workload.clone(), phase.phase.clone(), case.threads)).or_default().push((case, phase));
+        }
+    }
+    groups
+}
+
+/// (target, size in bytes, size label).
+type TargetSize<'a> = (&'a str, u64, &'a str);
+
+const PERCENTILES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "max"];
+
+fn percentiles(l: &LatencySummary) -> [f64; 5] {
+    [l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.max_ns].map(|v| v as f64)
+}
+
+fn latency_percentiles(report: &RunReport) -> ChartGroup {
+    let mut figures = Vec::new();
+    for ((workload, phase, threads), members) in phase_groups(report) {
+        let ops: Vec<&String> = members.iter().flat_map(|(_, p)| p.ops.keys()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let open_loop = members.iter().any(|(_, p)| p.open_loop.is_some());
+        for op in ops {
+            // (target, size) → each percentile's values over the repeats, in first-seen order
+            let mut series: Vec<(TargetSize, Vec<[f64; 5]>)> = Vec::new();
+            for (case, p) in &members {
+                let Some(result) = p.ops.get(op).filter(|r| r.count > 0) else { continue };
+                let key = (case.target.as_str(), case.size_bytes_max, case.size_label.as_str());
+                let values = percentiles(result.response_latency.as_ref().unwrap_or(&result.latency));
+                match series.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, v)) => v.push(values),
+                    None => series.push((key, vec![values])),
+                }
+            }
+            if series.is_empty() {
+                continue;
+            }
+            let repeats = series.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
+            let targets = first_seen(series.iter().map(|((t, _, _), _)| *t));
+            let mut sizes: Vec<u64> = series.iter().map(|((_, s, _), _)| *s).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            let lines = series.into_iter().map(|((target, size, label), runs)| Series {
+                name: format!("{target} {label}"),
+                points: (0..PERCENTILES.len())
+                    .map(|i| Point { x: i as f64, y: median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>()).unwrap_or(0.0), interval: None })
+                    .collect(),
+                // One colour per target, one dash per size while three dash patterns tell them apart.
+                look: (sizes.len() <= 3).then(|| (index_of(&targets, target), sizes.iter().position(|s| *s == size).unwrap_or(0))),
+            });
+            let mut x = axis("percentile", Unit::Plain(""), Scale::Categories);
+            x.categories = PERCENTILES.map(String::from).to_vec();
+            let from = if open_loop { "from each operation's intended start (open loop)" } else { "from each operation's start" };
+            figures.push(Figure {
+                chart: Chart {
+                    title: format!("{op} latency percentiles · {phase} · {} · workload {workload}", threads_text(threads)),
+                    x,
+                    y: axis("latency", Unit::Nanos, Scale::Log10),
+                    series: lines.collect(),
+                    kind: Kind::Lines,
+                },
+                caption: format!("Latency of successful operations {from}; one line per target and size, the median of {} over the repeats.", if repeats > 1 { "each percentile" } else { "the run (one repeat)" }),
+            });
+        }
+    }
+    group("Latency percentiles", figures, "No finished case with measured operations.")
+}
+
+/// The distinct items in the order they first appear.
+fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
+}
+
+fn index_of(items: &[&str], item: &str) -> usize {
+    items.iter().position(|i| *i == item).unwrap_or(0)
+}
+
+/// A case's name inside a chart of its group: what differs there (target, size, repeat).
+fn member_name(case: &CaseResult, with_size: bool) -> String {
+    let size = if with_size { format!(" {}", case.size_label) } else { String::new() };
+    format!("{}{size} r{}", case.target, case.repeat)
+}
+
+fn timeline(report: &RunReport) -> ChartGroup {
+    let (mut figures, mut short) = (Vec::new(), 0);
+    for ((workload, phase, threads), members) in phase_groups(report) {
+        let long: Vec<_> = members.iter().filter(|(_, p)| p.timeline_per_second.len() >= 2).collect();
+        if long.is_empty() {
+            short += 1;
+            continue;
+        }
+        let series = long.iter().map(|(case, p)| Series {
+            name: member_name(case, true),
+            points: p.timeline_per_second.iter().map(|s| Point { x: s.second as f64, y: s.ops as f64, interval: None }).collect(),
+            look: None,
+        });
+        figures.push(Figure {
+            chart: Chart {
+                title: format!("{phase} operations per second over time · {} · workload {workload}", threads_text(threads)),
+                x: axis("time since the phase started", Unit::Plain("s"), Scale::Linear),
+                y: axis("operations completed", Unit::Plain("op/s"), Scale::Linear),
+                series: series.collect(),
+                kind: Kind::Lines,
+            },
+            caption: "All operations of the phase, one line per case (rN: repeat N); the last second may be partial.".into(),
+        });
+    }
+    let absent = if short == 0 {
+        "No finished case with measured phases."
+    } else {
+        "Every phase ended within its first two seconds: the timeline needs longer phases (duration = \"30s\" in the job)."
+    };
+    let mut group = group("Per-second timeline", figures, absent);
+    if short > 0 && !group.figures.is_empty() {
+        group.notes.push(format!("{short} other phase group(s) ended within their first two seconds: too short for a timeline."));
+    }
+    group
+}
+
+fn growth(report: &RunReport) -> ChartGroup {
+    let mut figures = Vec::new();
+    for ((workload, phase, threads), members) in phase_groups(report) {
+        let mut by_size: BTreeMap<(u64, String), Vec<(&CaseResult, &PhaseResult)>> = BTreeMap::new();
+        for (case, p) in members.iter().filter(|(_, p)| p.ops.contains_key("put") && p.timeline_by_op_index.len() >= 2) {
+            by_size.entry((case.size_bytes_max, case.size_label.clone())).or_default().push((case, p));
+        }
+        for ((_, size_label), cases) in by_size {
+            let bucket = cases.iter().map(|(_, p)| p.op_index_bucket_ops).max().unwrap_or(1);
+            let targets = first_seen(cases.iter().map(|(c, _)| c.target.as_str()));
+            // One colour per target, one dash per repeat.
+            let series = cases.iter().map(|(case, p)| Series {
+                name: member_name(case, false),
+                points: p.timeline_by_op_index.iter().filter(|b| b.ops > 0).map(|b| Point { x: b.first_op_index as f64, y: b.mean_ns, interval: None }).collect(),
+                look: Some((index_of(&targets, &case.target), case.repeat.saturating_sub(1) as usize)),
+            });
+            figures.push(Figure {
+                chart: Chart {
+                    title: format!("{phase} latency as the store fills · {size_label} · {} · workload {workload}", threads_text(threads)),
+                    x: axis("operations already done in the phase", Unit::Plain("count"), Scale::Linear),
+                    y: axis("mean latency", Unit::Nanos, Scale::Log10),
+                    series: series.collect(),
+                    kind: Kind::Lines,
+                },
+                caption: format!(
+                    "Mean latency of each run of {bucket} operation{} in issue order, one line per case (rN: repeat N); in a put phase on an empty store the x axis counts the objects already stored.",
+                    if bucket == 1 { "" } else { "s" }
+                ),
+            });
+        }
+    }
+    group("Latency as the store fills", figures, "No phase with puts recorded latency by operation index.")
+}
+
+fn fio(report: &RunReport) -> ChartGroup {
+    use crate::fio::series;
+    if report.fio_cases.is_empty() {
+        return group("fio: IOPS and bandwidth against outstanding I/O", Vec::new(), "No fio cases in this run.");
+    }
+    let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);
+    let mut figures = Vec::new();
+    for chart in series::iops_vs_iodepth(&report.fio_cases, threads) {
+        for (quantity, label, unit, pick) in [("IOPS", "read + write operations", Unit::Plain("IOPS"), iops as fn(&FioCaseResult) -> f64), ("bandwidth", "read + write bandwidth", Unit::BytesPerSecond, bandwidth)] {
+            let lines = chart.series.iter().map(|s| Series {
+                name: s.name.clone(),
+                points: s
+                    .points
+                    .iter()
+                    .map(|p| {
+                        let runs: Vec<f64> = report
+                            .fio_cases
+                            .iter()
+                            .filter(|r| r.numjobs == chart.numjobs && r.bs_bytes == chart.bs_bytes && r.iodepth == p.iodepth)
+                            .filter(|r| r.target_label == s.target_label && r.rw == s.rw && r.size_bytes == s.size_bytes && r.nrfiles == s.nrfiles)
+                            .map(pick)
+                            .collect();
+                        let spread = Spread::of(&runs);
+                        Point { x: f64::from(p.iodepth), y: spread.map_or(0.0, |s| s.mean), interval: spread.and_then(|s| s.ci95) }
+                    })
+                    .collect(),
+                look: None,
+            });
+            figures.push(Figure {
+                chart: Chart {
+                    title: format!("fio {quantity} against outstanding I/O · {}", chart.title),
+                    x: axis("outstanding I/O per thread, fio iodepth", Unit::Plain("I/Os"), Scale::Log2),
+                    y: axis(label, unit, Scale::Linear),
+                    series: lines.collect(),
+                    kind: Kind::Lines,
+                },
+                caption: format!("Reads plus writes, summed over {}; each point is the mean of its runs; {INTERVAL_NOTE}. Other thread counts are in the fio table.", threads_text(threads)),
+            });
+        }
+    }
+    group("fio: IOPS and bandwidth against outstanding I/O", figures, "")
+}
+
+fn iops(r: &FioCaseResult) -> f64 {
+    r.iops
+}
+
+fn bandwidth(r: &FioCaseResult) -> f64 {
+    r.bw_bytes_per_s as f64
+}
+
+fn resources(report: &RunReport) -> ChartGroup {
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == "ok").collect();
+    if cases.is_empty() {
+        return group("Resources per case", Vec::new(), "No finished case.");
+    }
+    let categories: Vec<String> = cases.iter().map(|c| c.case_id.clone()).collect();
+    let bars = |title: &str, label: &str, unit: Unit, series: Vec<(&str, Vec<Option<f64>>)>| Chart {
+        title: title.into(),
+        x: axis(label, unit, Scale::Linear),
+        y: Axis { label: "case".into(), unit: Unit::Plain(""), scale: Scale::Categories, categories: categories.clone() },
+        series: series
+            .into_iter()
+            .filter(|(_, values)| values.iter().any(Option::is_some))
+            .map(|(name, values)| Series {
+                name: name.into(),
+                points: values.iter().enumerate().filter_map(|(i, v)| v.map(|y| Point { x: i as f64, y, interval: None })).collect(),
+                look: None,
+            })
+            .collect(),
+        kind: Kind::Bars,
+    };
+    let each = |f: &dyn Fn(&CaseResult) -> Option<f64>| cases.iter().map(|c| f(c)).collect::<Vec<_>>();
+    let server = cases.iter().any(|c| c.resources.server_rss_peak_bytes.is_some() || c.resources.server_cpu_ns.is_some());
+    let server_note = if server { "" } else { " No server process was measured in this run (local stores only)." };
+    let memory = bars(
+        "peak resident memory per case",
+        "peak resident memory",
+        Unit::Bytes,
+        vec![
+            ("stowbench (client)", each(&|c| Some(c.resources.client_rss_peak_bytes as f64))),
+            ("server", each(&|c| c.resources.server_rss_peak_bytes.map(|b| b as f64))),
+        ],
+    );
+    let cpu = bars(
+        "CPU time per case",
+        "CPU time",
+        Unit::Nanos,
+        vec![
+            ("stowbench (client), user + system", each(&|c| Some((c.resources.client_cpu_user_ns + c.resources.client_cpu_system_ns) as f64))),
+            ("server", each(&|c| c.resources.server_cpu_ns.map(|n| n as f64))),
+        ],
+    );
+    let amplification = bars(
+        "disk amplification per case",
+        "allocated on disk ÷ bytes stored",
+        Unit::Plain("×"),
+        vec![("allocated ÷ stored", each(&|c| c.disk.amplification))],
+    );
+    let mut figures = vec![
+        Figure { chart: memory, caption: format!("Peak resident memory during each case (server: its process tree summed).{server_note}") },
+        Figure { chart: cpu, caption: format!("CPU time used during each case.{server_note}") },
+        Figure { chart: amplification, caption: "Bytes allocated under the backend's data paths after the load, over the bytes of live objects (1 = no overhead).".into() },
+    ];
+    figures.retain(|f| !f.chart.series.is_empty());
+    group("Resources per case", figures, "No resource figures were recorded.")
+}

@@ -12,7 +12,7 @@ use crate::clock::Clock;
 use crate::job::Op;
 use crate::stats::WorkerStats;
 use crate::workload::keys::write_key_name;
-use crate::workload::payload::{DigestSink, Mismatch, HEADER_BYTES};
+use crate::workload::payload::{DamageKind, DigestSink, Mismatch, HEADER_BYTES};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
@@ -193,11 +193,18 @@ impl Worker<'_, '_> {
     /// after streaming the value): read it again through the verifier so the report names the
     /// damage from the bytes as it does for every other backend. When those bytes are right, the
     /// damage lies where only the backend looks (its record header or checksum): kind `other`.
+    /// A backend may also refuse part-way (a size check before streaming): right bytes that stop
+    /// short then say where it stopped, not that the object is that short, so they are `other`.
     fn found_by_backend(&mut self, key: u64, name: &str, snapshot: &Snapshot, e: &BackendError) -> Mismatch {
         let hint = snapshot.known().map_or(0, |(g, _)| g);
         let mut verifier = self.ctx.payload.verifier(key, hint);
         let _ = self.session.get(name, &mut verifier); // it fails again: its error is `e`
         match verifier.finish() {
+            Err(mut m) if m.kind == DamageKind::Truncated => {
+                m.kind = DamageKind::Other;
+                m.detail = format!("the backend refused the object after {} right bytes: {e}", m.offset_bytes);
+                m
+            }
             Err(mut m) => {
                 m.detail = format!("{} (the backend's own check failed too: {e})", m.detail);
                 m

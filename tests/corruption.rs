@@ -73,11 +73,13 @@ fn job(target: &str, verify: bool) -> String {
     )
 }
 
-/// Runs `job` with the binary; returns the exit code, stdout and the report.
-fn run(job: &str) -> (Option<i32>, String, Value) {
+/// Runs `job` with the binary (and `env`, which the hook inherits); returns the exit code, the
+/// output and the report.
+fn run(job: &str, env: &[(&str, &str)]) -> (Option<i32>, String, Value) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("job.toml"), job).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["run", "job.toml", "--no-progress"]).current_dir(dir.path()).output().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stowbench"));
+    let out = command.args(["run", "job.toml", "--no-progress"]).envs(env.iter().copied()).current_dir(dir.path()).output().unwrap();
     let stdout = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let report = find_report(&dir.path().join("stowbench-results")).unwrap_or_else(|| panic!("no report; output:\n{stdout}"));
     common::assert_valid_report(&report);
@@ -88,24 +90,39 @@ fn find_report(results: &Path) -> Option<std::path::PathBuf> {
     std::fs::read_dir(results).ok()?.flatten().map(|e| e.path().join("report.json")).find(|p| p.exists())
 }
 
+/// What a backend's storage lets the hook do to an object's length, and what the report says.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// The object is cut short: `truncated` at the new length.
+    Truncated,
+    /// The bytes are cut but the length the backend records is not: the backend's own check
+    /// refuses the object before sending a byte, reported as `other` at offset 0.
+    RefusedByBackend,
+    /// A container: its record keeps its length, nothing is cut.
+    NotDone,
+}
+
 /// The damage the report must list, as (key, kind, offset, other key), sorted.
-fn expected(truncates: bool) -> Vec<(String, String, u64, Option<String>)> {
+fn expected(cut: Cut) -> Vec<(String, String, u64, Option<String>)> {
     let mut want = vec![
         (key(FLIPPED.0), "flipped".to_string(), FLIPPED.1, None),
         (key(ZEROED.0), "zeroed".to_string(), ZEROED.1, None),
         (key(SWAPPED.0), "swapped".to_string(), 0, Some(key(SWAPPED.1))),
         (key(SWAPPED.1), "swapped".to_string(), 0, Some(key(SWAPPED.0))),
     ];
-    if truncates {
-        want.push((key(TRUNCATED.0), "truncated".to_string(), TRUNCATED.1, None));
+    match cut {
+        Cut::Truncated => want.push((key(TRUNCATED.0), "truncated".to_string(), TRUNCATED.1, None)),
+        Cut::RefusedByBackend => want.push((key(TRUNCATED.0), "other".to_string(), 0, None)),
+        Cut::NotDone => {}
     }
     want.sort();
     want
 }
 
 /// Runs the corrupting job on `target` and checks the report lists exactly the damage done.
-fn damage_is_reported(target: &str, truncates: bool) {
-    let (code, output, report) = run(&job(target, true));
+fn damage_is_reported(target: &str, cut: Cut) {
+    let env: &[(&str, &str)] = if cut == Cut::RefusedByBackend { &[("CORRUPTION_KEEP_LENGTH", "1")] } else { &[] };
+    let (code, output, report) = run(&job(target, true), env);
     let case = &report["cases"][0];
     let v = &case["verification"];
     let mut listed: Vec<(String, String, u64, Option<String>)> = v["mismatched"]
@@ -115,10 +132,10 @@ fn damage_is_reported(target: &str, truncates: bool) {
         .map(|m| (m["key"].as_str().unwrap().into(), m["kind"].as_str().unwrap().into(), m["offset_bytes"].as_u64().unwrap(), m["other_key"].as_str().map(String::from)))
         .collect();
     listed.sort();
-    assert_eq!(listed, expected(truncates), "report: {v:#}\n{output}");
+    assert_eq!(listed, expected(cut), "report: {v:#}\n{output}");
     assert_eq!(v["mismatches"].as_u64(), Some(listed.len() as u64));
     assert_eq!(v["checked"].as_u64(), Some(OBJECTS), "every get was checked: {v}");
-    if truncates {
+    if cut == Cut::Truncated {
         let t = v["mismatched"].as_array().unwrap().iter().find(|m| m["kind"] == "truncated").unwrap();
         assert_eq!((t["expected_bytes"].as_u64(), t["actual_bytes"].as_u64()), (Some(SIZE_BYTES), Some(TRUNCATED.1)), "{t}");
     }
@@ -141,76 +158,81 @@ fn available(env: &str) -> bool {
 
 #[test]
 fn fs_damage_is_reported() {
-    damage_is_reported("backend = \"fs\"", true);
+    damage_is_reported("backend = \"fs\"", Cut::Truncated);
 }
 
 #[test]
 fn sqlite_damage_is_reported() {
-    damage_is_reported("backend = \"sqlite\"", true);
+    damage_is_reported("backend = \"sqlite\"", Cut::Truncated);
 }
 
 #[test]
 fn sqlite_file_damage_is_reported() {
-    damage_is_reported("backend = \"sqlite-file\"", true);
+    damage_is_reported("backend = \"sqlite-file\"", Cut::Truncated);
 }
 
 #[test]
 fn pack_damage_is_reported() {
-    damage_is_reported("backend = \"pack\"", false);
+    damage_is_reported("backend = \"pack\"", Cut::NotDone);
 }
 
 #[test]
 fn postgres_bytea_damage_is_reported() {
     if available("STOWBENCH_PG_URI") {
-        damage_is_reported("backend = \"postgres\"\nmode = \"bytea\"", true);
+        damage_is_reported("backend = \"postgres\"\nmode = \"bytea\"", Cut::Truncated);
     }
 }
 
 #[test]
 fn postgres_lo_damage_is_reported() {
     if available("STOWBENCH_PG_URI") {
-        damage_is_reported("backend = \"postgres\"\nmode = \"lo\"", true);
+        damage_is_reported("backend = \"postgres\"\nmode = \"lo\"", Cut::Truncated);
     }
 }
 
 #[test]
 fn postgres_file_damage_is_reported() {
     if available("STOWBENCH_PG_URI") {
-        damage_is_reported("backend = \"postgres\"\nmode = \"file\"", true);
+        damage_is_reported("backend = \"postgres\"\nmode = \"file\"", Cut::Truncated);
     }
 }
 
 #[test]
 fn mariadb_inline_damage_is_reported() {
     if available("STOWBENCH_MARIADB_URI") {
-        damage_is_reported("backend = \"mariadb\"", true);
+        damage_is_reported("backend = \"mariadb\"", Cut::Truncated);
     }
 }
 
 #[test]
 fn mariadb_file_damage_is_reported() {
     if available("STOWBENCH_MARIADB_URI") {
-        damage_is_reported("backend = \"mariadb\"\nmode = \"file\"", true);
+        damage_is_reported("backend = \"mariadb\"\nmode = \"file\"", Cut::Truncated);
     }
 }
 
 #[test]
 fn s3_damage_is_reported() {
     if available("STOWBENCH_S3_ENDPOINT") {
-        damage_is_reported("backend = \"s3\"", true);
+        damage_is_reported("backend = \"s3\"", Cut::Truncated);
     }
 }
 
 #[test]
 fn gridfs_damage_is_reported() {
     if available("STOWBENCH_MONGO_URI") {
-        damage_is_reported("backend = \"gridfs\"", true);
+        damage_is_reported("backend = \"gridfs\"", Cut::Truncated);
     }
 }
 
 #[test]
+fn a_truncation_the_backend_itself_catches_still_names_the_key() {
+    damage_is_reported("backend = \"sqlite\"", Cut::RefusedByBackend);
+}
+
+#[test]
 fn without_verification_the_report_says_the_data_was_not_verified() {
-    let (code, output, report) = run(&job("backend = \"fs\"", false));
+    let (code, output, report) = run(&job("backend = \"fs\"", false), &[]);
     let case = &report["cases"][0];
     assert_eq!(case["verification"]["enabled"], false);
     assert_eq!(case["verification"]["checked"], 0);
@@ -224,7 +246,7 @@ fn without_verification_the_report_says_the_data_was_not_verified() {
 fn a_before_command_that_fails_fails_the_case_with_its_message() {
     let job = job("backend = \"fs\"", true);
     let job = job.lines().map(|l| if l.starts_with("before") { "before = [\"sh\", \"-c\", \"echo no disk >&2; exit 4\"]".to_string() } else { l.to_string() }).collect::<Vec<_>>().join("\n");
-    let (code, output, report) = run(&job);
+    let (code, output, report) = run(&job, &[]);
     assert_eq!(code, Some(1), "{output}");
     let failure = report["cases"][0]["failure"].as_str().unwrap();
     assert!(failure.contains("before command") && failure.contains("exit status: 4") && failure.contains("no disk"), "{failure}");

@@ -193,16 +193,17 @@ impl Worker<'_, '_> {
     /// after streaming the value): read it again through the verifier so the report names the
     /// damage from the bytes as it does for every other backend. When those bytes are right, the
     /// damage lies where only the backend looks (its record header or checksum): kind `other`.
-    /// A backend may also refuse part-way (a size check before streaming): right bytes that stop
-    /// short then say where it stopped, not that the object is that short, so they are `other`.
+    /// A backend may also refuse before sending a byte (row + file backends compare the file's
+    /// length with the row's first): nothing was seen then, so the kind is `other`, with the
+    /// backend's message. Right bytes that stop short are `truncated`, as without the check.
     fn found_by_backend(&mut self, key: u64, name: &str, snapshot: &Snapshot, e: &BackendError) -> Mismatch {
         let hint = snapshot.known().map_or(0, |(g, _)| g);
         let mut verifier = self.ctx.payload.verifier(key, hint);
         let _ = self.session.get(name, &mut verifier); // it fails again: its error is `e`
         match verifier.finish() {
-            Err(mut m) if m.kind == DamageKind::Truncated => {
-                m.kind = DamageKind::Other;
-                m.detail = format!("the backend refused the object after {} right bytes: {e}", m.offset_bytes);
+            Err(mut m) if m.kind == DamageKind::Truncated && m.actual_bytes == Some(0) => {
+                (m.kind, m.actual_bytes) = (DamageKind::Other, None);
+                m.detail = format!("the backend refused the object before sending a byte: {e}");
                 m
             }
             Err(mut m) => {

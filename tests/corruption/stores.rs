@@ -2,6 +2,11 @@
 //! misbehaving tool or a failing disk would: files on disk, rows by SQL, large objects, S3
 //! objects, GridFS chunks, bytes inside a pack file. Only what `STOWBENCH_BACKEND_INFO` (the
 //! `before` hook's environment) and the services' own variables say is used to find them.
+//!
+//! Where a store records an object's length beside its bytes (a row's size_bytes, GridFS's
+//! length), a write updates it too: the object is then consistently shorter, which only
+//! stowbench's verification can tell. With `CORRUPTION_KEEP_LENGTH=1` the recorded length is
+//! left alone, so the backend's own length check is what finds a truncation.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -25,27 +30,44 @@ fn env(name: &str) -> String {
 
 /// The store the hook's case uses.
 pub fn open(info: &Value) -> Box<dyn Store> {
+    let set_length = std::env::var("CORRUPTION_KEEP_LENGTH").is_err();
     let opt = |k: &str| info["options"][k].as_str().map(String::from).unwrap_or_default();
     let paths: Vec<PathBuf> = info["data_paths"].as_array().unwrap().iter().map(|p| PathBuf::from(p.as_str().unwrap())).collect();
     match (info["backend"].as_str().unwrap(), opt("mode").as_str()) {
         ("fs", _) => Box::new(Files::fanout(&paths[0], info["options"]["fanout_levels"].as_u64().unwrap() as u32)),
         ("postgres", "file") => Box::new(Files::fanout(&paths[0], 2)),
-        ("sqlite", _) => Box::new(SqliteRows(rusqlite::Connection::open(&paths[0]).unwrap())),
+        ("sqlite", _) => Box::new(SqliteRows { db: rusqlite::Connection::open(&paths[0]).unwrap(), set_length }),
         ("sqlite-file", _) => {
             let db = rusqlite::Connection::open(&paths[0]).unwrap();
             let files = paths[1].clone();
-            Box::new(Files { path_of: Box::new(move |key| files.join(db.query_row("SELECT path FROM objects WHERE key = ?1", [key], |r| r.get::<_, String>(0)).unwrap())) })
+            Box::new(Files {
+                path_of: Box::new(move |key, len| {
+                    if let Some(len) = len.filter(|_| set_length) {
+                        db.execute("UPDATE objects SET size_bytes = ?2 WHERE key = ?1", rusqlite::params![key, len as i64]).unwrap();
+                    }
+                    files.join(db.query_row("SELECT path FROM objects WHERE key = ?1", [key], |r| r.get::<_, String>(0)).unwrap())
+                }),
+            })
         }
-        ("postgres", mode) => Box::new(PgRows { client: postgres::Client::connect(&env("STOWBENCH_PG_URI"), postgres::NoTls).unwrap(), table: opt("table"), lo: mode == "lo" }),
+        ("postgres", mode) => {
+            let client = postgres::Client::connect(&env("STOWBENCH_PG_URI"), postgres::NoTls).unwrap();
+            Box::new(PgRows { client, table: opt("table"), lo: mode == "lo", set_length })
+        }
         ("mariadb", mode) => {
             let table = opt("table").split('.').map(|p| format!("`{p}`")).collect::<Vec<_>>().join(".");
             let opts = mysql::OptsBuilder::from_opts(mysql::Opts::from_url(&env("STOWBENCH_MARIADB_URI")).unwrap()).prefer_socket(false);
             let conn = mysql::Conn::new(opts).unwrap();
             if mode == "file" {
                 let (mut conn, files) = (conn, paths[0].clone());
-                let sql = format!("SELECT path FROM {table} WHERE k = ?");
                 Box::new(Files {
-                    path_of: Box::new(move |key| files.join(String::from_utf8(mysql::prelude::Queryable::exec_first::<Vec<u8>, _, _>(&mut conn, &sql, (key,)).unwrap().unwrap()).unwrap())),
+                    path_of: Box::new(move |key, len| {
+                        use mysql::prelude::Queryable;
+                        if let Some(len) = len.filter(|_| set_length) {
+                            conn.exec_drop(format!("UPDATE {table} SET size_bytes = ? WHERE k = ?"), (len, key)).unwrap();
+                        }
+                        let path: Vec<u8> = conn.exec_first(format!("SELECT path FROM {table} WHERE k = ?"), (key,)).unwrap().unwrap();
+                        files.join(String::from_utf8(path).unwrap())
+                    }),
                 })
             } else {
                 Box::new(MariaRows { conn, table })
@@ -58,35 +80,40 @@ pub fn open(info: &Value) -> Box<dyn Store> {
     }
 }
 
-/// Objects as files: `path_of` says where a key's content file is.
+/// Objects as files: `path_of(key, new length)` says where a key's content file is (and records
+/// the new length in the key's row, for a write, where the backend keeps one).
 struct Files {
-    path_of: Box<dyn FnMut(&str) -> PathBuf>,
+    path_of: Box<dyn FnMut(&str, Option<u64>) -> PathBuf>,
 }
 
 impl Files {
     fn fanout(root: &Path, levels: u32) -> Files {
         let root = root.to_path_buf();
-        Files { path_of: Box::new(move |key| stowbench::backend::fs::fanout_path(&root, key, levels)) }
+        Files { path_of: Box::new(move |key, _| stowbench::backend::fs::fanout_path(&root, key, levels)) }
     }
 }
 
 impl Store for Files {
     fn read(&mut self, key: &str) -> Vec<u8> {
-        std::fs::read((self.path_of)(key)).unwrap()
+        std::fs::read((self.path_of)(key, None)).unwrap()
     }
     fn write(&mut self, key: &str, bytes: &[u8]) {
-        std::fs::write((self.path_of)(key), bytes).unwrap();
+        std::fs::write((self.path_of)(key, Some(bytes.len() as u64)), bytes).unwrap();
     }
 }
 
-struct SqliteRows(rusqlite::Connection);
+struct SqliteRows {
+    db: rusqlite::Connection,
+    set_length: bool,
+}
 
 impl Store for SqliteRows {
     fn read(&mut self, key: &str) -> Vec<u8> {
-        self.0.query_row("SELECT body FROM objects WHERE key = ?1", [key], |r| r.get(0)).unwrap()
+        self.db.query_row("SELECT body FROM objects WHERE key = ?1", [key], |r| r.get(0)).unwrap()
     }
     fn write(&mut self, key: &str, bytes: &[u8]) {
-        assert_eq!(self.0.execute("UPDATE objects SET body = ?2 WHERE key = ?1", rusqlite::params![key, bytes]).unwrap(), 1);
+        let sql = if self.set_length { "UPDATE objects SET body = ?2, size_bytes = length(?2) WHERE key = ?1" } else { "UPDATE objects SET body = ?2 WHERE key = ?1" };
+        assert_eq!(self.db.execute(sql, rusqlite::params![key, bytes]).unwrap(), 1);
     }
 }
 
@@ -95,6 +122,7 @@ struct PgRows {
     client: postgres::Client,
     table: String,
     lo: bool,
+    set_length: bool,
 }
 
 impl Store for PgRows {
@@ -115,6 +143,9 @@ impl Store for PgRows {
         let fd: i32 = tx.query_one("SELECT lo_open($1, 131072)", &[&oid]).unwrap().get(0); // INV_WRITE
         tx.query_one("SELECT lo_truncate($1, $2)", &[&fd, &(bytes.len() as i32)]).unwrap();
         tx.query_one("SELECT lo_close($1)", &[&fd]).unwrap();
+        if self.set_length {
+            tx.execute(&format!("UPDATE {} SET size_bytes = $2 WHERE key = $1", self.table), &[&key.as_bytes(), &(bytes.len() as i64)]).unwrap();
+        }
         tx.commit().unwrap();
     }
 }

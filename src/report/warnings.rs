@@ -298,8 +298,8 @@ fn verification(report: &RunReport) -> Vec<Warning> {
     let damaged: Vec<&CaseResult> = report.cases.iter().filter(|c| c.verification.mismatches > 0).collect();
     if !damaged.is_empty() {
         let total: u64 = damaged.iter().map(|c| c.verification.mismatches).sum();
-        let some: Vec<String> = damaged.iter().flat_map(|c| &c.verification.mismatched).take(3).map(|m| m.line()).collect();
-        let shown = if some.is_empty() { String::new() } else { format!(": {}", some.join("; ")) };
+        let some: Vec<String> = damaged.iter().flat_map(|c| &c.verification.mismatched).take(3).map(|m| m.short()).collect();
+        let shown = if some.is_empty() { String::new() } else { format!(": {}", some.join(", ")) };
         out.push(
             Warning::new(
                 WarningKind::DataMismatch,

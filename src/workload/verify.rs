@@ -82,7 +82,12 @@ impl Mismatch {
 
     /// One line: key, kind, offset and detail.
     pub fn line(&self) -> String {
-        format!("{} {} at byte {}: {}", self.key, self.kind.name(), self.offset_bytes, self.detail)
+        format!("{}: {}", self.short(), self.detail)
+    }
+
+    /// Key, kind and offset: "obj-0000000001 flipped at byte 5000".
+    pub fn short(&self) -> String {
+        format!("{} {} at byte {}", self.key, self.kind.name(), self.offset_bytes)
     }
 }
 

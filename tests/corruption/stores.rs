@@ -76,6 +76,8 @@ pub fn open(info: &Value) -> Box<dyn Store> {
         ("s3", _) => Box::new(S3Objects::new(&opt("bucket"), &opt("region"), &opt("prefix"))),
         ("gridfs", _) => Box::new(GridFs::new(&opt("database"), &opt("bucket"))),
         ("pack", _) => Box::new(PackRecords(paths[0].clone())),
+        ("zip", _) => Box::new(ZipEntries(paths[0].join("store.zip"))),
+        ("cfb", _) => Box::new(CfbStreams(cfb::open_rw(paths[0].join("store.cfb")).unwrap())),
         (other, _) => panic!("no corrupting store for backend {other}"),
     }
 }
@@ -291,6 +293,72 @@ impl Store for PackRecords {
         let (file, at, len) = self.locate(key);
         assert_eq!(bytes.len() as u64, len, "a pack value is overwritten in place, same length");
         std::os::unix::fs::FileExt::write_all_at(&file, bytes, at).unwrap();
+    }
+    fn can_truncate(&self) -> bool {
+        false
+    }
+}
+
+/// Stored entries of the zip archive, found by its central directory and overwritten in place.
+struct ZipEntries(PathBuf);
+
+impl ZipEntries {
+    /// The archive and the offset and length of `key`'s entry data.
+    fn locate(&self, key: &str) -> (std::fs::File, u64, u64) {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&self.0).unwrap();
+        let mut archive = zip::ZipArchive::new(file.try_clone().unwrap()).unwrap();
+        let entry = archive.by_name(&stowbench::backend::zip::entry_name(key)).unwrap();
+        assert_eq!(entry.compression(), zip::CompressionMethod::Stored);
+        // The data follows the 30-byte local header, its name and its extra field.
+        let mut lengths = [0u8; 4];
+        file.read_exact_at(&mut lengths, entry.header_start() + 26).unwrap();
+        let skip = 30 + u16::from_le_bytes([lengths[0], lengths[1]]) as u64 + u16::from_le_bytes([lengths[2], lengths[3]]) as u64;
+        (file, entry.header_start() + skip, entry.size())
+    }
+}
+
+impl Store for ZipEntries {
+    fn read(&mut self, key: &str) -> Vec<u8> {
+        let (file, at, len) = self.locate(key);
+        let mut out = vec![0u8; len as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut out, at).unwrap();
+        out
+    }
+    fn write(&mut self, key: &str, bytes: &[u8]) {
+        let (file, at, len) = self.locate(key);
+        assert_eq!(bytes.len() as u64, len, "a zip entry is overwritten in place, same length");
+        std::os::unix::fs::FileExt::write_all_at(&file, bytes, at).unwrap();
+    }
+    fn can_truncate(&self) -> bool {
+        false
+    }
+}
+
+/// Streams of the compound file (the committed slot of each key), rewritten in place through
+/// the cfb crate the backend uses, so the bytes land in the stream's own sectors.
+struct CfbStreams(cfb::CompoundFile<std::fs::File>);
+
+impl CfbStreams {
+    fn current(&self, key: &str) -> String {
+        let committed = |p: &String| self.0.entry(p).is_ok_and(|e| e.is_stream() && e.state_bits() != 0);
+        stowbench::backend::cfb::slot_paths(key).into_iter().find(committed).unwrap_or_else(|| panic!("no committed stream of {key}"))
+    }
+}
+
+impl Store for CfbStreams {
+    fn read(&mut self, key: &str) -> Vec<u8> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        self.0.open_stream(self.current(key)).unwrap().read_to_end(&mut out).unwrap();
+        out
+    }
+    fn write(&mut self, key: &str, bytes: &[u8]) {
+        use std::io::Write;
+        let mut stream = self.0.open_stream(self.current(key)).unwrap();
+        assert_eq!(stream.len(), bytes.len() as u64, "a stream is overwritten in place, same length");
+        stream.write_all(bytes).unwrap();
+        stream.flush().unwrap();
     }
     fn can_truncate(&self) -> bool {
         false

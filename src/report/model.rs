@@ -554,3 +554,23 @@ impl Verification {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::payload::Mismatch;
+
+    #[test]
+    fn the_list_of_damaged_objects_is_bounded_and_says_when_it_is_cut() {
+        let m = |i: u64| Mismatch::other(&crate::workload::keys::key_name(i), i, "damaged".into());
+        let (first, second): (Vec<Mismatch>, Vec<Mismatch>) = ((0..60).map(m).collect(), (60..100).map(m).collect());
+        let mut v = Verification::default();
+        v.add(200, 60, &first);
+        assert!(!v.mismatched_cut);
+        // The second worker found 90 but kept only its first 40 (its own bound is the same).
+        v.add(200, 90, &second);
+        assert_eq!((v.mismatches, v.mismatched.len(), v.mismatched_cut), (150, MISMATCHES_LISTED, true));
+        assert_eq!(v.first_mismatch.as_ref().map(|m| m.offset_bytes), Some(0));
+        assert_eq!(v.mismatched.last().map(|m| m.offset_bytes), Some(99), "in the order found");
+    }
+}

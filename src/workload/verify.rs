@@ -180,8 +180,10 @@ impl<'s> Verifier<'s> {
         let e = self.expected.expect("started");
         let (seen, name) = (self.seen, key_name(self.key));
         let mut m = Mismatch::other(&name, 0, String::new());
-        (m.expected_bytes, m.actual_bytes) = (Some(self.spec.size_of(e.key, e.generation)), Some(seen));
+        (m.expected_bytes, m.actual_bytes) = (Some(e.len), Some(seen));
         if e.key != self.key {
+            // The length this key was put with, not the other key's.
+            m.expected_bytes = Some(self.spec.size_of(self.key, self.generation_hint));
             let other = key_name(e.key);
             if self.first.is_none() && seen == e.len {
                 m.kind = DamageKind::Swapped;
@@ -192,7 +194,6 @@ impl<'s> Verifier<'s> {
             }
             return Err(m);
         }
-        m.expected_bytes = Some(e.len);
         match (self.first, seen.cmp(&e.len)) {
             (None, std::cmp::Ordering::Equal) => return Ok(()),
             (None, std::cmp::Ordering::Less) => {

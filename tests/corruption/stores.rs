@@ -85,8 +85,11 @@ pub fn open(info: &Value) -> Box<dyn Store> {
 /// Objects as files: `path_of(key, new length)` says where a key's content file is (and records
 /// the new length in the key's row, for a write, where the backend keeps one).
 struct Files {
-    path_of: Box<dyn FnMut(&str, Option<u64>) -> PathBuf>,
+    path_of: PathOf,
 }
+
+/// Where a key's content file is, given the key and, for a write, its new length.
+type PathOf = Box<dyn FnMut(&str, Option<u64>) -> PathBuf>;
 
 impl Files {
     fn fanout(root: &Path, levels: u32) -> Files {

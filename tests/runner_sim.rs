@@ -99,8 +99,10 @@ fn a_corrupt_read_names_the_key_and_offset_and_fails_the_run() {
     let case = &run.report.cases[0];
     assert_eq!(case.verification.mismatches, 7);
     let m = case.verification.first_mismatch.as_ref().unwrap();
-    assert_eq!(m.offset_bytes, 5000);
+    assert_eq!((m.offset_bytes, m.kind), (5000, stowbench::workload::payload::DamageKind::Flipped));
     assert!(m.key.starts_with("obj-"));
+    assert_eq!(case.verification.mismatched.len(), 7, "every damaged object is listed");
+    assert!(case.verification.mismatched.iter().all(|m| m.offset_bytes == 5000 && m.kind == stowbench::workload::payload::DamageKind::Flipped));
     assert!(case.failure.as_ref().unwrap().contains("at byte 5000"));
     assert_eq!(case.phases[1].ops["get"].errors["corrupt"], 7);
 }

@@ -10,19 +10,12 @@
 
 mod common;
 
+use common::available;
+
 use stowbench::backend::options::Options;
 use stowbench::backend::server::owned_name;
 use stowbench::backend::{Backend, ErrorKind, Namespace, Session};
 
-/// Whether the service behind `env` is configured; fails in CI, skips loudly elsewhere.
-fn available(env: &str) -> bool {
-    if std::env::var(env).is_ok_and(|v| !v.trim().is_empty()) {
-        return true;
-    }
-    assert!(!common::in_ci(), "{env} is not set and CI=true: run scripts/services.sh start and eval \"$(scripts/services.sh env)\"");
-    eprintln!("SKIPPED: {env} is not set — start the services (scripts/services.sh start; eval \"$(scripts/services.sh env)\") to run this test");
-    false
-}
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is set"))

@@ -243,6 +243,9 @@ pub struct PhasePlan {
     /// soon as one ends).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<Rate>,
+    /// A command and its arguments run before the phase (`runner::hook`); empty: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<String>,
 }
 
 impl PhasePlan {
@@ -258,6 +261,7 @@ impl PhasePlan {
             read_recent: None,
             even_split: false,
             rate: None,
+            before: Vec::new(),
         }
     }
 
@@ -462,6 +466,11 @@ pub fn build(job: &JobSpec, source: &str, text: &str) -> Result<Plan, String> {
     for spanned in &job.workloads {
         let w = spanned.get_ref();
         let start = spanned.span().start;
+        for (i, phase) in w.phase_tables.iter().enumerate() {
+            if let Some(before) = &phase.before {
+                check_before(before.get_ref()).map_err(|m| ctx.at(before.span().start, &format!("workload \"{}\", phase {}, before", w.name, i + 1), m))?;
+            }
+        }
         let plan = Arc::new(build_workload(w, |field, msg| ctx.at(start, &format!("workload \"{}\", {field}", w.name), msg))?);
         if workloads.iter().any(|p: &Arc<WorkloadPlan>| p.name == plan.name) {
             return Err(ctx.at(start, "workload", format!("the name \"{}\" is used twice; names must be unique", w.name)));
@@ -667,6 +676,25 @@ fn file_server_rules(w: &WorkloadSpec, phases: &[PhasePlan]) -> Result<bool, (&'
     Ok(true)
 }
 
+/// Checks a phase's `before` command: present, and a program that can be found now (a typo
+/// should fail `stowbench validate`, not the first case after minutes of loading).
+fn check_before(command: &[String]) -> Result<(), String> {
+    let example = "e.g. before = [\"./corrupt.sh\", \"--flip\"]";
+    let Some(program) = command.first().filter(|p| !p.trim().is_empty()) else {
+        return Err(format!("the command is empty; give the program and its arguments, {example}, or remove before"));
+    };
+    let found = if program.contains('/') {
+        std::path::Path::new(program).is_file()
+    } else {
+        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    };
+    if !found {
+        let where_ = if program.contains('/') { "relative to the directory stowbench runs in" } else { "in PATH" };
+        return Err(format!("program \"{program}\" was not found ({where_}); give its path, {example}"));
+    }
+    Ok(())
+}
+
 fn simple_phase(name: &str, key_order: KeyOrder) -> Result<PhasePlan, String> {
     let op = Op::parse(name).ok_or_else(|| {
         let names = Op::ALL.map(Op::name);
@@ -763,7 +791,8 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         (Some(text), Some(_)) => format!("{label} @ {}", text.trim()),
         _ => label,
     };
-    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split, rate })
+    let before = p.before.as_ref().map(|b| b.get_ref().clone()).unwrap_or_default();
+    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split, rate, before })
 }
 
 fn sizes_of(w: &WorkloadSpec, err: impl Fn(&str, String) -> String) -> Result<Vec<SizeSpec>, String> {

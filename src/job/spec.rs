@@ -178,6 +178,11 @@ pub struct PhaseSpec {
     /// ... or a duration.
     #[serde(default)]
     pub warmup: Option<Nanos>,
+    /// A command and its arguments, run before the phase (before its warm-up and any cache
+    /// drop), with the case's storage named in `STOWBENCH_*` environment variables: fio's
+    /// exec_prerun. Its failure fails the case.
+    #[serde(default)]
+    pub before: Option<toml::Spanned<Vec<String>>>,
 }
 
 /// A job file error located in its source.

@@ -515,15 +515,62 @@ pub struct FileServerResult {
     pub problems: Vec<String>,
 }
 
+/// Objects listed in `Verification::mismatched` per case (and kept per worker): enough to see
+/// a pattern, bounded so a store that lost everything does not make a report of gigabytes.
+pub const MISMATCHES_LISTED: usize = 100;
+
 /// Read-back checks.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Verification {
-    /// Whether gets were checked.
+    /// Whether gets were checked. When false nothing that was read was compared with what was
+    /// put, and the report says so (warning `not_verified`).
     pub enabled: bool,
-    /// Objects checked.
+    /// Gets checked.
     pub checked: u64,
-    /// Objects that differed from what was put.
+    /// Checked gets whose content differed from what was put.
     pub mismatches: u64,
-    /// The first difference found: key, byte offset and what differed.
+    /// The first difference found: key, byte offset, kind and what differed.
     pub first_mismatch: Option<crate::workload::payload::Mismatch>,
+    /// Every differing get, in the order found, up to `MISMATCHES_LISTED` (then
+    /// `mismatched_cut` is true and `mismatches` has the full count). Absent in reports written
+    /// before it existed, and when nothing differed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatched: Vec<crate::workload::payload::Mismatch>,
+    /// Whether `mismatched` stops at `MISMATCHES_LISTED` and more objects differed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mismatched_cut: bool,
+}
+
+impl Verification {
+    /// Adds one worker's checks.
+    pub fn add(&mut self, checked: u64, mismatches: u64, mismatched: &[crate::workload::payload::Mismatch]) {
+        self.checked += checked;
+        self.mismatches += mismatches;
+        let room = MISMATCHES_LISTED.saturating_sub(self.mismatched.len());
+        self.mismatched.extend(mismatched.iter().take(room).cloned());
+        self.mismatched_cut = self.mismatches > self.mismatched.len() as u64;
+        if self.first_mismatch.is_none() {
+            self.first_mismatch = self.mismatched.first().cloned();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::payload::Mismatch;
+
+    #[test]
+    fn the_list_of_damaged_objects_is_bounded_and_says_when_it_is_cut() {
+        let m = |i: u64| Mismatch::other(&crate::workload::keys::key_name(i), i, "damaged".into());
+        let (first, second): (Vec<Mismatch>, Vec<Mismatch>) = ((0..60).map(m).collect(), (60..100).map(m).collect());
+        let mut v = Verification::default();
+        v.add(200, 60, &first);
+        assert!(!v.mismatched_cut);
+        // The second worker found 90 but kept only its first 40 (its own bound is the same).
+        v.add(200, 90, &second);
+        assert_eq!((v.mismatches, v.mismatched.len(), v.mismatched_cut), (150, MISMATCHES_LISTED, true));
+        assert_eq!(v.first_mismatch.as_ref().map(|m| m.offset_bytes), Some(0));
+        assert_eq!(v.mismatched.last().map(|m| m.offset_bytes), Some(99), "in the order found");
+    }
 }

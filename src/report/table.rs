@@ -465,6 +465,10 @@ fn footer(report: &RunReport, out: &mut String) {
         write_columns(&lines, out);
     }
     super::repeats::write(report, out);
+    let unchecked: Vec<&str> = report.cases.iter().filter(|c| !c.verification.enabled && c.status != "skipped").map(|c| c.case_id.as_str()).collect();
+    if !unchecked.is_empty() {
+        let _ = writeln!(out, "\ndata not verified (verify = false): {}", unchecked.join(", "));
+    }
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
         for w in &report.warnings {

@@ -46,6 +46,10 @@ pub enum WarningKind {
     Ext4NoJournal,
     /// Operations failed or were retried.
     ErrorsOrRetries,
+    /// Objects read back differed from what was put (each is listed in `verification.mismatched`).
+    DataMismatch,
+    /// Gets were not compared with what was put (verify = false): the data was not verified.
+    NotVerified,
     /// Whole cases failed.
     FailedCases,
     /// A warning from a report written before warnings had kinds (schema version 1).
@@ -111,6 +115,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(behind_schedule(report));
     warnings.extend(errors_or_retries(report));
     warnings.extend(conditions(report));
+    warnings.extend(verification(report));
     let failed = ids(report.cases.iter().filter(|c| c.status != "ok"));
     if !failed.is_empty() {
         warnings.push(
@@ -285,6 +290,39 @@ fn errors_or_retries(report: &RunReport) -> Option<Warning> {
         )
         .cases(cases)
     })
+}
+
+/// Objects that came back damaged, and cases whose reads were never checked.
+fn verification(report: &RunReport) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let damaged: Vec<&CaseResult> = report.cases.iter().filter(|c| c.verification.mismatches > 0).collect();
+    if !damaged.is_empty() {
+        let total: u64 = damaged.iter().map(|c| c.verification.mismatches).sum();
+        let some: Vec<String> = damaged.iter().flat_map(|c| &c.verification.mismatched).take(3).map(|m| m.short()).collect();
+        let shown = if some.is_empty() { String::new() } else { format!(": {}", some.join(", ")) };
+        out.push(
+            Warning::new(
+                WarningKind::DataMismatch,
+                format!("{total} object(s) read back differ from what was put, in {} case(s){shown}", damaged.len()),
+                "Each damaged object is listed with its offset and kind in verification.mismatched of the report",
+            )
+            .cases(ids(damaged.into_iter())),
+        );
+    }
+    // A case that read nothing has nothing to verify; one that read with verify = false does.
+    let reads = |c: &&CaseResult| c.phases.iter().any(|p| ["get", "download"].iter().any(|op| p.ops.contains_key(*op)));
+    let unchecked = ids(report.cases.iter().filter(|c| !c.verification.enabled && c.status != "skipped").filter(reads));
+    if !unchecked.is_empty() {
+        out.push(
+            Warning::new(
+                WarningKind::NotVerified,
+                format!("the data was not verified: {} case(s) read with verify = false (e.g. {}), so damaged or wrong objects would pass unseen", unchecked.len(), unchecked[0]),
+                "Leave verify on (the default) to check every get; its cost is kept out of the timings",
+            )
+            .cases(unchecked),
+        );
+    }
+    out
 }
 
 /// Conditions of the machine and cache that colour every number.

@@ -250,6 +250,8 @@ impl Worker<'_, '_> {
         } else {
             "the downloaded bytes differ from the uploaded content (digest mismatch)".to_string()
         };
-        Err(Mismatch { key: name.to_string(), offset_bytes: 0, detail })
+        let mut m = Mismatch::other(name, 0, detail);
+        (m.expected_bytes, m.actual_bytes) = (Some(size), Some(sink.len()));
+        Err(m)
     }
 }

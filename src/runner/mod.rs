@@ -7,6 +7,7 @@
 
 mod audit;
 pub mod fileserver;
+pub mod hook;
 pub mod keytable;
 pub mod ops;
 pub mod phase;
@@ -341,6 +342,10 @@ fn measure_case(
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
+        if !phase.before.is_empty() {
+            // First, so a cold read afterwards reads what the command left on disk.
+            hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label)?;
+        }
         let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
         let mut server_restarted = false;
         if dropped {
@@ -432,11 +437,7 @@ impl CaseRun<'_> {
         let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
         for w in &workers {
             self.files.add(&w.files);
-            self.verification.checked += w.verified;
-            self.verification.mismatches += w.mismatches;
-            if self.verification.first_mismatch.is_none() {
-                self.verification.first_mismatch = w.first_mismatch.clone();
-            }
+            self.verification.add(w.verified, w.mismatches, &w.mismatched);
         }
         let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
@@ -466,11 +467,12 @@ impl CaseRun<'_> {
 
     /// Decides the case's status: verification mismatches and the error budget.
     fn judge(&self, result: &mut CaseResult) -> Result<(), String> {
-        if let Some(m) = &self.verification.first_mismatch {
-            return Err(format!(
-                "verification failed: {} of {} objects differ; first: key {} at byte {}: {}",
-                self.verification.mismatches, self.verification.checked, m.key, m.offset_bytes, m.detail
-            ));
+        let v = &self.verification;
+        if v.mismatches > 0 {
+            // Every listed object on its own line: "which objects and what damage" is the answer.
+            let lines: Vec<String> = v.mismatched.iter().map(|m| format!("\n    {}", m.line())).collect();
+            let more = if v.mismatched_cut { format!("\n    … and {} more (see verification.mismatches)", v.mismatches - v.mismatched.len() as u64) } else { String::new() };
+            return Err(format!("verification failed: {} of {} gets differ from what was put:{}{more}", v.mismatches, v.checked, lines.concat()));
         }
         let budget = self.case.workload.max_error_ratio;
         if self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64 {

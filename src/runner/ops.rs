@@ -12,7 +12,7 @@ use crate::clock::Clock;
 use crate::job::Op;
 use crate::stats::WorkerStats;
 use crate::workload::keys::write_key_name;
-use crate::workload::payload::{DigestSink, Mismatch, HEADER_BYTES};
+use crate::workload::payload::{DamageKind, DigestSink, Mismatch, HEADER_BYTES};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
@@ -169,19 +169,48 @@ impl Worker<'_, '_> {
         if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
             return true;
         }
-        match result {
-            Ok(n) if ctx.verify => {
+        let outcome = match &result {
+            Ok(_) if ctx.verify => Some(self.check(key, name, &snapshot, &sink)),
+            Err(e) if ctx.verify && e.kind == ErrorKind::Corrupt => Some(Err(self.found_by_backend(key, name, &snapshot, e))),
+            _ => None,
+        };
+        match outcome {
+            Some(outcome) => {
                 // The check's own time runs from the timed call's last clock reading to the one
                 // `finish` takes anyway, so checking costs no clock reads of its own.
-                let outcome = self.check(key, name, &snapshot, &sink);
-                let checked = self.count_check(outcome).map(|()| n);
+                let checked = self.count_check(outcome).and(result);
                 let now = ctx.clock.now_ns();
                 self.own.verification_ns.set(self.own.verification_ns.get() + now - self.timed_end_ns);
                 self.finish_at(Op::Get, index, latency, retries, checked, now);
             }
-            other => self.finish(Op::Get, index, latency, retries, other),
+            None => self.finish(Op::Get, index, latency, retries, result),
         }
         true
+    }
+
+    /// The backend refused the object by its own check (pack's record checksum, which it checks
+    /// after streaming the value): read it again through the verifier so the report names the
+    /// damage from the bytes as it does for every other backend. When those bytes are right, the
+    /// damage lies where only the backend looks (its record header or checksum): kind `other`.
+    /// A backend may also refuse before sending a byte (row + file backends compare the file's
+    /// length with the row's first): nothing was seen then, so the kind is `other`, with the
+    /// backend's message. Right bytes that stop short are `truncated`, as without the check.
+    fn found_by_backend(&mut self, key: u64, name: &str, snapshot: &Snapshot, e: &BackendError) -> Mismatch {
+        let hint = snapshot.known().map_or(0, |(g, _)| g);
+        let mut verifier = self.ctx.payload.verifier(key, hint);
+        let _ = self.session.get(name, &mut verifier); // it fails again: its error is `e`
+        match verifier.finish() {
+            Err(mut m) if m.kind == DamageKind::Truncated && m.actual_bytes == Some(0) => {
+                (m.kind, m.actual_bytes) = (DamageKind::Other, None);
+                m.detail = format!("the backend refused the object before sending a byte: {e}");
+                m
+            }
+            Err(mut m) => {
+                m.detail = format!("{} (the backend's own check failed too: {e})", m.detail);
+                m
+            }
+            Ok(()) => Mismatch::other(name, 0, format!("the backend reports the object damaged ({e}), but the bytes it returned are right")),
+        }
     }
 
     /// Checks a get by its digest; only a mismatch (or a version whose digest was not recorded)
@@ -201,12 +230,12 @@ impl Worker<'_, '_> {
         let again = self.session.get(name, &mut verifier);
         match (again, verifier.finish()) {
             (Ok(_), Err(m)) => Err(m),
-            (Ok(_), Ok(())) => Err(Mismatch {
-                key: name.to_string(),
-                offset_bytes: 0,
-                detail: "the bytes read differed from what was put (digest mismatch), but a second read matched: damaged in transfer or a racing write".into(),
-            }),
-            (Err(e), _) => Err(Mismatch { key: name.to_string(), offset_bytes: 0, detail: format!("digest mismatch, and reading it again failed: {e}") }),
+            (Ok(_), Ok(())) => Err(Mismatch::other(
+                name,
+                0,
+                "the bytes read differed from what was put (digest mismatch), but a second read matched: damaged in transfer or a racing write".into(),
+            )),
+            (Err(e), _) => Err(Mismatch::other(name, 0, format!("digest mismatch, and reading it again failed: {e}"))),
         }
     }
 
@@ -215,8 +244,10 @@ impl Worker<'_, '_> {
         self.stats.verified += 1;
         outcome.map_err(|m| {
             self.stats.mismatches += 1;
-            let message = format!("{}: at byte {}: {}", m.key, m.offset_bytes, m.detail);
-            self.stats.first_mismatch.get_or_insert(m);
+            let message = m.line();
+            if self.stats.mismatched.len() < crate::report::model::MISMATCHES_LISTED {
+                self.stats.mismatched.push(m);
+            }
             BackendError::new(ErrorKind::Corrupt, message)
         })
     }

@@ -126,8 +126,8 @@ pub struct WorkerStats {
     pub verified: u64,
     /// Checked gets whose content differed from what was put.
     pub mismatches: u64,
-    /// The first of those, with where and how it differed.
-    pub first_mismatch: Option<crate::workload::payload::Mismatch>,
+    /// The first `report::model::MISMATCHES_LISTED` of those, with where and how each differed.
+    pub mismatched: Vec<crate::workload::payload::Mismatch>,
     /// File-server outcomes (upload and download phases).
     pub files: FileTally,
     /// Open-loop phases: how the worker kept to its schedule.
@@ -177,7 +177,7 @@ impl WorkerStats {
             verification_ns: 0,
             verified: 0,
             mismatches: 0,
-            first_mismatch: None,
+            mismatched: Vec::new(),
             files: FileTally::default(),
             schedule: None,
         }

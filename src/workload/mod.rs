@@ -3,3 +3,4 @@
 
 pub mod keys;
 pub mod payload;
+pub mod verify;

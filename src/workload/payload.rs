@@ -13,7 +13,7 @@
 //! Reads are checked fast: the put records the object's xxh3 digest (`PayloadReader::digest`),
 //! the get hashes what it receives (`DigestSink`) and compares. Only a mismatch, or a reader that
 //! got a version other than the one recorded, regenerates the expected bytes (`Verifier`), which
-//! also tells at which byte and how the object differs.
+//! also tells at which byte and how the object differs (`verify`).
 
 use crate::job::SizeSpec;
 use rand::{Rng, SeedableRng};
@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
 use crate::hash::{xxh3_64, Xxh3};
+pub use super::verify::{DamageKind, Mismatch, Verifier};
 
 /// Bytes of the header at the start of every block.
 pub const HEADER_BYTES: usize = 16;
@@ -42,17 +43,6 @@ pub struct PayloadSpec {
     /// Random bytes blocks are copied from: `POOL_BYTES` plus one block, so any offset below
     /// `POOL_BYTES` has a whole block after it.
     pool: Arc<[u8]>,
-}
-
-/// Where and how a read-back object differs from what was put.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Mismatch {
-    /// Key name.
-    pub key: String,
-    /// First differing byte offset.
-    pub offset_bytes: u64,
-    /// What differed.
-    pub detail: String,
 }
 
 fn mix(a: u64, b: u64, c: u64, d: u64) -> u64 {
@@ -102,7 +92,7 @@ impl PayloadSpec {
     }
 
     /// Header of `block` of version `generation` of `key`, and the pool offset of its body.
-    fn block_header(&self, key: u64, generation: u32, block: u64) -> ([u8; HEADER_BYTES], usize) {
+    pub(super) fn block_header(&self, key: u64, generation: u32, block: u64) -> ([u8; HEADER_BYTES], usize) {
         let h = mix(self.seed, key, generation as u64, block);
         let mut header = [0u8; HEADER_BYTES];
         header[..8].copy_from_slice(&key.to_le_bytes());
@@ -172,7 +162,7 @@ impl PayloadSpec {
     /// A streaming byte-by-byte checker for `key` (a `Write` sink that keeps nothing), which says
     /// where and how an object differs.
     pub fn verifier(&self, key: u64, generation_hint: u32) -> Verifier<'_> {
-        Verifier { spec: self, key, generation_hint, head: Vec::with_capacity(HEADER_BYTES), expected: None, seen: 0, mismatch: None }
+        Verifier::new(self, key, generation_hint)
     }
 }
 
@@ -265,110 +255,6 @@ impl Write for DigestSink {
     }
 }
 
-/// Byte-by-byte verification of one object against a regenerated copy; keeps nothing.
-pub struct Verifier<'s> {
-    spec: &'s PayloadSpec,
-    key: u64,
-    generation_hint: u32,
-    head: Vec<u8>,
-    /// The version being compared against and its length, once known.
-    expected: Option<(u32, u64)>,
-    seen: u64,
-    mismatch: Option<Mismatch>,
-}
-
-impl Verifier<'_> {
-    fn fail(&mut self, offset: u64, detail: String) {
-        if self.mismatch.is_none() {
-            self.mismatch = Some(Mismatch { key: super::keys::key_name(self.key), offset_bytes: offset, detail });
-        }
-    }
-
-    /// Decides which version to compare against once the header (or the whole small object) is in.
-    fn start(&mut self, complete: bool) {
-        let generation = if self.head.len() >= HEADER_BYTES {
-            match self.spec.generation_in(self.key, &self.head) {
-                Some(g) => g,
-                None => {
-                    let claimed_key = u64::from_le_bytes(self.head[..8].try_into().expect("8 bytes"));
-                    if claimed_key != self.key && self.spec.generation_in(claimed_key, &self.head).is_some() {
-                        self.fail(0, format!("object holds the header of key index {claimed_key}, not {}", self.key));
-                    } else {
-                        // A damaged header: point at the first byte that differs from the version we expected.
-                        let (hinted, _) = self.spec.block_header(self.key, self.generation_hint, 0);
-                        let at = (0..HEADER_BYTES).find(|&i| hinted[i] != self.head[i]).unwrap_or(12);
-                        self.fail(at as u64, "the version header is damaged".into());
-                    }
-                    return;
-                }
-            }
-        } else if complete {
-            self.generation_hint
-        } else {
-            return;
-        };
-        self.expected = Some((generation, self.spec.size_of(self.key, generation)));
-        let head = std::mem::take(&mut self.head);
-        self.compare(&head);
-    }
-
-    fn compare(&mut self, data: &[u8]) {
-        let Some((generation, len)) = self.expected else { return };
-        let mut expected = [0u8; BLOCK_BYTES];
-        let mut done = 0;
-        while done < data.len() && self.mismatch.is_none() {
-            let offset = self.seen;
-            if offset >= len {
-                self.fail(offset, format!("object is longer than the {len} bytes that were put"));
-                return;
-            }
-            let n = (data.len() - done).min(BLOCK_BYTES).min((len - offset) as usize);
-            self.spec.fill_at(self.key, generation, offset, &mut expected[..n]);
-            if let Some(i) = (0..n).find(|&i| expected[i] != data[done + i]) {
-                self.fail(offset + i as u64, format!("byte differs: expected {:#04x}, got {:#04x}", expected[i], data[done + i]));
-                return;
-            }
-            done += n;
-            self.seen += n as u64;
-        }
-    }
-
-    /// Ends the object: checks its length and returns the first mismatch, if any.
-    pub fn finish(mut self) -> Result<(), Mismatch> {
-        if self.expected.is_none() && self.mismatch.is_none() {
-            self.start(true);
-        }
-        if let (Some((_, len)), None) = (self.expected, &self.mismatch) {
-            if self.seen < len {
-                let seen = self.seen;
-                self.fail(seen, format!("object is {seen} bytes, {len} were put"));
-            }
-        }
-        self.mismatch.map_or(Ok(()), Err)
-    }
-}
-
-impl Write for Verifier<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.mismatch.is_some() {
-            return Ok(buf.len());
-        }
-        let mut rest = buf;
-        if self.expected.is_none() {
-            let take = (HEADER_BYTES - self.head.len()).min(rest.len());
-            self.head.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            self.start(false);
-        }
-        self.compare(rest);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,7 +288,7 @@ mod tests {
             assert!(s.verify(5, 2, &longer).is_err(), "extension at {size}");
         }
         let s = spec(100, 0.0);
-        assert!(s.verify(6, 2, &generate(&s, 5, 2)).unwrap_err().detail.contains("key index 5"));
+        assert_eq!(s.verify(6, 2, &generate(&s, 5, 2)).unwrap_err().other_key.as_deref(), Some("obj-0000000005"));
         assert_eq!(s.verify(5, 0, &generate(&s, 5, 3)), Ok(()), "the header says which version it is");
     }
 

@@ -138,6 +138,16 @@ pub fn in_ci() -> bool {
     std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
 }
 
+/// Whether the service behind `env` is configured; fails in CI, skips loudly elsewhere.
+pub fn available(env: &str) -> bool {
+    if std::env::var(env).is_ok_and(|v| !v.trim().is_empty()) {
+        return true;
+    }
+    assert!(!in_ci(), "{env} is not set and CI=true: run scripts/services.sh start and eval \"$(scripts/services.sh env)\"");
+    eprintln!("SKIPPED: {env} is not set — start the services (scripts/services.sh start; eval \"$(scripts/services.sh env)\") to run this test");
+    false
+}
+
 /// Waits until a `report.json` under `dir` (at any depth up to two) holds at least `cases`
 /// finished cases. Interrupt tests call it instead of sleeping, so that they signal a run that
 /// has provably finished a case, however slow the machine is.

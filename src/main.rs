@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 fn main() {
+    quiet_on_closed_stdout();
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             eprintln!("stowbench: interrupted twice, exiting now");
@@ -20,4 +21,19 @@ fn main() {
     });
     let code = stowbench::cli::main_with_args(std::env::args().collect(), &INTERRUPTED);
     std::process::exit(code);
+}
+
+/// `stowbench backends | head`: when the reader goes away, Rust reports the failed write as a
+/// panic. Stop quietly instead, with the status a shell gives a process killed by SIGPIPE (141),
+/// as other Unix tools do. (SIGPIPE itself stays ignored: a server closing a connection must be
+/// an error the backend reports, never the death of the process.)
+fn quiet_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload().downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
 }

@@ -386,3 +386,15 @@ fn find_report(dir: &Path) -> String {
     runs.sort();
     runs.last().unwrap().join("report.json").display().to_string()
 }
+
+/// `stowbench … | head`: a reader that has gone ends the output quietly with status 141, as for
+/// other Unix tools, never a panic message.
+#[test]
+fn a_closed_stdout_ends_quietly_with_status_141() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // every write now fails with EPIPE, however fast the process is
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).arg("backends").stdout(writer).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+}

@@ -265,7 +265,7 @@ impl Store for GridFs {
 /// Values inside pack data files, found by the pack format's own scan and overwritten in place.
 struct PackRecords(PathBuf);
 
-impl PackRecords {
+impl InPlace for PackRecords {
     /// The data file and the value's offset and length of `key`'s last record.
     fn locate(&self, key: &str) -> (std::fs::File, u64, u64) {
         use stowbench::pack::{record, scan};
@@ -285,7 +285,13 @@ impl PackRecords {
     }
 }
 
-impl Store for PackRecords {
+/// A container whose entries are overwritten in place, at the offset its format puts them.
+trait InPlace {
+    /// The container file and the offset and length of `key`'s bytes in it.
+    fn locate(&self, key: &str) -> (std::fs::File, u64, u64);
+}
+
+impl<T: InPlace> Store for T {
     fn read(&mut self, key: &str) -> Vec<u8> {
         let (file, at, len) = self.locate(key);
         let mut out = vec![0u8; len as usize];
@@ -294,7 +300,7 @@ impl Store for PackRecords {
     }
     fn write(&mut self, key: &str, bytes: &[u8]) {
         let (file, at, len) = self.locate(key);
-        assert_eq!(bytes.len() as u64, len, "a pack value is overwritten in place, same length");
+        assert_eq!(bytes.len() as u64, len, "a container entry is overwritten in place, same length");
         std::os::unix::fs::FileExt::write_all_at(&file, bytes, at).unwrap();
     }
     fn can_truncate(&self) -> bool {
@@ -305,7 +311,7 @@ impl Store for PackRecords {
 /// Stored entries of the zip archive, found by its central directory and overwritten in place.
 struct ZipEntries(PathBuf);
 
-impl ZipEntries {
+impl InPlace for ZipEntries {
     /// The archive and the offset and length of `key`'s entry data.
     fn locate(&self, key: &str) -> (std::fs::File, u64, u64) {
         use std::os::unix::fs::FileExt;
@@ -318,23 +324,6 @@ impl ZipEntries {
         file.read_exact_at(&mut lengths, entry.header_start() + 26).unwrap();
         let skip = 30 + u16::from_le_bytes([lengths[0], lengths[1]]) as u64 + u16::from_le_bytes([lengths[2], lengths[3]]) as u64;
         (file, entry.header_start() + skip, entry.size())
-    }
-}
-
-impl Store for ZipEntries {
-    fn read(&mut self, key: &str) -> Vec<u8> {
-        let (file, at, len) = self.locate(key);
-        let mut out = vec![0u8; len as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut out, at).unwrap();
-        out
-    }
-    fn write(&mut self, key: &str, bytes: &[u8]) {
-        let (file, at, len) = self.locate(key);
-        assert_eq!(bytes.len() as u64, len, "a zip entry is overwritten in place, same length");
-        std::os::unix::fs::FileExt::write_all_at(&file, bytes, at).unwrap();
-    }
-    fn can_truncate(&self) -> bool {
-        false
     }
 }
 

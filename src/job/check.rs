@@ -135,6 +135,11 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
                 Vec::new()
             }
         };
+        let matrix = [targets.len(), sizes.len(), threads.len(), repeats as usize].iter().fold(1u64, |n, k| n.saturating_mul(*k as u64));
+        if cases.len() as u64 + matrix > MAX_CASES {
+            report("repeats", None, format!("the job expands to more than {MAX_CASES} cases (targets × sizes × threads × repeats); use fewer"));
+            continue;
+        }
         let Some(plan) = plan.map(Arc::new) else { continue };
         for (ti, target) in targets.iter().enumerate() {
             for (size, &objects) in sizes.iter().zip(&objects) {
@@ -494,6 +499,29 @@ mod tests {
     }
 
     const BASE: &str = "version = 1\n[[target]]\nbackend = \"sim\"\n[[target]]\nname = \"fs2\"\nbackend = \"fs\"\n";
+
+    /// Issue 14: the mean of two sizes above 8 EiB overflowed (a wrong object count in release).
+    #[test]
+    fn the_mean_of_the_largest_sizes_does_not_overflow() {
+        assert_eq!(SizeSpec::Uniform { min_bytes: u64::MAX, max_bytes: u64::MAX }.mean_bytes(), u64::MAX);
+        assert_eq!(SizeSpec::Uniform { min_bytes: 3, max_bytes: 6 }.mean_bytes(), 4);
+    }
+
+    /// Issue 14: "1e308k/s" overflowed to an infinite rate after scaling and was accepted.
+    #[test]
+    fn rates_are_finite_and_bounded() {
+        assert!(parse_rate("1e308k/s").is_err());
+        assert!(parse_rate("2e9/s").unwrap_err().contains("out of range"));
+        assert!(parse_rate("1e-9/s").unwrap_err().contains("out of range"));
+        assert_eq!(parse_rate("1M/s"), Ok(1e6));
+    }
+
+    #[test]
+    fn a_huge_matrix_is_refused_not_expanded() {
+        let threads = vec!["1"; 1000].join(", ");
+        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1, 2]\nthreads = [{threads}]\nrepeats = 1000\nobjects = 1\nphases = [\"put\"]\n")).unwrap_err();
+        assert!(err.contains("field \"repeats\": the job expands to more than 100000 cases"), "{err}");
+    }
 
     #[test]
     fn matrix_expands_with_stable_ids() {

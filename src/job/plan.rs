@@ -131,8 +131,14 @@ impl Arrivals {
     }
 }
 
-/// Parses "500/s", "2.5k/s" or "1M/s" into operations per second.
-pub(super) fn parse_rate(text: &str) -> Result<f64, String> {
+/// Slowest open-loop rate: one start every 1000 s. Slower schedules would wait past any run.
+pub const MIN_RATE_PER_S: f64 = 0.001;
+/// Fastest open-loop rate: one start per nanosecond, the schedule's resolution.
+pub const MAX_RATE_PER_S: f64 = 1e9;
+
+/// Parses "500/s", "2.5k/s" or "1M/s" into operations per second, from `MIN_RATE_PER_S` to
+/// `MAX_RATE_PER_S`.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
     let fix = "write the rate as operations per second, e.g. rate = \"500/s\" or \"2.5k/s\"";
     let number = text.trim().strip_suffix("/s").ok_or_else(|| format!("rate \"{text}\" has no \"/s\": {fix}"))?.trim();
     let (digits, scale) = match number.chars().last() {
@@ -140,8 +146,12 @@ pub(super) fn parse_rate(text: &str) -> Result<f64, String> {
         Some('M') => (&number[..number.len() - 1], 1e6),
         _ => (number, 1.0),
     };
-    match digits.parse::<f64>() {
-        Ok(v) if v.is_finite() && v * scale > 0.0 => Ok(v * scale),
+    match digits.parse::<f64>().map(|v| v * scale) {
+        // The product, not the digits, is checked: "1e308k/s" overflows to infinity only after scaling.
+        Ok(v) if (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&v) => Ok(v),
+        Ok(v) if v.is_finite() && v > 0.0 => {
+            Err(format!("rate \"{text}\" is out of range; use {MIN_RATE_PER_S}/s to {}/s", MAX_RATE_PER_S as u64))
+        }
         _ => Err(format!("rate \"{text}\" is not a positive number per second: {fix}")),
     }
 }
@@ -184,7 +194,8 @@ impl SizeSpec {
     pub fn mean_bytes(&self) -> u64 {
         match *self {
             SizeSpec::Fixed { bytes } => bytes,
-            SizeSpec::Uniform { min_bytes, max_bytes } => (min_bytes + max_bytes) / 2,
+            // Halves first: the sum of two sizes above 8 EiB overflows u64.
+            SizeSpec::Uniform { min_bytes, max_bytes } => min_bytes / 2 + max_bytes / 2 + (min_bytes % 2 + max_bytes % 2) / 2,
             SizeSpec::LogUniform { min_bytes, max_bytes } => {
                 let (lo, hi) = ((min_bytes.max(1)) as f64, (max_bytes.max(1)) as f64);
                 if hi <= lo { lo as u64 } else { ((hi - lo) / (hi / lo).ln()) as u64 }
@@ -372,6 +383,9 @@ pub const MAX_OBJECTS: u64 = 100_000_000;
 pub const MAX_RETRIES: u32 = 100;
 /// Most threads a case may have.
 pub const MAX_THREADS: u32 = 1024;
+/// Most cases a job may expand to: a plan keeps every case in memory, and a bigger matrix is a
+/// slip (a long list multiplied by repeats), not a run anyone waits for.
+pub const MAX_CASES: u64 = 100_000;
 
 impl Plan {
     /// A plan of one fio sweep and nothing else (`stowbench fio`), so fio runs through the same

@@ -420,6 +420,36 @@ mod tests {
     }
 
     #[test]
+    fn every_parsing_mistake_is_collected_and_the_good_tables_kept() {
+        let text = "version = 1\nnmae = \"x\"\n[[target]]\nbackend = 5\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"1XB\"]\nthread = [1]\n";
+        let parsed = parse_all(text);
+        let at: Vec<(Option<usize>, Option<usize>)> = parsed.mistakes.iter().map(|m| (m.line, m.column)).collect();
+        assert_eq!(at, vec![(Some(2), Some(1)), (Some(4), Some(11)), (Some(9), Some(9)), (Some(10), Some(1))], "{:?}", parsed.mistakes);
+        assert!(parsed.mistakes[1].message.starts_with("field \"backend\": integer `5` is the wrong type here; write a string"), "{:?}", parsed.mistakes[1]);
+        let job = parsed.job.unwrap();
+        assert_eq!(job.targets.len(), 1, "the good target is kept for checking");
+        assert_eq!(job.workloads.len(), 1, "a workload with removed keys is still checked");
+        let workload_start = job.workloads[0].span().start;
+        assert!(parsed.removed.contains(&(workload_start, "sizes".to_string())));
+        assert!(parsed.removed.contains(&(workload_start, "threads".to_string())), "the key \"thread\" was meant to be");
+    }
+
+    #[test]
+    fn a_removed_key_does_not_come_back_as_missing() {
+        let parsed = parse_all("version = 1\n[[target]]\nbackend = [\"fs\"]\n");
+        assert_eq!(parsed.mistakes.len(), 1, "{:?}", parsed.mistakes);
+        assert!(parsed.mistakes[0].message.contains("field \"backend\""), "{:?}", parsed.mistakes);
+    }
+
+    #[test]
+    fn a_syntax_error_stops_at_once() {
+        let parsed = parse_all("version = 1\nseeed = \n[[target]]\nbackend = 5\n");
+        assert!(parsed.job.is_none());
+        assert_eq!(parsed.mistakes.len(), 1);
+        assert_eq!(parsed.mistakes[0].line, Some(2), "{:?}", parsed.mistakes);
+    }
+
+    #[test]
     fn bad_sizes_are_located() {
         let text = "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"2.6XB\"]\n";
         let err = parse(text).unwrap_err();

@@ -54,21 +54,28 @@ fn no_panic<T>(what: &str, f: impl FnOnce() -> T) -> T {
     }
 }
 
-#[test]
-fn sizes_never_panic_quote_bad_text_and_round_trip() {
-    let mut r = rng(14);
+/// Feeds `parse` 200,000 random token strings from `seed`: it must not panic, an error must quote
+/// the text, and `accepted` checks each value it returns (`what` names the case).
+fn parser_property<T>(seed: u64, parse: impl Fn(&str) -> Result<T, String>, accepted: impl Fn(&str, T)) {
+    let mut r = rng(seed);
     for case in 0..200_000 {
         let text = tokens(&mut r, TOKENS, 6);
-        let what = format!("size case {case}: {text:?}");
-        match no_panic(&what, || ByteSize::parse(&text)) {
-            Ok(size) => {
-                let label = size.label();
-                assert_eq!(ByteSize::parse(&label).ok(), Some(size), "{what}: label {label:?} does not parse back");
-                assert_eq!(ByteSize::parse(&size.0.to_string()).ok(), Some(size), "{what}");
-            }
-            Err(e) => assert!(e.0.contains(&format!("\"{text}\"")), "{what}: the message does not quote the input: {}", e.0),
+        let what = format!("seed {seed} case {case}: {text:?}");
+        match no_panic(&what, || parse(&text)) {
+            Ok(value) => accepted(&what, value),
+            Err(e) => assert!(e.contains(&format!("\"{text}\"")), "{what}: the message does not quote the input: {e}"),
         }
     }
+}
+
+#[test]
+fn sizes_never_panic_quote_bad_text_and_round_trip() {
+    let parse = |text: &str| ByteSize::parse(text).map_err(|e| e.0);
+    parser_property(14, parse, |what, size| {
+        let label = size.label();
+        assert_eq!(ByteSize::parse(&label).ok(), Some(size), "{what}: label {label:?} does not parse back");
+        assert_eq!(ByteSize::parse(&size.0.to_string()).ok(), Some(size), "{what}");
+    });
 }
 
 #[test]
@@ -84,31 +91,16 @@ fn every_byte_count_labels_and_parses_back() {
 
 #[test]
 fn durations_never_panic_quote_bad_text_and_round_trip() {
-    let mut r = rng(16);
-    for case in 0..200_000 {
-        let text = tokens(&mut r, TOKENS, 6);
-        let what = format!("duration case {case}: {text:?}");
-        match no_panic(&what, || Nanos::parse(&text)) {
-            Ok(d) => assert_eq!(Nanos::parse(&format!("{}ns", d.0)).ok(), Some(d), "{what}"),
-            Err(e) => assert!(e.0.contains(&format!("\"{text}\"")), "{what}: the message does not quote the input: {}", e.0),
-        }
-    }
+    let parse = |text: &str| Nanos::parse(text).map_err(|e| e.0);
+    parser_property(16, parse, |what, d| assert_eq!(Nanos::parse(&format!("{}ns", d.0)).ok(), Some(d), "{what}"));
 }
 
 #[test]
 fn rates_never_panic_and_are_finite_and_bounded() {
-    let mut r = rng(17);
-    for case in 0..200_000 {
-        let text = tokens(&mut r, TOKENS, 6);
-        let what = format!("rate case {case}: {text:?}");
-        match no_panic(&what, || job::plan::parse_rate(&text)) {
-            Ok(per_s) => assert!(
-                per_s.is_finite() && (job::plan::MIN_RATE_PER_S..=job::plan::MAX_RATE_PER_S).contains(&per_s),
-                "{what}: accepted {per_s}/s"
-            ),
-            Err(e) => assert!(e.contains(&format!("\"{text}\"")), "{what}: the message does not quote the input: {e}"),
-        }
-    }
+    parser_property(17, job::plan::parse_rate, |what, per_s| {
+        let bounds = job::plan::MIN_RATE_PER_S..=job::plan::MAX_RATE_PER_S;
+        assert!(per_s.is_finite() && bounds.contains(&per_s), "{what}: accepted {per_s}/s");
+    });
 }
 
 /// Loads `text` and checks each mistake lies inside the file, and the rendered list names the

@@ -110,10 +110,8 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
         let (w, span) = (spanned.get_ref(), spanned.span());
         let what = format!("workload \"{}\"", w.name);
         let mut report = |field: &str, at: Option<usize>, message: String| {
-            mistakes.extend(match at {
-                Some(at) => Some(ctx.at(at, &format!("{what}, field \"{field}\""), message)),
-                None => ctx.field(&span, &what, field, message),
-            })
+            // `at` is a phase table: its own keys are searched from its header.
+            mistakes.extend(ctx.field(&at.map_or(span.clone(), |at| at..at), &what, field, message))
         };
         let plan = check_workload(w, &mut report);
         if workloads.iter().any(|p| p.name == w.name) {
@@ -229,8 +227,8 @@ fn parse_key_order(name: &str, theta: f64) -> Result<KeyOrder, String> {
     }
 }
 
-/// Reports a mistake in a workload's `field`, at byte offset `at` when given (a phase table),
-/// else at the field's key.
+/// Reports a mistake in a workload's `field`: the key in the table starting at byte `at` when
+/// given (a phase table), else in the workload's table.
 type Report<'r> = dyn FnMut(&str, Option<usize>, String) + 'r;
 
 /// Checks every field of a workload, reporting each mistake; None when any was found.
@@ -297,17 +295,18 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
 
 /// A workload's phases, each checked on its own; None when any has a mistake (each reported).
 fn check_phases(w: &WorkloadSpec, default_order: KeyOrder, theta: f64, bad: &mut Report) -> Option<Vec<PhasePlan>> {
-    let results: Vec<(Option<usize>, Result<PhasePlan, String>)> = match (w.phases.is_empty(), w.phase_tables.is_empty()) {
-        (false, false) => vec![(None, Err("use either phases = [...] or [[workload.phase]] tables, not both".into()))],
-        (true, true) => vec![(None, Err("no phases; add e.g. phases = [\"put\", \"get\"]".into()))],
-        (false, true) => w.phases.iter().map(|name| (None, simple_phase(name, default_order))).collect(),
+    let results: Vec<(Option<usize>, Result<PhasePlan, (&str, String)>)> = match (w.phases.is_empty(), w.phase_tables.is_empty()) {
+        (false, false) => vec![(None, Err(("phases", "use either phases = [...] or [[workload.phase]] tables, not both".into())))],
+        (true, true) => vec![(None, Err(("phases", "no phases; add e.g. phases = [\"put\", \"get\"]".into())))],
+        (false, true) => w.phases.iter().map(|name| (None, simple_phase(name, default_order).map_err(|m| ("phases", m)))).collect(),
+        // A phase table's mistake is located at its key inside that table.
         (true, false) => w.phase_tables.iter().map(|p| (Some(p.span().start), table_phase(p.get_ref(), default_order, theta))).collect(),
     };
     let mut phases = Vec::new();
     for (at, result) in results {
         match result {
             Ok(phase) => phases.push(phase),
-            Err(m) => bad("phases", at, m),
+            Err((field, m)) => bad(field, at, m),
         }
     }
     (phases.len() == w.phases.len().max(w.phase_tables.len()) && !phases.is_empty()).then_some(phases)
@@ -360,42 +359,46 @@ fn simple_phase(name: &str, key_order: KeyOrder) -> Result<PhasePlan, String> {
     Ok(PhasePlan::single(op, key_order))
 }
 
-fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<PhasePlan, String> {
+/// One `[[workload.phase]]` table; a mistake names the key at fault.
+fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<PhasePlan, (&'static str, String)> {
     let sequence = !p.sequence.is_empty();
     let mut mix = Vec::new();
     match (p.mix.is_empty(), sequence) {
-        (false, true) => return Err("use either mix = {...} or sequence = [...] in a phase, not both".into()),
+        (false, true) => return Err(("mix", "use either mix = {...} or sequence = [...] in a phase, not both".into())),
         (true, false) => {
-            return Err("a phase needs mix = { get = 90, put = 10 } (drawn at random) or sequence = [\"put\", \"get\"] (in order)".into())
+            return Err(("mix", "a phase needs mix = { get = 90, put = 10 } (drawn at random) or sequence = [\"put\", \"get\"] (in order)".into()))
         }
         (false, false) => {
             for (name, weight) in &p.mix {
-                let op = simple_phase(name, default_order)?.mix[0].0;
+                let op = simple_phase(name, default_order).map_err(|m| ("mix", m))?.mix[0].0;
                 if *weight > 0 {
                     mix.push((op, *weight));
                 }
             }
             if mix.is_empty() {
-                return Err("a phase's mix has no operation with a weight above 0; e.g. mix = { get = 90, put = 10 }".into());
+                return Err(("mix", "a phase's mix has no operation with a weight above 0; e.g. mix = { get = 90, put = 10 }".into()));
             }
         }
         (true, true) => {
             for name in &p.sequence {
-                mix.push((simple_phase(name, default_order)?.mix[0].0, 1));
+                mix.push((simple_phase(name, default_order).map_err(|m| ("sequence", m))?.mix[0].0, 1));
             }
         }
     }
     match p.read_recent {
-        Some(0) => return Err("read_recent counts from 1 (the newest put); e.g. read_recent = 5 reads the 5th newest".into()),
+        Some(0) => return Err(("read_recent", "read_recent counts from 1 (the newest put); e.g. read_recent = 5 reads the 5th newest".into())),
         Some(_) if !mix.iter().any(|(op, _)| op.writes()) || !mix.iter().any(|(op, _)| op.reads()) => {
-            return Err("read_recent makes gets, heads and downloads read what this phase put or uploaded: \
-                        the phase needs a put and a get or head (or an upload and a download)"
-                .into())
+            return Err((
+                "read_recent",
+                "read_recent makes gets, heads and downloads read what this phase put or uploaded: \
+                 the phase needs a put and a get or head (or an upload and a download)"
+                    .into(),
+            ))
         }
         _ => {}
     }
     let key_order = match &p.key_order {
-        Some(name) => parse_key_order(name, theta)?,
+        Some(name) => parse_key_order(name, theta).map_err(|m| ("key_order", m))?,
         None => default_order,
     };
     let label = if sequence {
@@ -409,7 +412,8 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
     };
     let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0) };
     if stop.count == Some(0) || stop.duration_ns == Some(0) || stop.bytes == Some(0) {
-        return Err("a stop condition of 0 would measure nothing; remove it or give a positive value".into());
+        let field = if stop.count == Some(0) { "count" } else if stop.duration_ns == Some(0) { "duration" } else { "bytes" };
+        return Err((field, "a stop condition of 0 would measure nothing; remove it or give a positive value".into()));
     }
     let warmup = match (p.warmup_count, p.warmup) {
         (None, None) => None,
@@ -418,26 +422,29 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
     let even_split = match p.split.as_deref() {
         None | Some("shared") => false,
         Some("even") if stop.duration_ns.is_some() || stop.bytes.is_some() => {
-            return Err("split = \"even\" gives every thread count ÷ threads operations, so it needs a count stop, not duration or bytes; \
-                        remove duration/bytes (the default count is one pass over the objects) or use split = \"shared\""
-                .into())
+            return Err((
+                "split",
+                "split = \"even\" gives every thread count ÷ threads operations, so it needs a count stop, not duration or bytes; \
+                 remove duration/bytes (the default count is one pass over the objects) or use split = \"shared\""
+                    .into(),
+            ))
         }
         Some("even") => true,
-        Some(other) => return Err(format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)")),
+        Some(other) => return Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)"))),
     };
     let rate = match (&p.rate, p.arrivals.as_deref()) {
         (None, None) => None,
-        (None, Some(_)) => return Err("arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into()),
+        (None, Some(_)) => return Err(("arrivals", "arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into())),
         (Some(_), _) if sequence => {
-            return Err("rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into())
+            return Err(("rate", "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into()))
         }
         (Some(text), arrivals) => {
             let arrivals = match arrivals.unwrap_or("uniform") {
                 "uniform" => Arrivals::Uniform,
                 "poisson" => Arrivals::Poisson,
-                other => return Err(format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)")),
+                other => return Err(("arrivals", format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)"))),
             };
-            Some(Rate { per_s: parse_rate(text)?, arrivals })
+            Some(Rate { per_s: parse_rate(text).map_err(|m| ("rate", m))?, arrivals })
         }
     };
     // An open-loop phase is another measurement than a closed-loop one of the same operations:
@@ -564,7 +571,7 @@ mod tests {
         assert!(phase("split = \"even\"\n").unwrap().workloads[0].phases[0].even_split);
         assert!(!phase("split = \"shared\"\n").unwrap().workloads[0].phases[0].even_split);
         let err = phase("split = \"even\"\nduration = \"1s\"\n").unwrap_err();
-        assert!(err.contains("phases") && err.contains("needs a count stop"), "{err}");
+        assert!(err.contains("field \"split\"") && err.contains("needs a count stop"), "{err}");
         let err = phase("split = \"halves\"\n").unwrap_err();
         assert!(err.contains("\"halves\" is not known") && err.contains("\"even\""), "{err}");
     }
@@ -577,15 +584,16 @@ mod tests {
         assert_eq!(rate("rate = \"2.5k/s\"\narrivals = \"poisson\"\n"), Some(Rate { per_s: 2500.0, arrivals: Arrivals::Poisson }));
         assert_eq!(rate(""), None);
         assert_eq!(phase("rate = \"2.5k/s\"\narrivals = \"poisson\"\n").unwrap().workloads[0].phases[0].label, "get @ 2.5k/s poisson");
-        for (bad, says) in [
-            ("rate = \"500\"\n", "has no \"/s\""),
-            ("rate = \"0/s\"\n", "not a positive number"),
-            ("rate = \"fast/s\"\n", "not a positive number"),
-            ("rate = \"5/s\"\narrivals = \"bursty\"\n", "\"bursty\" is not known"),
-            ("arrivals = \"poisson\"\n", "arrivals needs a rate"),
+        // Located at the key inside the phase table: line 13 is the first after `mix`.
+        for (bad, at, says) in [
+            ("rate = \"500\"\n", "job.toml:13:1: workload \"w\", field \"rate\"", "has no \"/s\""),
+            ("rate = \"0/s\"\n", "job.toml:13:1: workload \"w\", field \"rate\"", "not a positive number"),
+            ("rate = \"fast/s\"\n", "job.toml:13:1: workload \"w\", field \"rate\"", "not a positive number"),
+            ("rate = \"5/s\"\narrivals = \"bursty\"\n", "job.toml:14:1: workload \"w\", field \"arrivals\"", "\"bursty\" is not known"),
+            ("arrivals = \"poisson\"\n", "job.toml:13:1: workload \"w\", field \"arrivals\"", "arrivals needs a rate"),
         ] {
             let err = phase(bad).unwrap_err();
-            assert!(err.contains("phases") && err.contains(says), "{bad}: {err}");
+            assert!(err.starts_with(at) && err.contains(says), "{bad}: {err}");
         }
         let seq = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n")).unwrap_err();
         assert!(seq.contains("sequence phase runs its operations back to back"), "{seq}");

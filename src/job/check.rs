@@ -293,9 +293,12 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
     })
 }
 
+/// A phase, or the field at fault and the mistake.
+type PhaseResult = Result<PhasePlan, (&'static str, String)>;
+
 /// A workload's phases, each checked on its own; None when any has a mistake (each reported).
 fn check_phases(w: &WorkloadSpec, default_order: KeyOrder, theta: f64, bad: &mut Report) -> Option<Vec<PhasePlan>> {
-    let results: Vec<(Option<usize>, Result<PhasePlan, (&str, String)>)> = match (w.phases.is_empty(), w.phase_tables.is_empty()) {
+    let results: Vec<(Option<usize>, PhaseResult)> = match (w.phases.is_empty(), w.phase_tables.is_empty()) {
         (false, false) => vec![(None, Err(("phases", "use either phases = [...] or [[workload.phase]] tables, not both".into())))],
         (true, true) => vec![(None, Err(("phases", "no phases; add e.g. phases = [\"put\", \"get\"]".into())))],
         (false, true) => w.phases.iter().map(|name| (None, simple_phase(name, default_order).map_err(|m| ("phases", m)))).collect(),

@@ -1,8 +1,7 @@
-//! From a parsed `JobSpec` to a validated `Plan`: defaults filled in, meanings checked, and the
-//! matrix targets × workloads × sizes × threads × repeats expanded into cases with stable ids.
-//!
-//! Every error names the file, the line of the table at fault, the field, and the fix. This module
-//! never touches a backend's data: option checks against a backend happen in the runner's preflight.
+//! The validated `Plan` a job file becomes: operations, phases, sizes, targets and the cases of the
+//! matrix targets × workloads × sizes × threads × repeats, with stable ids, and the limits a job
+//! must keep. `check.rs` builds it from a parsed `JobSpec`. This module never touches a backend's
+//! data: option checks against a backend happen when the backend is constructed.
 
 use crate::backend::options::Options;
 use crate::units::ByteSize;

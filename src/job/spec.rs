@@ -1,8 +1,9 @@
 //! The job file as written: TOML structures with strict parsing and located error messages.
 //!
-//! Every table refuses unknown keys; an error names the file, line and column and, for a
-//! misspelt key, the closest known one. Nothing here checks meaning across fields: that is
-//! `plan.rs`, which turns a `JobSpec` into a validated `Plan`.
+//! Every table refuses unknown keys; an error names the line and column and, for a misspelt key,
+//! the closest known one. `parse_all` collects every mistake of a file rather than the first.
+//! Nothing here checks meaning across fields: that is `check.rs`, which turns a `JobSpec` into a
+//! validated `Plan`.
 
 use crate::units::{ByteSize, Nanos};
 use serde::Deserialize;

@@ -295,11 +295,14 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     Ok(outcome)
 }
 
+/// Checks a job file: every loader mistake and every target's backend option mistake (found by
+/// constructing the backend, as the runner's preflight does) reported together, in file order.
 fn validate(path: &Path) -> Result<i32, String> {
-    let plan = job::load_file(path)?;
+    let source = path.display().to_string();
+    let (plan, mut mistakes) = job::check_text(&job::read_file(path)?, &source);
+    let Some(plan) = plan else { return Err(job::render_mistakes(&source, mistakes)) };
     let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
     let root = backend::Namespace::create(&dir, "validate", "validate")?;
-    let mut problems = Vec::new();
     for target in &plan.targets {
         let kind = backend::find(&target.backend)?;
         let ns = root.child(&namespace::safe_name(&target.name))?;
@@ -307,12 +310,12 @@ fn validate(path: &Path) -> Result<i32, String> {
             Ok(b) => {
                 let _ = b.cleanup();
             }
-            Err(e) => problems.push(e),
+            Err(e) => mistakes.push(job::Mistake::from_message(&source, &e)),
         }
     }
     namespace::remove(&root.dir)?;
-    if !problems.is_empty() {
-        return Err(problems.join("\n"));
+    if !mistakes.is_empty() {
+        return Err(job::render_mistakes(&source, mistakes));
     }
     let fio_cases: Vec<crate::fio::FioCase> = plan.fio.iter().flat_map(crate::fio::expand).collect();
     println!(

@@ -123,7 +123,9 @@ impl ByteSize {
                 return format!("{}{unit}", b / factor);
             }
         }
-        for (unit, factor) in [("GB", 1_000_000_000u64), ("MB", 1_000_000), ("kB", 1_000)] {
+        // In u128: ten times a size above u64::MAX / 10 would overflow (and wrap in release builds).
+        let b = u128::from(b);
+        for (unit, factor) in [("GB", 1_000_000_000u128), ("MB", 1_000_000), ("kB", 1_000)] {
             if b >= factor && (b * 10) % factor == 0 {
                 let tenths = b * 10 / factor;
                 return if tenths % 10 == 0 {
@@ -287,6 +289,16 @@ mod tests {
             let size = ByteSize::parse(text).unwrap();
             assert_eq!(size.label(), text);
             assert_eq!(ByteSize::parse(&size.label()).unwrap(), size);
+        }
+    }
+
+    /// Issue 14: sizes above u64::MAX / 10 labelled wrongly ("26597808525046.8kB" for
+    /// 9249969845379822608 bytes), so case ids named another size than the one measured.
+    #[test]
+    fn labels_of_the_largest_sizes_round_trip() {
+        for bytes in [u64::MAX, u64::MAX / 10 + 1, 9_249_969_845_379_822_608, 18_000_000_000_000_000_000] {
+            let label = ByteSize(bytes).label();
+            assert_eq!(ByteSize::parse(&label).unwrap().0, bytes, "{label}");
         }
     }
 

@@ -239,5 +239,5 @@ fn a_before_command_that_does_not_exist_is_refused_with_file_line_and_field() {
     let text = String::from_utf8_lossy(&out.stderr);
     let line = job.lines().position(|l| l.starts_with("before")).unwrap() + 1;
     assert_eq!(out.status.code(), Some(2), "{text}");
-    assert!(text.contains(&format!("job.toml:{line}")) && text.contains("phase 2, before") && text.contains("no-such-script.sh\" was not found"), "{text}");
+    assert!(text.contains(&format!("job.toml:{line}")) && text.contains("workload \"w\", field \"before\"") && text.contains("no-such-script.sh\" was not found"), "{text}");
 }

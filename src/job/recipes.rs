@@ -102,7 +102,7 @@ pub fn plan(recipe: &Recipe, scale: f64) -> Result<Plan, String> {
     let source = format!("built-in recipe {}", recipe.name);
     let mut job = spec::parse(recipe.text).map_err(|e| format!("{source}: {}", e.message))?;
     scale_job(&mut job, scale);
-    let mut plan = super::plan::build(&job, &source, recipe.text)?;
+    let mut plan = super::check::build(&job, &source, recipe.text)?;
     let mut skipped = Vec::new();
     for target in &plan.targets {
         if let Some((reason, enable)) = crate::backend::server::unconfigured(&target.backend, &target.options) {
@@ -139,7 +139,7 @@ fn scale_job(job: &mut JobSpec, factor: f64) {
         w.dataset = w.dataset.map(|d| bytes(bytes(d)));
         w.min_objects = w.min_objects.map(count);
         w.max_objects = w.max_objects.map(count);
-        for phase in &mut w.phase_tables {
+        for phase in w.phase_tables.iter_mut().map(toml::Spanned::get_mut) {
             phase.count = phase.count.map(count);
             phase.bytes = phase.bytes.map(bytes);
             phase.duration = phase.duration.map(time);
@@ -216,8 +216,8 @@ mod tests {
         let w = job.workloads[0].get_ref();
         assert_eq!(w.sizes[0].0, 260_000);
         assert_eq!(w.objects, Some(100));
-        assert_eq!(w.phase_tables[0].count, Some(100));
-        assert_eq!(w.phase_tables[0].duration.map(|d| d.0), Some(1_000_000_000));
+        assert_eq!(w.phase_tables[0].get_ref().count, Some(100));
+        assert_eq!(w.phase_tables[0].get_ref().duration.map(|d| d.0), Some(1_000_000_000));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The job file as written: TOML structures with strict parsing and located error messages.
 //!
-//! Every table refuses unknown keys; an error names the file, line and column and, for a
-//! misspelt key, the closest known one. Nothing here checks meaning across fields: that is
-//! `plan.rs`, which turns a `JobSpec` into a validated `Plan`.
+//! Every table refuses unknown keys; an error names the line and column and, for a misspelt key,
+//! the closest known one. `parse_all` collects every mistake of a file rather than the first.
+//! Nothing here checks meaning across fields: that is `check.rs`, which turns a `JobSpec` into a
+//! validated `Plan`.
 
 use crate::units::{ByteSize, Nanos};
 use serde::Deserialize;
@@ -97,7 +98,7 @@ pub struct WorkloadSpec {
     pub phases: Vec<String>,
     /// Detailed phases (mixes, stop conditions); use instead of `phases`.
     #[serde(default, rename = "phase")]
-    pub phase_tables: Vec<PhaseSpec>,
+    pub phase_tables: Vec<toml::Spanned<PhaseSpec>>,
     /// Default key order for phases: "sequential", "uniform" or "zipf".
     #[serde(default)]
     pub key_order: Option<String>,
@@ -198,29 +199,203 @@ pub struct Located {
 
 /// 1-based line and column of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    // A span may end inside a multi-byte character when it comes from a mutated file: step back
+    // to a character boundary rather than slice through one.
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
     (line, column)
 }
 
-/// Parses job file text; errors carry line, column and a did-you-mean for unknown keys.
+/// Most mistakes collected from one file: past this many the rest are likely consequences.
+pub const MAX_MISTAKES: usize = 100;
+
+/// Parses job file text, stopping at the first mistake (built-in recipes, which are tested valid).
 pub fn parse(text: &str) -> Result<JobSpec, Located> {
-    toml::from_str::<JobSpec>(text).map_err(|e| {
-        let (line, column) = match e.span() {
-            Some(span) => {
-                let (l, c) = line_col(text, span.start);
-                (Some(l), Some(c))
+    let mut parsed = parse_all(text);
+    match parsed.job {
+        Some(job) if parsed.mistakes.is_empty() => Ok(job),
+        _ => Err(parsed.mistakes.swap_remove(0)),
+    }
+}
+
+/// What `parse_all` found.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The tables that read cleanly; None after a syntax error.
+    pub job: Option<JobSpec>,
+    /// Every mistake found, in the order found.
+    pub mistakes: Vec<Located>,
+    /// Keys removed for a mistake: (start of the top-level table holding them, key name). A
+    /// misspelt key also lists the key it was meant to be. `check` stays silent about these
+    /// fields (e.g. "no sizes" after a bad size), which would only repeat a reported mistake.
+    pub removed: Vec<(usize, String)>,
+}
+
+/// Parses job file text and collects every mistake instead of stopping at the first.
+///
+/// A TOML syntax error stops everything (the structure after it is unknown). Otherwise the header
+/// keys and each `[[target]]`, `[[workload]]` and `[[fio]]` table are read on their own, so a
+/// mistake in one never hides another. Inside a table, each mistake's key is removed and the table
+/// read again, until it reads cleanly or its remaining mistake cannot be pinned on one key. The
+/// returned `JobSpec` holds only the tables that read cleanly (a header that did not read is
+/// replaced by defaults), so `plan` can still check their meanings; it is `None` only after a
+/// syntax error.
+pub fn parse_all(text: &str) -> Parsed {
+    let mut found = Parsed { job: None, mistakes: Vec::new(), removed: Vec::new() };
+    let mut root = match toml::de::DeTable::parse(text) {
+        Ok(root) => root,
+        Err(e) => {
+            found.mistakes.push(locate(text, &e, None));
+            return found;
+        }
+    };
+    let root_span = root.span();
+    let arrays: Vec<_> = ["target", "workload", "fio"].into_iter().map(|key| (key, root.get_mut().remove(key))).collect();
+    let mut job = read_table::<JobSpec>(text, root_span, root.into_inner(), &mut found).unwrap_or(JobSpec {
+        version: JOB_VERSION,
+        name: None,
+        description: None,
+        seed: None,
+        work_dir: None,
+        targets: Vec::new(),
+        workloads: Vec::new(),
+        fio: Vec::new(),
+    });
+    for (key, value) in arrays {
+        let Some(value) = value else { continue };
+        for (span, table) in tables_of(key, value, text, &mut found.mistakes) {
+            match key {
+                "target" => job.targets.extend(read_table(text, span, table, &mut found)),
+                "workload" => job.workloads.extend(read_table(text, span, table, &mut found)),
+                _ => job.fio.extend(read_table(text, span, table, &mut found)),
             }
-            None => (None, None),
+        }
+    }
+    found.mistakes.truncate(MAX_MISTAKES);
+    found.job = Some(job);
+    found
+}
+
+type Span = std::ops::Range<usize>;
+
+/// The tables of a top-level array such as `[[workload]]`; anything else there is a mistake.
+fn tables_of<'i>(key: &str, value: toml::Spanned<toml::de::DeValue<'i>>, text: &str, mistakes: &mut Vec<Located>) -> Vec<(Span, toml::de::DeTable<'i>)> {
+    let span = value.span();
+    let not_tables = |at: Span| {
+        let (line, column) = line_col(text, at.start);
+        let message = format!("field \"{key}\": expected [[{key}]] tables; write each one as a [[{key}]] header followed by its keys");
+        Located { line: Some(line), column: Some(column), message }
+    };
+    match value.into_inner() {
+        toml::de::DeValue::Array(items) => {
+            let mut tables = Vec::new();
+            for item in items.iter() {
+                match item.get_ref() {
+                    toml::de::DeValue::Table(t) => tables.push((item.span(), t.clone())),
+                    _ => mistakes.push(not_tables(item.span())),
+                }
+            }
+            tables
+        }
+        toml::de::DeValue::Table(t) => vec![(span, t)],
+        _ => {
+            mistakes.push(not_tables(span));
+            Vec::new()
+        }
+    }
+}
+
+/// Reads one table as `T`, collecting each mistake; a key at fault is removed and the table read
+/// again. None when the table still does not read (a missing key, or a mistake no key holds).
+fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table: toml::de::DeTable<'_>, found: &mut Parsed) -> Option<T> {
+    let mut removed: Vec<String> = Vec::new();
+    // Each round removes a key, so the loop ends; the bound only guards against a pathological file.
+    while found.mistakes.len() < MAX_MISTAKES {
+        let de = toml::de::Deserializer::from(toml::Spanned::new(span.clone(), table.clone()));
+        let e = match T::deserialize(de) {
+            Ok(value) => return Some(value),
+            Err(e) => e,
         };
-        Located { line, column, message: explain(e.message()) }
-    })
+        let at = e.span().map(|s| s.start).unwrap_or(span.start);
+        let key = remove_key_at(&mut table, at);
+        // A key removed for a bad value then reads as missing: the mistake is already reported.
+        let consequence = removed.iter().any(|k| e.message().contains(&format!("missing field `{k}`")));
+        if !consequence {
+            found.mistakes.push(locate(text, &e, key.as_deref()));
+        }
+        let key = key?;
+        if let Some(meant) = meant_key(e.message()) {
+            found.removed.push((span.start, meant));
+        }
+        found.removed.push((span.start, key.clone()));
+        removed.push(key);
+    }
+    None
+}
+
+/// The key an "unknown field `x`" message suggests, if any: the key the writer meant.
+fn meant_key(message: &str) -> Option<String> {
+    let rest = message.trim().strip_prefix("unknown field `")?;
+    let (field, expected) = rest.split_once('`')?;
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    crate::suggest::did_you_mean(field, &candidates).map(str::to_string)
+}
+
+/// Removes the innermost key whose `key = value` text holds byte `at`; returns its name.
+fn remove_key_at(table: &mut toml::de::DeTable<'_>, at: usize) -> Option<String> {
+    let mut hit = None;
+    for (key, value) in table.iter_mut() {
+        if let Some(inner) = remove_in_value(value, at) {
+            return Some(inner);
+        }
+        if (key.span().start..value.span().end.max(key.span().end)).contains(&at) {
+            hit = Some(key.get_ref().to_string());
+        }
+    }
+    let name = hit?;
+    table.remove(name.as_str());
+    Some(name)
+}
+
+fn remove_in_value(value: &mut toml::Spanned<toml::de::DeValue<'_>>, at: usize) -> Option<String> {
+    match value.get_mut() {
+        toml::de::DeValue::Table(t) => remove_key_at(t, at),
+        toml::de::DeValue::Array(items) => items.iter_mut().find_map(|item| remove_in_value(item, at)),
+        _ => None,
+    }
+}
+
+/// A TOML or serde error as a located mistake; `key` names the field it was found in.
+fn locate(text: &str, e: &toml::de::Error, key: Option<&str>) -> Located {
+    let (line, column) = match e.span() {
+        Some(span) => {
+            let (l, c) = line_col(text, span.start);
+            (Some(l), Some(c))
+        }
+        None => (None, None),
+    };
+    let message = explain(e.message());
+    let message = match key {
+        Some(key) if !message.starts_with("unknown key") => format!("field \"{key}\": {message}"),
+        _ => message,
+    };
+    Located { line, column, message }
 }
 
 /// Adds a did-you-mean to serde's "unknown field `x`, expected one of `a`, `b`" messages.
 fn explain(message: &str) -> String {
     let message = message.trim();
+    if let Some(field) = message.strip_prefix("missing field `").and_then(|rest| rest.strip_suffix('`')) {
+        return format!("missing key \"{field}\"; add {field} = ... to this table");
+    }
+    if let Some((found, expected)) = message.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected ")) {
+        return format!("{found} is the wrong type here; write {expected}");
+    }
     let Some(rest) = message.strip_prefix("unknown field `") else { return message.to_string() };
     let Some((field, expected)) = rest.split_once('`') else { return message.to_string() };
     let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
@@ -248,6 +423,36 @@ mod tests {
         let job = parse(text).unwrap();
         let sizes: Vec<u64> = job.workloads[0].get_ref().sizes.iter().map(|s| s.0).collect();
         assert_eq!(sizes, vec![2_600_000, 4096, 100]);
+    }
+
+    #[test]
+    fn every_parsing_mistake_is_collected_and_the_good_tables_kept() {
+        let text = "version = 1\nnmae = \"x\"\n[[target]]\nbackend = 5\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"1XB\"]\nthread = [1]\n";
+        let parsed = parse_all(text);
+        let at: Vec<(Option<usize>, Option<usize>)> = parsed.mistakes.iter().map(|m| (m.line, m.column)).collect();
+        assert_eq!(at, vec![(Some(2), Some(1)), (Some(4), Some(11)), (Some(9), Some(9)), (Some(10), Some(1))], "{:?}", parsed.mistakes);
+        assert!(parsed.mistakes[1].message.starts_with("field \"backend\": integer `5` is the wrong type here; write a string"), "{:?}", parsed.mistakes[1]);
+        let job = parsed.job.unwrap();
+        assert_eq!(job.targets.len(), 1, "the good target is kept for checking");
+        assert_eq!(job.workloads.len(), 1, "a workload with removed keys is still checked");
+        let workload_start = job.workloads[0].span().start;
+        assert!(parsed.removed.contains(&(workload_start, "sizes".to_string())));
+        assert!(parsed.removed.contains(&(workload_start, "threads".to_string())), "the key \"thread\" was meant to be");
+    }
+
+    #[test]
+    fn a_removed_key_does_not_come_back_as_missing() {
+        let parsed = parse_all("version = 1\n[[target]]\nbackend = [\"fs\"]\n");
+        assert_eq!(parsed.mistakes.len(), 1, "{:?}", parsed.mistakes);
+        assert!(parsed.mistakes[0].message.contains("field \"backend\""), "{:?}", parsed.mistakes);
+    }
+
+    #[test]
+    fn a_syntax_error_stops_at_once() {
+        let parsed = parse_all("version = 1\nseeed = \n[[target]]\nbackend = 5\n");
+        assert!(parsed.job.is_none());
+        assert_eq!(parsed.mistakes.len(), 1);
+        assert_eq!(parsed.mistakes[0].line, Some(2), "{:?}", parsed.mistakes);
     }
 
     #[test]

@@ -247,6 +247,9 @@ mod timeouts;
 #[path = "servers/cold_restart.rs"]
 mod cold_restart;
 
+#[path = "servers/server_kill.rs"]
+mod server_kill;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1

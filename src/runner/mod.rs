@@ -380,21 +380,29 @@ fn measure_case(
     }
     drop(catalogs);
     drop(sessions);
-    let usage = backend.disk_usage().map_err(|e| format!("disk usage: {e}"))?;
     // A file server stores each distinct content once: that, not the sum of file sizes, is what
     // the disk holds.
     let logical = result.file_server.as_ref().map_or_else(|| run.keys.live_bytes(), |f| f.content_bytes);
-    result.disk = DiskResult {
-        logical_bytes: logical,
-        allocated_bytes: usage.allocated_bytes,
-        apparent_bytes: usage.apparent_bytes,
-        files: usage.files,
-        server_reported_bytes: usage.server_reported_bytes,
-        amplification: (logical > 0).then(|| usage.allocated_bytes as f64 / logical as f64),
-    };
+    let usage = backend.disk_usage().map_err(|e| format!("disk usage: {e}"));
+    if let Ok(usage) = &usage {
+        result.disk = DiskResult {
+            logical_bytes: logical,
+            allocated_bytes: usage.allocated_bytes,
+            apparent_bytes: usage.apparent_bytes,
+            files: usage.files,
+            server_reported_bytes: usage.server_reported_bytes,
+            amplification: (logical > 0).then(|| usage.allocated_bytes as f64 / logical as f64),
+        };
+    }
     result.verification = run.verification.clone();
     result.own_work_share = result.compute_own_work_share();
-    run.judge(result)
+    // What went wrong during the phases (a server that died, say) comes first; that the disk
+    // usage could not be read afterwards is its consequence.
+    match (run.judge(result), usage) {
+        (Err(verdict), Err(disk)) => Err(format!("{verdict}; then {disk}")),
+        (Ok(()), Err(disk)) => Err(disk),
+        (verdict, Ok(_)) => verdict,
+    }
 }
 
 /// The deepest existing ancestor of a path (data paths may not exist yet).

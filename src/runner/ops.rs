@@ -289,9 +289,10 @@ impl Worker<'_, '_> {
     pub(super) fn finish_at(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, now: u64) {
         let end = now - self.own.total();
         self.stats.end_ns = end;
-        self.retry.finished();
         match result {
             Ok(bytes) => {
+                // Only successes refill the retry budget: failures must drain it.
+                self.retry.succeeded();
                 self.stats.success(op, index, end, latency, bytes, retries);
                 if let Some(intended) = self.intended_ns {
                     self.stats.response(op, end.saturating_sub(intended));

@@ -9,9 +9,9 @@
 //!   server restart) do not hammer it together. The wait is part of the operation's latency, as
 //!   a client would see it.
 //! - **A retry budget** per worker, like the AWS SDKs' retry quota: 100 retries, plus one for
-//!   every 5 operations it has finished (a sustained retry rate of at most 20 %). When a server
-//!   is down, every operation fails fast once the budget is spent instead of multiplying the load
-//!   (and the run's length) by `retries`.
+//!   every 5 operations that succeeded (a sustained retry rate of at most 20 %). When a server is
+//!   down nothing succeeds, so every operation fails fast once the budget is spent instead of
+//!   multiplying the load (and the run's length) by `retries`.
 //!
 //! A retry redoes the whole operation — a put writes and syncs a new file or row — never just
 //! the call that failed, so a failed fsync is never retried into a reported success.
@@ -25,9 +25,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 const BASE_NS: u64 = 10_000_000;
 /// Largest backoff ceiling.
 const CAP_NS: u64 = 1_000_000_000;
-/// Retries a worker may spend before it has finished any operation.
+/// Retries a worker may spend before any operation succeeded.
 const BUDGET_START: u64 = 100;
-/// One more retry per this many finished operations.
+/// One more retry per this many successful operations.
 const OPS_PER_RETRY: u64 = 5;
 
 /// Whether a failure of this kind may pass on a second attempt.
@@ -39,19 +39,19 @@ pub fn retryable(kind: ErrorKind) -> bool {
 pub struct Retrier {
     rng: Xoshiro256PlusPlus,
     spent: u64,
-    finished: u64,
+    succeeded: u64,
 }
 
 impl Retrier {
     /// Worker `worker`'s retrier; the jitter is the same on every run with one seed.
     pub fn new(seed: u64, worker: u64) -> Retrier {
-        Retrier { rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ worker.rotate_left(17) ^ 0x7265_7472_7921), spent: 0, finished: 0 }
+        Retrier { rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ worker.rotate_left(17) ^ 0x7265_7472_7921), spent: 0, succeeded: 0 }
     }
 
     /// After a failure of `kind` with `retries` retries done out of `allowed`: whether to try
     /// again. When so, the backoff has been waited on `clock`.
     pub fn again(&mut self, kind: ErrorKind, retries: u32, allowed: u32, clock: &dyn Clock) -> bool {
-        if retries >= allowed || !retryable(kind) || self.spent >= BUDGET_START + self.finished / OPS_PER_RETRY {
+        if retries >= allowed || !retryable(kind) || self.spent >= BUDGET_START + self.succeeded / OPS_PER_RETRY {
             return false;
         }
         self.spent += 1;
@@ -60,9 +60,9 @@ impl Retrier {
         true
     }
 
-    /// Counts a finished operation (success or failure) toward the budget.
-    pub fn finished(&mut self) {
-        self.finished += 1;
+    /// Counts a successful operation toward the budget.
+    pub fn succeeded(&mut self) {
+        self.succeeded += 1;
     }
 }
 
@@ -80,8 +80,8 @@ mod tests {
         assert!(!r.again(ErrorKind::Timeout, 3, 3, &clock), "three retries allowed, three done");
         let granted = (0..100).filter(|_| r.again(ErrorKind::Timeout, 0, 3, &clock)).count();
         assert_eq!(granted as u64, BUDGET_START, "the starting budget");
-        (0..OPS_PER_RETRY).for_each(|_| r.finished());
-        assert!(r.again(ErrorKind::Connection, 0, 3, &clock) && !r.again(ErrorKind::Connection, 0, 3, &clock), "one more per 5 finished");
+        (0..OPS_PER_RETRY).for_each(|_| r.succeeded());
+        assert!(r.again(ErrorKind::Connection, 0, 3, &clock) && !r.again(ErrorKind::Connection, 0, 3, &clock), "one more per 5 successes");
     }
 
     #[test]

@@ -7,27 +7,28 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn script() -> PathBuf {
+pub fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/services.sh")
 }
 
 /// Services in a directory of their own, stopped (by their recorded pids) when dropped.
-struct PrivateServices {
-    dir: tempfile::TempDir,
+pub struct PrivateServices {
+    pub dir: tempfile::TempDir,
 }
 
 impl PrivateServices {
-    fn start() -> PrivateServices {
+    /// Starts the services listed in `only` ("pg,mariadb").
+    pub fn start(only: &str) -> PrivateServices {
         let dir = tempfile::tempdir().unwrap();
         // The postgres and mysql users must reach their data directories.
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let out = Command::new(script()).args(["start", "--only", "pg,mariadb"]).arg(dir.path()).output().unwrap();
+        let out = Command::new(script()).args(["start", "--only", only]).arg(dir.path()).output().unwrap();
         assert!(out.status.success(), "services.sh start: {}", String::from_utf8_lossy(&out.stderr));
         PrivateServices { dir }
     }
 
     /// A value from the script's env fragment of `service`.
-    fn value(&self, service: &str, name: &str) -> String {
+    pub fn value(&self, service: &str, name: &str) -> String {
         let text = std::fs::read_to_string(self.dir.path().join(format!("{service}.env"))).unwrap();
         let line = text.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("{name} in {text}"));
         line.to_string()
@@ -79,7 +80,7 @@ fn a_cold_read_phase_restarts_a_script_started_server_and_leaves_any_other_alone
         eprintln!("SKIPPED: cache = \"cold\" needs root");
         return;
     }
-    let services = PrivateServices::start();
+    let services = PrivateServices::start("pg,mariadb");
     let before = services.pids();
 
     let (report, text) = run_cold(&services, true);

@@ -86,8 +86,15 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
 /// or a crash never sees half a report.
 pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
     let text = serde_json::to_string_pretty(report).map_err(|e| format!("cannot serialize the report: {e}"))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    replace_atomically(path, &(text + "\n"))
+}
+
+/// Writes `text` to `path` through a `.tmp` sibling and a rename: readers see the old file or the new one.
+fn replace_atomically(path: &Path, text: &str) -> Result<(), String> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("cannot move {} into place: {e}", path.display()))
 }
 
@@ -96,10 +103,7 @@ pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
 /// interrupted): rendering every chart after every case would cost a long run more than it
 /// measures, and `stowbench report report.json --format html` renders a page from any report.
 pub fn write_html_atomically(json_path: &Path, report: &RunReport) -> Result<(), String> {
-    let path = json_path.with_extension("html");
-    let tmp = json_path.with_extension("html.tmp");
-    std::fs::write(&tmp, html::render(report)).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot move {} into place: {e}", path.display()))
+    replace_atomically(&json_path.with_extension("html"), &html::render(report))
 }
 
 /// Reads a report file back.

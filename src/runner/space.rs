@@ -3,6 +3,7 @@
 //! that fills during a case ends the run with the figures: every later case would fail the same
 //! way, and a full disk hurts whatever else lives on it.
 
+use super::existing_ancestor;
 use crate::job::CasePlan;
 use crate::sampler::filesystem_space;
 use crate::units::format_bytes;
@@ -32,10 +33,6 @@ impl Need {
     fn bytes(&self) -> u64 {
         self.objects.saturating_mul(self.object_bytes.div_ceil(BLOCK).max(1) * BLOCK)
     }
-}
-
-fn existing_ancestor(p: &Path) -> &Path {
-    p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"))
 }
 
 /// "the tmpfs mounted at /mnt/small": the run's own directories are gone when the message is read.

@@ -92,6 +92,35 @@ fn injected_faults_are_counted_by_kind_and_fail_the_error_budget() {
     assert!(put.errors.is_empty());
 }
 
+/// A store where every operation fails (a dead server) ends the case after `give_up_after`,
+/// instead of spinning through errors for the phase's whole duration; a store that fails every
+/// other operation is slow, not dead, and runs its course.
+#[test]
+fn workers_give_up_after_nothing_but_failures_and_the_case_ends() {
+    let phases = "[[workload.phase]]\nmix = { put = 1 }\nduration = \"60s\"\n[[workload.phase]]\nmix = { get = 1 }\nduration = \"60s\"\n";
+    let workload = format!("sizes = [10]\nobjects = 100\nthreads = [2]\ngive_up_after = \"2s\"\npreload = false\n{phases}");
+    let dead = run_job(&sim_job("fail_every = 1\nfail_kind = \"connection\"", &workload)).unwrap();
+    assert_eq!(dead.exit_code, 1);
+    let case = &dead.report.cases[0];
+    assert_eq!(case.phases.len(), 1, "the get phase is skipped once every worker gave up");
+    let put = &case.phases[0];
+    assert_eq!(put.gave_up_workers, 2);
+    // 1 ms per failed put: the 2000th ends 2 s after the start, and the worker stops there.
+    assert_eq!(put.ops["put"].errors["connection"], 2 * 2000, "{:?}", put.ops["put"].errors);
+    let failure = case.failure.as_deref().unwrap();
+    assert!(failure.starts_with("gave up in phase put: 2 of 2 workers saw nothing but failures for 2 s"), "{failure}");
+    assert!(failure.contains("error budget exceeded: 4000 of 4000"), "{failure}");
+
+    let slow = run_job(&sim_job("fail_every = 2", &workload.replace("duration = \"60s\"", "duration = \"5s\""))).unwrap();
+    let case = &slow.report.cases[0];
+    assert_eq!(case.phases.len(), 2);
+    assert!(case.phases.iter().all(|p| p.gave_up_workers == 0));
+    assert!(!case.failure.as_deref().unwrap_or("").contains("gave up"), "{:?}", case.failure);
+
+    let patient = run_job(&sim_job("fail_every = 1", &workload.replace("give_up_after = \"2s\"", "give_up_after = \"0s\"").replace("60s", "3s"))).unwrap();
+    assert_eq!(patient.report.cases[0].phases.len(), 2, "give_up_after = \"0s\" never gives up");
+}
+
 #[test]
 fn a_corrupt_read_names_the_key_and_offset_and_fails_the_run() {
     let run = run_job(&sim_job("corrupt_every = 7", "sizes = [\"10kB\"]\nobjects = 50\nphases = [\"put\", \"get\"]")).unwrap();

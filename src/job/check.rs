@@ -287,11 +287,15 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
         cold_cache,
         retries,
         max_error_ratio,
+        give_up_after_ns: w.give_up_after.map_or(DEFAULT_GIVE_UP_AFTER_NS, |d| d.0),
         preload: w.preload.unwrap_or(!first_is_put && !file_server),
         file_server,
         duplicates: file_server.then(|| w.duplicates.unwrap_or(0.0)),
     })
 }
+
+/// How long a worker keeps trying when every operation fails (workload key `give_up_after`).
+pub const DEFAULT_GIVE_UP_AFTER_NS: u64 = 10_000_000_000;
 
 /// A phase, or the field at fault and the mistake.
 type PhaseResult = Result<PhasePlan, (&'static str, String)>;

@@ -299,6 +299,8 @@ pub struct WorkloadPlan {
     pub retries: u32,
     /// Largest tolerated failed / attempted ratio.
     pub max_error_ratio: f64,
+    /// A worker stops after failing without a single success for this long (0: never).
+    pub give_up_after_ns: u64,
     /// Put every object before the first phase, untimed.
     pub preload: bool,
     /// Whether the phases are file-server operations (upload, download), which need a catalog.

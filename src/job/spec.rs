@@ -124,6 +124,10 @@ pub struct WorkloadSpec {
     /// Largest tolerated ratio of failed to attempted operations; above it the case fails. Default 0.
     #[serde(default)]
     pub max_error_ratio: Option<f64>,
+    /// A worker whose operations have all failed for this long stops, and the case fails: a dead
+    /// server ends the case instead of spinning through errors. Default 10s; "0s": never.
+    #[serde(default)]
+    pub give_up_after: Option<Nanos>,
     /// Put every object before the first phase, untimed. Default: when the first phase is not a pure put.
     #[serde(default)]
     pub preload: Option<bool>,

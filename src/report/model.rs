@@ -272,6 +272,10 @@ pub struct PhaseResult {
     /// did not start is never restarted: its cache stays warm (a `server_cache_warm` warning).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub server_restarted: bool,
+    /// Workers that stopped early because every operation they tried failed for the workload's
+    /// `give_up_after` (a dead server); the phase ended when all had stopped.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gave_up_workers: u32,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,
@@ -573,4 +577,8 @@ mod tests {
         assert_eq!(v.first_mismatch.as_ref().map(|m| m.offset_bytes), Some(0));
         assert_eq!(v.mismatched.last().map(|m| m.offset_bytes), Some(99), "in the order found");
     }
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }

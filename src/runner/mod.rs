@@ -241,6 +241,8 @@ struct CaseRun<'a> {
     attempted: u64,
     failed_ops: u64,
     files: crate::stats::FileTally,
+    /// Why workers stopped early (`give_up_after`), if any did.
+    gave_up: Option<String>,
 }
 
 fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
@@ -328,6 +330,7 @@ fn measure_case(
         attempted: 0,
         failed_ops: 0,
         files: Default::default(),
+        gave_up: None,
     };
     backend.attach_payload(&run.payload);
     let mut sampler = ResourceSampler::start(backend.server_pids());
@@ -369,7 +372,19 @@ fn measure_case(
         let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
         measured.cache_state = if direct { "direct" } else if dropped { "cold" } else { "warm" }.into();
         measured.server_restarted = server_restarted;
+        let gave_up = measured.gave_up_workers;
         result.phases.push(measured);
+        if gave_up > 0 {
+            let seconds = workload.give_up_after_ns as f64 / 1e9;
+            run.gave_up.get_or_insert(format!(
+                "gave up in phase {}: {gave_up} of {} workers saw nothing but failures for {seconds} s (give_up_after)",
+                phase.label, case.threads
+            ));
+            if gave_up == case.threads {
+                // Every worker found the store dead: later phases would only repeat that.
+                break;
+            }
+        }
     }
     result.resources = sampler.finish();
     if let Some(catalog) = catalogs.first_mut() {
@@ -421,6 +436,7 @@ impl CaseRun<'_> {
             payload: self.payload.clone(),
             verify: w.verify,
             retries: self.plan.targets[self.case.target].retries.unwrap_or(w.retries),
+            give_up_after_ns: w.give_up_after_ns,
             duplicates: w.duplicates.unwrap_or(0.0),
             keys: &self.keys,
             clock: self.clock.as_ref(),
@@ -483,11 +499,13 @@ impl CaseRun<'_> {
             return Err(format!("verification failed: {} of {} gets differ from what was put:{}{more}", v.mismatches, v.checked, lines.concat()));
         }
         let budget = self.case.workload.max_error_ratio;
-        if self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64 {
-            return Err(format!(
-                "error budget exceeded: {} of {} operations failed (max_error_ratio = {budget})",
-                self.failed_ops, self.attempted
-            ));
+        let over_budget = (self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64)
+            .then(|| format!("error budget exceeded: {} of {} operations failed (max_error_ratio = {budget})", self.failed_ops, self.attempted));
+        match (&self.gave_up, over_budget) {
+            (Some(gave_up), Some(budget)) => return Err(format!("{gave_up}; {budget}")),
+            (Some(gave_up), None) => return Err(gave_up.clone()),
+            (None, Some(budget)) => return Err(budget),
+            (None, None) => {}
         }
         if let Some(problem) = result.file_server.as_ref().and_then(|f| f.problems.first()) {
             return Err(format!("file catalog audit failed: {problem}"));

@@ -69,6 +69,10 @@ pub struct Worker<'a, 'c> {
     pub intended_ns: Option<u64>,
     /// Its retry backoff and budget (see `retry`).
     pub retry: super::retry::Retrier,
+    /// When the last operation ended well (storage clock; the worker's start before any did).
+    pub last_success_ns: u64,
+    /// Set when every operation failed for `give_up_after`: the worker stops.
+    pub gave_up: bool,
 }
 
 pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
@@ -298,8 +302,17 @@ impl Worker<'_, '_> {
                     self.stats.response(op, end.saturating_sub(intended));
                 }
             }
-            Err(e) => self.stats.failure(op, end, e.kind, retries),
+            Err(e) => {
+                self.stats.failure(op, end, e.kind, retries);
+                let patience = self.ctx.give_up_after_ns;
+                if patience > 0 && end.saturating_sub(self.last_success_ns) >= patience {
+                    self.gave_up = true;
+                    self.stats.gave_up = true;
+                }
+                return;
+            }
         }
+        self.last_success_ns = end;
     }
 }
 

@@ -34,6 +34,8 @@ pub struct PhaseContext<'a> {
     pub verify: bool,
     /// Retries per failed operation.
     pub retries: u32,
+    /// A worker stops after failing without a success for this long (0: never).
+    pub give_up_after_ns: u64,
     /// File server: the fraction of uploads that repeat an earlier upload's content.
     pub duplicates: f64,
     /// Key state.
@@ -137,7 +139,10 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),
         intended_ns: None,
         retry: super::retry::Retrier::new(ctx.seed ^ stream_of(ctx, w), w),
+        last_success_ns: 0,
+        gave_up: false,
     };
+    worker.last_success_ns = worker.own.now_ns(ctx.clock);
     // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).
     let mut schedule = ctx.phase.rate.filter(|_| !ctx.warmup).map(|rate| super::schedule::Schedule::new(rate, w, workers, worker.stats.start_ns, stream_of(ctx, w)));
     if schedule.is_some() && !ctx.clock.is_virtual() {
@@ -182,7 +187,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
                 Some(key) => key,
                 None => chooser.next(index, ctx.objects),
             };
-            if !worker.one_op(op, key, index) {
+            if !worker.one_op(op, key, index) || worker.gave_up {
                 break 'iterations;
             }
             if op.writes() && worker.last_put_stored {

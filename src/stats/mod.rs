@@ -132,6 +132,8 @@ pub struct WorkerStats {
     pub files: FileTally,
     /// Open-loop phases: how the worker kept to its schedule.
     pub schedule: Option<ScheduleTally>,
+    /// Whether it stopped early because every operation failed for `give_up_after`.
+    pub gave_up: bool,
 }
 
 /// What a worker's uploads did, for the after-run audit of the catalog.
@@ -180,6 +182,7 @@ impl WorkerStats {
             mismatched: Vec::new(),
             files: FileTally::default(),
             schedule: None,
+            gave_up: false,
         }
     }
 
@@ -286,6 +289,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let payload_generation_ns = workers.iter().map(|w| w.generation_ns).sum();
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
     let open_loop = open_loop(&workers);
+    let gave_up_workers = workers.iter().filter(|w| w.gave_up).count() as u32;
 
     let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
     let mut timeline: Vec<Bucket> = Vec::new();
@@ -343,6 +347,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         verification_ns,
         cache_state: String::new(), // the runner knows it
         server_restarted: false,
+        gave_up_workers,
         open_loop,
     }
 }

@@ -173,6 +173,10 @@ pub struct RunSettings {
     /// Override the job's seed.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// End the run after this long (e.g. 10m): the case running then fails and no other starts,
+    /// and an operation blocked past it (no op_timeout) ends the process with the report kept.
+    #[arg(long)]
+    pub timeout: Option<String>,
 }
 
 /// Parses `args` (including the program name) and runs; returns the exit code.
@@ -265,7 +269,11 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
     if let Some(seed) = args.seed {
         plan.seed = seed;
     }
-    let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, ..RunOptions::default() };
+    let timeout = args.timeout.as_deref().map(|t| crate::units::Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| format!("--timeout: {e}"))?;
+    if timeout.is_some_and(|t| t.is_zero()) {
+        return Err("--timeout: 0 s leaves no time to run; give a positive duration such as 10m".into());
+    }
+    let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, timeout, ..RunOptions::default() };
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
 }
 

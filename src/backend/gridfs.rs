@@ -451,4 +451,11 @@ impl Session for GridFsSession {
     fn head(&mut self, key: &str) -> BResult<u64> {
         Ok(self.current(key, &self.shared.deadline())?.length)
     }
+
+    /// The driver pools its connections (and monitors the server) in the background, so the cut
+    /// reaches every connection of this process to the server's port.
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        let port = server::host_port(&self.shared.endpoint.uri, 27017).map_or(27017, |(_, port)| port);
+        Some(super::sockets::every_connection_to(port))
+    }
 }

@@ -233,6 +233,11 @@ impl Shared {
         Ok(conn)
     }
 
+    /// The server's TCP port (the URI's, else MariaDB's default).
+    fn port(&self) -> u16 {
+        server::host_port(&self.endpoint.uri, 3306).map_or(3306, |(_, port)| port)
+    }
+
     fn error(&self, e: mysql::Error) -> BackendError {
         let kind = match &e {
             mysql::Error::MySqlError(m) => match m.code {
@@ -334,11 +339,12 @@ impl Backend for MariaBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        let conn = self.shared.connect()?;
+        let sockets = super::sockets::Sockets::to_port(self.shared.port());
+        let conn = sockets.track(|| self.shared.connect())?;
         Ok(match &self.file {
-            None => Box::new(MariaSession { conn, shared: self.shared.clone() }),
+            None => Box::new(MariaSession { conn, sockets, shared: self.shared.clone() }),
             Some(file) => Box::new(RowFileSession {
-                rows: MariaRows { conn, shared: self.shared.clone() },
+                rows: MariaRows { conn, sockets, shared: self.shared.clone() },
                 content: ContentFiles::new(file.files.clone(), file.order, file.mode, worker),
             }),
         })
@@ -397,11 +403,22 @@ impl Backend for MariaBackend {
 
 struct MariaSession {
     conn: Conn,
+    /// Its connection's socket, which the runner's `op_timeout` watchdog may cut.
+    sockets: super::sockets::Sockets,
     shared: Arc<Shared>,
+}
+
+/// Replaces a connection the `op_timeout` watchdog cut (the crate cannot tell a dead one).
+fn revive(conn: &mut Conn, sockets: &super::sockets::Sockets, shared: &Shared) -> BResult<()> {
+    if sockets.take_cut() {
+        *conn = sockets.track(|| shared.connect())?;
+    }
+    Ok(())
 }
 
 impl Session for MariaSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         if len > s.max_object_bytes {
             return Err(BackendError::new(
@@ -420,6 +437,7 @@ impl Session for MariaSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         let value: Option<Vec<u8>> = self.conn.exec_first(format!("SELECT data FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         let value = value.ok_or_else(|| BackendError::not_found(key))?;
@@ -428,6 +446,7 @@ impl Session for MariaSession {
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         self.conn.exec_drop(format!("DELETE FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         if self.conn.affected_rows() == 0 {
@@ -437,9 +456,14 @@ impl Session for MariaSession {
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         let len: Option<u64> = self.conn.exec_first(format!("SELECT LENGTH(data) FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         len.ok_or_else(|| BackendError::not_found(key))
+    }
+
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        Some(self.sockets.cut_handle())
     }
 }
 
@@ -448,11 +472,13 @@ impl Session for MariaSession {
 /// short write transactions that lock the key's row.
 struct MariaRows {
     conn: Conn,
+    sockets: super::sockets::Sockets,
     shared: Arc<Shared>,
 }
 
 impl Rows for MariaRows {
     fn read_row(&mut self, key: &str) -> BResult<Option<Row>> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         let sql = format!("SELECT size_bytes, path, created_ns FROM `{}` WHERE k = ?", s.table);
         let row: Option<(u64, String, i64)> = self.conn.exec_first(sql, (key.as_bytes(),)).map_err(|e| s.error(e))?;
@@ -460,6 +486,7 @@ impl Rows for MariaRows {
     }
 
     fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         let e = |e| s.error(e);
         let select = format!("SELECT size_bytes, path, created_ns FROM `{}` WHERE k = ? FOR UPDATE", s.table);
@@ -507,6 +534,7 @@ impl Rows for MariaRows {
     }
 
     fn delete_row(&mut self, key: &str) -> BResult<Option<String>> {
+        revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
         let e = |e| s.error(e);
         // SELECT ... FOR UPDATE, then DELETE, rather than MariaDB's DELETE ... RETURNING, which MySQL lacks.
@@ -518,6 +546,10 @@ impl Rows for MariaRows {
         }
         tx.commit().map_err(e)?;
         Ok(path)
+    }
+
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        Some(self.sockets.cut_handle())
     }
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod row_file;
 pub mod s3;
 pub mod server;
 pub mod sim;
+pub mod sockets;
 pub mod sqlite;
 pub mod sqlite_file;
 pub mod zip;
@@ -221,6 +222,12 @@ pub trait Session: Send {
     /// (single-writer formats); reported, never hidden in latency without a trace.
     fn wait_ns(&self) -> u64 {
         0
+    }
+    /// A handle that cuts this session's connections from another thread, so that a call blocked
+    /// on a silent server returns with an error (the runner's `op_timeout` watchdog). None when
+    /// the backend has no connection to cut (local files: a blocked system call cannot be undone).
+    fn cut_handle(&self) -> Option<sockets::CutHandle> {
+        None
     }
 }
 

@@ -228,6 +228,11 @@ impl Shared {
         Ok(client)
     }
 
+    /// The server's TCP port (the URI's, else PostgreSQL's default).
+    fn port(&self) -> u16 {
+        server::host_port(&self.endpoint.uri, 5432).map_or(5432, |(_, port)| port)
+    }
+
     /// Maps a driver error to a kind, with secrets scrubbed from its message.
     fn error(&self, e: postgres::Error) -> BackendError {
         use postgres::error::SqlState;
@@ -341,12 +346,13 @@ impl Backend for PgBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        let mut client = self.shared.connect_worker()?;
+        let sockets = super::sockets::Sockets::to_port(self.shared.port());
+        let mut client = sockets.track(|| self.shared.connect_worker())?;
         let waited = match &self.waits {
             Some(sampler) => Some(sampler.register(&mut client, &self.shared)?),
             None => None,
         };
-        Ok(Box::new(PgSession { client, shared: self.shared.clone(), worker, waited }))
+        Ok(Box::new(PgSession { client, sockets, shared: self.shared.clone(), worker, waited }))
     }
 
     /// The file server's catalog lives in the same database, beside the content's table.
@@ -461,6 +467,8 @@ fn large_object_bytes(client: &mut Client, s: &Shared) -> BResult<u64> {
 
 struct PgSession {
     client: Client,
+    /// Its connection's socket, which the runner's `op_timeout` watchdog may cut.
+    sockets: super::sockets::Sockets,
     shared: Arc<Shared>,
     worker: usize,
     /// Time this session's backend was seen waiting on a lock, in ns (option `wait_sample`).
@@ -481,6 +489,16 @@ fn read_full(body: &mut dyn Read, buf: &mut [u8], left_after: u64) -> BResult<()
 }
 
 impl PgSession {
+    /// Connects again when the connection was lost (a server restart, or a cut by the runner's
+    /// `op_timeout` watchdog); part of the operation that finds it lost, as a client's reconnect is.
+    fn reconnect_if_lost(&mut self) -> BResult<()> {
+        if self.client.is_closed() {
+            let shared = self.shared.clone();
+            self.client = self.sockets.track(|| shared.connect_worker())?;
+        }
+        Ok(())
+    }
+
     /// Starts a write transaction holding the advisory lock of `key` (writers of one key queue).
     fn write_tx(&mut self, key: &str) -> BResult<postgres::Transaction<'_>> {
         let s = self.shared.clone();
@@ -601,6 +619,7 @@ impl PgSession {
 
 impl Session for PgSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        self.reconnect_if_lost()?;
         self.shared.check_size(len)?;
         match self.shared.mode {
             Mode::Bytea => self.put_bytea(key, body, len),
@@ -616,6 +635,7 @@ impl Session for PgSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        self.reconnect_if_lost()?;
         match self.shared.mode {
             Mode::Bytea => self.get_bytea(key, sink),
             Mode::Lo => self.get_lo(key, sink),
@@ -634,6 +654,7 @@ impl Session for PgSession {
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
+        self.reconnect_if_lost()?;
         let s = self.shared.clone();
         let mut tx = self.write_tx(key)?;
         let returning = if s.mode == Mode::Lo { "loid" } else { "0::oid" };
@@ -653,6 +674,7 @@ impl Session for PgSession {
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
+        self.reconnect_if_lost()?;
         let s = self.shared.clone();
         let sql = match s.mode {
             Mode::Bytea => format!("SELECT octet_length(data)::bigint FROM {} WHERE key = $1", s.table),
@@ -665,5 +687,9 @@ impl Session for PgSession {
     /// Estimated from samples of the server's wait events (see `waits`); 0 when not sampled.
     fn wait_ns(&self) -> u64 {
         self.waited.as_ref().map_or(0, |w| w.load(Ordering::Relaxed))
+    }
+
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        Some(self.sockets.cut_handle())
     }
 }

@@ -103,6 +103,10 @@ pub trait Rows {
     fn wait_ns(&self) -> u64 {
         0
     }
+    /// See `Session::cut_handle`: a server database's connection.
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        None
+    }
 }
 
 /// A row + file session: the database's rows and this worker's content files, whichever the
@@ -133,6 +137,10 @@ impl<R: Rows + Send> super::Session for RowFileSession<R> {
 
     fn wait_ns(&self) -> u64 {
         self.rows.wait_ns()
+    }
+
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        self.rows.cut_handle()
     }
 }
 

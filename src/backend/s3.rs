@@ -293,7 +293,8 @@ impl Backend for S3Backend {
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(S3Session { client: Client::new(self.settings.clone())? }))
+        let port = server::host_port(&self.settings.endpoint.uri, 80).map_or(80, |(_, port)| port);
+        Ok(Box::new(S3Session { client: Client::new(self.settings.clone())?, port }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -333,6 +334,8 @@ impl Backend for S3Backend {
 
 struct S3Session {
     client: Client,
+    /// The endpoint's TCP port, whose connections an `op_timeout` cut shuts down.
+    port: u16,
 }
 
 impl S3Session {
@@ -417,5 +420,11 @@ impl Session for S3Session {
         let c = &self.client;
         let meta = c.runtime.block_on(c.store.head(&c.path(key))).map_err(|e| c.error(e))?;
         Ok(meta.size)
+    }
+
+    /// The HTTP client pools its connections in the background, so the cut reaches every
+    /// connection of this process to the endpoint's port.
+    fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
+        Some(super::sockets::every_connection_to(self.port))
     }
 }

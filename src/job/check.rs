@@ -288,6 +288,7 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
         retries,
         max_error_ratio,
         give_up_after_ns: w.give_up_after.map_or(DEFAULT_GIVE_UP_AFTER_NS, |d| d.0),
+        op_timeout_ns: w.op_timeout.map_or(0, |d| d.0),
         preload: w.preload.unwrap_or(!first_is_put && !file_server),
         file_server,
         duplicates: file_server.then(|| w.duplicates.unwrap_or(0.0)),

@@ -301,6 +301,8 @@ pub struct WorkloadPlan {
     pub max_error_ratio: f64,
     /// A worker stops after failing without a single success for this long (0: never).
     pub give_up_after_ns: u64,
+    /// An operation (with its retries) still running after this long fails as a timeout (0: never).
+    pub op_timeout_ns: u64,
     /// Put every object before the first phase, untimed.
     pub preload: bool,
     /// Whether the phases are file-server operations (upload, download), which need a catalog.

@@ -128,6 +128,10 @@ pub struct WorkloadSpec {
     /// server ends the case instead of spinning through errors. Default 10s; "0s": never.
     #[serde(default)]
     pub give_up_after: Option<Nanos>,
+    /// Fail an operation still running after this long as a timeout, cutting the connection of
+    /// a server backend so a worker blocked on a silent server gets its thread back. Default: none.
+    #[serde(default)]
+    pub op_timeout: Option<Nanos>,
     /// Put every object before the first phase, untimed. Default: when the first phase is not a pure put.
     #[serde(default)]
     pub preload: Option<bool>,

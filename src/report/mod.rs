@@ -90,7 +90,7 @@ pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
 }
 
 /// Writes `text` to `path` through a `.tmp` sibling and a rename: readers see the old file or the new one.
-fn replace_atomically(path: &Path, text: &str) -> Result<(), String> {
+pub fn replace_atomically(path: &Path, text: &str) -> Result<(), String> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);

@@ -22,7 +22,8 @@ pub struct RunReport {
     pub tool_version: String,
     /// Unique id of the run (also in namespace markers).
     pub run_id: String,
-    /// "running" while cases are still being added, then "complete", "interrupted" or "failed".
+    /// "running" while cases are still being added, then "complete", "interrupted", "failed" or
+    /// "timed_out" (the run's `--timeout` ended it).
     pub status: String,
     /// Start time, RFC 3339 UTC.
     pub started_at: String,

@@ -6,6 +6,7 @@
 //! The runner owns timing, retries and verification; backends only move bytes.
 
 mod audit;
+mod deadline;
 pub mod fileserver;
 pub mod hook;
 pub mod keytable;
@@ -14,6 +15,7 @@ pub mod phase;
 pub mod progress;
 pub mod retry;
 pub mod schedule;
+pub mod watchdog;
 mod space;
 
 use crate::backend::catalog::Catalog;
@@ -48,13 +50,16 @@ pub struct RunOptions {
     pub command: Vec<String>,
     /// How fio cases run (`[[fio]]` tables, `stowbench fio`): histograms, time limit.
     pub fio: crate::fio::RunOptions,
+    /// The run's own deadline (`--timeout`), see `deadline`.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// What a run produced.
 pub struct RunOutcome {
     /// The final report (also on disk).
     pub report: RunReport,
-    /// 0 ok, 1 a case failed (errors, error budget, verification), 130 interrupted.
+    /// 0 ok, 1 a case failed (errors, error budget, verification) or the run timed out,
+    /// 130 interrupted.
     pub exit_code: i32,
 }
 
@@ -67,6 +72,18 @@ pub fn new_run_id() -> String {
 
 /// Runs every case of `plan`; `Err` only for problems found before any case ran (exit code 2).
 pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
+    let Some(timeout) = opts.timeout else { return run_cases(plan, opts, interrupted, &AtomicBool::new(false)) };
+    let finished = AtomicBool::new(false);
+    let timed_out = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| deadline::watch(timeout, &opts.report_path, &finished, &timed_out, interrupted));
+        let outcome = run_cases(plan, opts, interrupted, &timed_out);
+        finished.store(true, Ordering::Relaxed);
+        outcome
+    })
+}
+
+fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool) -> Result<RunOutcome, String> {
     let run_id = new_run_id();
     let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
     let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb")?;
@@ -88,6 +105,16 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
         }
         progress.start_case(case);
         let mut result = run_case(plan, case, &root, opts, interrupted, &progress);
+        if timed_out.load(Ordering::Relaxed) {
+            // Unlike Ctrl-C, a deadline is part of the job: the case it cut short is reported.
+            result.status = "failed".into();
+            result.failure = Some(deadline::cut_short(opts.timeout));
+            failed = true;
+            progress.finish_case(&result);
+            report.cases.push(result);
+            crate::report::write_atomically(&opts.report_path, &report)?;
+            break;
+        }
         if interrupted.load(Ordering::Relaxed) {
             break; // a case cut short is not a result
         }
@@ -112,8 +139,9 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
         }
         failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report);
     }
-    let was_interrupted = interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted();
-    report.status = if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
+    let was_timed_out = timed_out.load(Ordering::Relaxed);
+    let was_interrupted = !was_timed_out && (interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
+    report.status = if was_timed_out { "timed_out" } else if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
@@ -123,7 +151,7 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     if !opts.keep {
         namespace::remove(&root.dir)?;
     }
-    let exit_code = if was_interrupted { 130 } else if failed { 1 } else { 0 };
+    let exit_code = if was_interrupted { 130 } else if failed || was_timed_out { 1 } else { 0 };
     Ok(RunOutcome { report, exit_code })
 }
 
@@ -437,6 +465,7 @@ impl CaseRun<'_> {
             verify: w.verify,
             retries: self.plan.targets[self.case.target].retries.unwrap_or(w.retries),
             give_up_after_ns: w.give_up_after_ns,
+            op_timeout_ns: w.op_timeout_ns,
             duplicates: w.duplicates.unwrap_or(0.0),
             keys: &self.keys,
             clock: self.clock.as_ref(),

@@ -73,6 +73,8 @@ pub struct Worker<'a, 'c> {
     pub last_success_ns: u64,
     /// Set when every operation failed for `give_up_after`: the worker stops.
     pub gave_up: bool,
+    /// The phase's `op_timeout` watchdog and this worker's slot in it.
+    pub watchdog: Option<(&'a super::watchdog::Watchdog, usize)>,
 }
 
 pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
@@ -273,11 +275,29 @@ impl Worker<'_, '_> {
         let clock = self.ctx.clock;
         let start = self.own.now_ns(clock);
         let mut retries = 0;
+        let dog = self.watchdog;
+        if let Some((dog, w)) = dog {
+            dog.arm(w);
+        }
+        let cut = |dog: Option<(&super::watchdog::Watchdog, usize)>| dog.is_some_and(|(dog, w)| dog.fired(w));
         loop {
             match attempt(self) {
-                Err(e) if self.retry.again(e.kind, retries, self.ctx.retries, clock) => retries += 1,
+                // The deadline covers the operation, retries included: a cut one is over.
+                Err(e) if !cut(dog) && self.retry.again(e.kind, retries, self.ctx.retries, clock) => retries += 1,
                 other => {
                     self.timed_end_ns = clock.now_ns();
+                    let other = match other {
+                        Err(e) if dog.is_some_and(|(dog, w)| dog.disarm(w)) => Err(BackendError::new(
+                            ErrorKind::Timeout,
+                            format!("no answer within op_timeout = {}; the connection was cut ({})", crate::units::Nanos(self.ctx.op_timeout_ns), e.message),
+                        )),
+                        other => {
+                            if let Some((dog, w)) = dog {
+                                dog.disarm(w);
+                            }
+                            other
+                        }
+                    };
                     return (other, self.timed_end_ns - self.own.total() - start, retries);
                 }
             }

@@ -36,6 +36,8 @@ pub struct PhaseContext<'a> {
     pub retries: u32,
     /// A worker stops after failing without a success for this long (0: never).
     pub give_up_after_ns: u64,
+    /// An operation still running after this long is cut and fails as a timeout (0: never).
+    pub op_timeout_ns: u64,
     /// File server: the fraction of uploads that repeat an earlier upload's content.
     pub duplicates: f64,
     /// Key state.
@@ -80,7 +82,22 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
     let origin = if ctx.clock.is_virtual() { 0 } else { ctx.clock.now_ns() };
     let width = ctx.index_width();
     let workers = sessions.len() as u64;
+    let watchdog = match ctx.op_timeout_ns {
+        0 => None,
+        timeout => {
+            let cuts = sessions.iter().map(|s| s.cut_handle()).collect::<Option<Vec<_>>>().ok_or_else(|| {
+                "op_timeout needs a connection to cut when an operation overruns, and this backend's operations are \
+                 local calls, which cannot be abandoned; remove op_timeout (it is for server backends)"
+                    .to_string()
+            })?;
+            Some(super::watchdog::Watchdog::new(timeout, cuts))
+        }
+    };
+    let watchdog = watchdog.as_ref();
     std::thread::scope(|scope| {
+        if let Some(dog) = watchdog {
+            scope.spawn(|| dog.watch());
+        }
         let mut catalogs = catalogs.iter_mut().map(|c| {
             let c: &mut dyn Catalog = c.as_mut();
             Some(c)
@@ -94,7 +111,7 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
                 scope.spawn(move || {
                     let mut stats = WorkerStats::new(origin, width);
                     barrier.wait();
-                    worker(ctx, session.as_mut(), catalog, w as u64, workers, &mut stats);
+                    worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats);
                     stats
                 })
             })
@@ -102,6 +119,9 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
         while !handles.iter().all(|h| h.is_finished()) {
             on_wait();
             std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if let Some(dog) = watchdog {
+            dog.stop();
         }
         handles
             .into_iter()
@@ -116,7 +136,15 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
     })
 }
 
-fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dyn Catalog>, w: u64, workers: u64, stats: &mut WorkerStats) {
+fn worker(
+    ctx: &PhaseContext,
+    session: &mut dyn Session,
+    catalog: Option<&mut dyn Catalog>,
+    w: u64,
+    workers: u64,
+    watchdog: Option<&super::watchdog::Watchdog>,
+    stats: &mut WorkerStats,
+) {
     let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
     let total_weight: u32 = ctx.phase.mix.iter().map(|(_, wt)| wt).sum();
     stats.start_ns = ctx.clock.now_ns();
@@ -141,6 +169,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         retry: super::retry::Retrier::new(ctx.seed ^ stream_of(ctx, w), w),
         last_success_ns: 0,
         gave_up: false,
+        watchdog: watchdog.map(|dog| (dog, w as usize)),
     };
     worker.last_success_ns = worker.own.now_ns(ctx.clock);
     // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).
@@ -383,6 +412,8 @@ mod tests {
             payload: PayloadSpec::new(seed, 0.0, SizeSpec::Fixed { bytes: 100 }),
             verify: true,
             retries: 0,
+            give_up_after_ns: 0,
+            op_timeout_ns: 0,
             duplicates: 0.0,
             keys,
             clock: &MonotonicClock,

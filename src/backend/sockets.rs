@@ -1,0 +1,180 @@
+//! The TCP connections of server backends, which the runner's watchdog cuts when an operation
+//! outlives its `op_timeout`.
+//!
+//! None of the client libraries (postgres, mysql, mongodb, object_store) can abandon a call that
+//! waits on a silent server from another thread, and postgres has no client-side deadline at all:
+//! a black-holed connection would hold its worker forever. Shutting the socket down (`shutdown(2)`,
+//! which unlike `close` is safe while another thread is inside `read`) makes the blocked call
+//! return an error at once, whatever library made it.
+//!
+//! Which sockets are a session's: its client is connected under one process-wide lock, and the
+//! TCP sockets to the server's port that appeared during the connect are its own. Pooled clients
+//! (S3, GridFS) open connections in the background, so their cut reaches every connection of the
+//! process to that server port (`CutHandle::every_connection_to`).
+
+use std::collections::HashSet;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Cuts one session's connections from another thread.
+pub type CutHandle = Arc<dyn Fn() + Send + Sync>;
+
+/// Held while connecting, so the sockets that appear belong to the connecting session.
+static CONNECTING: Mutex<()> = Mutex::new(());
+
+/// The TCP sockets one session holds to its server.
+#[derive(Clone, Default)]
+pub struct Sockets {
+    port: u16,
+    fds: Arc<Mutex<Vec<RawFd>>>,
+    /// While connecting: the sockets to the port that existed before, so that a cut can reach
+    /// the one being connected (a silent server can stall a handshake as well as a query).
+    connecting: Arc<Mutex<Option<HashSet<RawFd>>>>,
+    /// Set by a cut: the session must connect again before its next call.
+    was_cut: Arc<AtomicBool>,
+}
+
+impl Sockets {
+    /// Sockets of a session whose server listens on `port`.
+    pub fn to_port(port: u16) -> Sockets {
+        Sockets { port, fds: Arc::default(), connecting: Arc::default(), was_cut: Arc::default() }
+    }
+
+    /// Runs `connect`, noting the sockets to the server it opened as this session's (replacing
+    /// those of an earlier connection, which the caller drops after this returns).
+    pub fn track<T>(&self, connect: impl FnOnce() -> T) -> T {
+        let _one_at_a_time = CONNECTING.lock().unwrap_or_else(|p| p.into_inner());
+        let before = fds_connected_to(self.port);
+        *lock(&self.connecting) = Some(before.clone());
+        let connected = connect();
+        *lock(&self.connecting) = None;
+        let new: Vec<RawFd> = fds_connected_to(self.port).into_iter().filter(|fd| !before.contains(fd)).collect();
+        *lock(&self.fds) = new;
+        connected
+    }
+
+    /// Whether the connection was cut since the last call (and forgets it): a client library
+    /// that cannot tell a dead connection must be replaced then.
+    pub fn take_cut(&self) -> bool {
+        self.was_cut.swap(false, Ordering::Relaxed)
+    }
+
+    /// A handle that shuts this session's sockets down.
+    pub fn cut_handle(&self) -> CutHandle {
+        let (fds, connecting, was_cut, port) = (self.fds.clone(), self.connecting.clone(), self.was_cut.clone(), self.port);
+        Arc::new(move || {
+            was_cut.store(true, Ordering::Relaxed);
+            // Under the lock: `track` replaces the list before the old client (and its fds) is
+            // dropped, so no fd number here can have been reused for another file.
+            for fd in lock(&fds).iter() {
+                // SAFETY: shutdown on a socket fd this session still holds; no memory involved.
+                unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+            }
+            // Connecting (under the process-wide lock, so no other session is): the new sockets
+            // to the port are this connect's.
+            if let Some(before) = lock(&connecting).as_ref() {
+                for fd in fds_connected_to(port).difference(before) {
+                    // SAFETY: as above.
+                    unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+                }
+            }
+        })
+    }
+}
+
+/// A cut for pooled clients: every TCP connection of this process to `port`.
+pub fn every_connection_to(port: u16) -> CutHandle {
+    Arc::new(move || {
+        for fd in fds_connected_to(port) {
+            // SAFETY: a shutdown, no memory involved. The fds were read from /proc/self/fd a
+            // moment ago; a pooled client that closed one meanwhile leaves at worst a shutdown of
+            // a number reused by another socket of this process.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// This process's file descriptors that are TCP sockets whose remote port is `port`.
+fn fds_connected_to(port: u16) -> HashSet<RawFd> {
+    let mut inodes = HashSet::new();
+    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(remote), Some(inode)) = (f.get(2), f.get(9)) else { continue };
+            if remote.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port) {
+                inodes.extend(inode.parse::<u64>().ok().filter(|i| *i != 0));
+            }
+        }
+    }
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return HashSet::new() };
+    fds.flatten()
+        .filter_map(|entry| {
+            let fd: RawFd = entry.file_name().to_str()?.parse().ok()?;
+            let target = std::fs::read_link(entry.path()).ok()?;
+            let inode: u64 = target.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()?;
+            inodes.contains(&inode).then_some(fd)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_cut_wakes_a_reader_blocked_on_a_silent_peer() {
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let sockets = Sockets::to_port(port);
+        let mut stream = sockets.track(|| TcpStream::connect(("127.0.0.1", port)).unwrap());
+        let (_peer, _) = silent.accept().unwrap();
+        stream.write_all(b"hello?").unwrap();
+        let cut = sockets.cut_handle();
+        let reader = std::thread::spawn(move || stream.read(&mut [0u8; 16]));
+        cut();
+        // Without the cut the read would wait forever: the peer never answers nor closes.
+        let read = reader.join().unwrap();
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+
+    #[test]
+    fn track_notes_only_the_sockets_opened_during_the_connect() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        let _earlier = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let sockets = Sockets::to_port(port);
+        let _mine = sockets.track(|| TcpStream::connect(("127.0.0.1", port)).unwrap());
+        assert_eq!(sockets.fds.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_cut_reaches_a_connect_stalled_in_its_handshake() {
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let sockets = Sockets::to_port(port);
+        let cut = sockets.cut_handle();
+        let connecting = sockets.clone();
+        let client = std::thread::spawn(move || {
+            connecting.track(|| {
+                // A handshake: connected, then waiting for a greeting that never comes.
+                let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                stream.read(&mut [0u8; 16])
+            })
+        });
+        let (_peer, _) = silent.accept().unwrap();
+        // The cut may come before the read starts; the read returns either way.
+        while !client.is_finished() {
+            cut();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(matches!(client.join().unwrap(), Ok(0) | Err(_)));
+    }
+}

@@ -408,9 +408,10 @@ struct MariaSession {
     shared: Arc<Shared>,
 }
 
-/// Replaces a connection the `op_timeout` watchdog cut (the crate cannot tell a dead one).
+/// Replaces a connection the `op_timeout` watchdog cut or the server closed (a restart, a reset):
+/// the crate cannot tell a dead connection, and would fail every later call on it.
 fn revive(conn: &mut Conn, sockets: &super::sockets::Sockets, shared: &Shared) -> BResult<()> {
-    if sockets.take_cut() {
+    if sockets.take_cut() | sockets.peer_closed() {
         *conn = sockets.track(|| shared.connect())?;
     }
     Ok(())

@@ -42,15 +42,17 @@ impl Sockets {
     }
 
     /// Runs `connect`, noting the sockets to the server it opened as this session's (replacing
-    /// those of an earlier connection, which the caller drops after this returns).
-    pub fn track<T>(&self, connect: impl FnOnce() -> T) -> T {
+    /// those of an earlier connection, which the caller drops after this returns). A failed
+    /// connect leaves the earlier connection's, so its death stays visible to `peer_closed`.
+    pub fn track<T, E>(&self, connect: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let _one_at_a_time = CONNECTING.lock().unwrap_or_else(|p| p.into_inner());
         let before = fds_connected_to(self.port);
         *lock(&self.connecting) = Some(before.clone());
         let connected = connect();
         *lock(&self.connecting) = None;
-        let new: Vec<RawFd> = fds_connected_to(self.port).into_iter().filter(|fd| !before.contains(fd)).collect();
-        *lock(&self.fds) = new;
+        if connected.is_ok() {
+            *lock(&self.fds) = fds_connected_to(self.port).into_iter().filter(|fd| !before.contains(fd)).collect();
+        }
         connected
     }
 
@@ -58,6 +60,17 @@ impl Sockets {
     /// that cannot tell a dead connection must be replaced then.
     pub fn take_cut(&self) -> bool {
         self.was_cut.swap(false, Ordering::Relaxed)
+    }
+
+    /// Whether the server closed or reset the connection (or a cut shut it): a peek that finds
+    /// the end of the stream or an error. An idle healthy connection has nothing to read.
+    pub fn peer_closed(&self) -> bool {
+        lock(&self.fds).iter().any(|fd| {
+            let mut byte = 0u8;
+            // SAFETY: a one-byte peek into a local buffer on a socket fd this session holds.
+            let n = unsafe { libc::recv(*fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+            n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock)
+        })
     }
 
     /// A handle that shuts this session's sockets down.
@@ -134,7 +147,7 @@ mod tests {
         let silent = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = silent.local_addr().unwrap().port();
         let sockets = Sockets::to_port(port);
-        let mut stream = sockets.track(|| TcpStream::connect(("127.0.0.1", port)).unwrap());
+        let mut stream = sockets.track(|| TcpStream::connect(("127.0.0.1", port))).unwrap();
         let (_peer, _) = silent.accept().unwrap();
         stream.write_all(b"hello?").unwrap();
         let cut = sockets.cut_handle();
@@ -151,8 +164,11 @@ mod tests {
         let port = server.local_addr().unwrap().port();
         let _earlier = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let sockets = Sockets::to_port(port);
-        let _mine = sockets.track(|| TcpStream::connect(("127.0.0.1", port)).unwrap());
+        let _mine = sockets.track(|| TcpStream::connect(("127.0.0.1", port))).unwrap();
         assert_eq!(sockets.fds.lock().unwrap().len(), 1);
+        assert!(!sockets.peer_closed(), "an idle connection is alive");
+        sockets.cut_handle()();
+        assert!(sockets.peer_closed(), "a cut one is not");
     }
 
     #[test]
@@ -165,7 +181,7 @@ mod tests {
         let client = std::thread::spawn(move || {
             connecting.track(|| {
                 // A handshake: connected, then waiting for a greeting that never comes.
-                let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                let mut stream = TcpStream::connect(("127.0.0.1", port))?;
                 stream.read(&mut [0u8; 16])
             })
         });

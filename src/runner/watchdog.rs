@@ -4,8 +4,8 @@
 //! A client library blocked on a silent server (a black hole, a server stopped with SIGSTOP, a
 //! dead network path) may wait for ever: PostgreSQL's client has no client-side deadline, the
 //! others only per-request ones. The watchdog makes `op_timeout` hold whatever the library: at the
-//! deadline it shuts the worker's sockets down (`backend::sockets`), the call returns with an
-//! error, and the worker books a `timeout`. The session reconnects on its next operation.
+//! deadline it shuts the worker's sockets down (`backend::sockets`), again on every tick until
+//! the call returns with an error, and the worker books a `timeout`. The session reconnects on its next operation.
 //!
 //! The deadline covers the whole operation, retries and backoff included, as a caller's would.
 
@@ -65,10 +65,12 @@ impl Watchdog {
             let now = Instant::now();
             for slot in &self.slots {
                 let mut state = slot.state.lock().unwrap_or_else(|p| p.into_inner());
-                if !state.fired && state.deadline.is_some_and(|d| now >= d) {
+                // Cut again on every tick until the operation returns: a session that was
+                // waiting for the connect lock at the deadline starts its connect later.
+                if state.deadline.is_some_and(|d| now >= d) {
                     state.fired = true;
                     // Under the slot's lock: the worker cannot disarm and move on to its next
-                    // operation (or reconnect) while its connection is being cut.
+                    // operation while its connection is being cut.
                     (slot.cut)();
                 }
             }
@@ -114,7 +116,7 @@ mod tests {
     }
 
     #[test]
-    fn an_operation_past_its_deadline_is_cut_once() {
+    fn an_operation_past_its_deadline_is_cut_until_it_returns() {
         let (cuts, cut) = counting_cut();
         let dog = Watchdog::new(1_000_000, vec![cut]);
         std::thread::scope(|s| {
@@ -124,10 +126,12 @@ mod tests {
             while !dog.fired(0) {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            std::thread::sleep(Duration::from_millis(10));
             assert!(dog.disarm(0));
+            let after = cuts.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(10));
+            assert_eq!(cuts.load(Ordering::Relaxed), after, "no cut once the operation returned");
             dog.stop();
         });
-        assert_eq!(cuts.load(Ordering::Relaxed), 1, "one cut per overdue operation");
+        assert!(cuts.load(Ordering::Relaxed) >= 1);
     }
 }

@@ -20,15 +20,15 @@ pub enum Server {
 /// The names of planted foreign objects (all contain "keep", which no backend ever writes).
 pub type Foreign = Vec<String>;
 
-fn pg() -> postgres::Client {
+pub fn pg() -> postgres::Client {
     postgres::Client::connect(&super::env("STOWBENCH_PG_URI"), postgres::NoTls).expect("test connects to PostgreSQL")
 }
 
-fn maria() -> mysql::Conn {
+pub fn maria() -> mysql::Conn {
     mysql::Conn::new(mysql::Opts::from_url(&super::env("STOWBENCH_MARIADB_URI")).unwrap()).expect("test connects to MariaDB")
 }
 
-fn mongo() -> mongodb::sync::Database {
+pub fn mongo() -> mongodb::sync::Database {
     mongodb::sync::Client::with_uri_str(super::env("STOWBENCH_MONGO_URI")).expect("test connects to the MongoDB wire protocol").database("stowbench")
 }
 

@@ -146,7 +146,11 @@ fn damage_is_reported(target: &str, cut: Cut) {
     }
     assert_eq!(code, Some(1), "a mismatch fails the run\n{output}");
     assert_eq!(case["status"], "failed");
-    assert!(output.contains(&format!("{} flipped at byte {}", key(FLIPPED.0), FLIPPED.1)), "the table names the objects:\n{output}");
+    let flipped = format!("{} flipped at byte {}", key(FLIPPED.0), FLIPPED.1);
+    assert!(output.contains(&flipped), "the table names the objects:\n{output}");
+    let parsed: stowbench::report::model::RunReport = serde_json::from_value(report.clone()).unwrap();
+    let csv = stowbench::report::csv::render(&parsed);
+    assert!(csv.lines().next().unwrap().contains("verification.mismatched") && csv.contains(&flipped), "the CSV names the objects:\n{csv}");
     let kinds: Vec<&str> = report["warnings"].as_array().unwrap().iter().filter_map(|w| w["kind"].as_str()).collect();
     assert!(kinds.contains(&"data_mismatch"), "{kinds:?}");
 }

@@ -11,7 +11,8 @@
 //! What a row leaves out, because it is not a figure of that row: null values (nothing measured),
 //! time series (lists of unnamed objects: timelines, fio histogram bins) and the documents fio
 //! cases carry (`DOCUMENTS`). A list of named objects (fio's `disk_util`) becomes one column group
-//! per name; a list of plain values (`connect_ns`, one per worker) one cell, space-separated.
+//! per name; a list of plain values (`connect_ns`, one per worker) one cell, space-separated. The
+//! objects a verification found damaged (`verification.mismatched`) are one cell, one line each.
 
 use super::model::RunReport;
 use serde::Serialize;
@@ -44,6 +45,12 @@ pub fn render(report: &RunReport) -> String {
         let identity = |phase: &str, op: &str| identity(&report.run_id, &case.case_id, phase, op);
         let mut case_cells = Row::new();
         flatten(Section::Case, "", &without(&value, &["case_id", "phases"]), &mut case_cells);
+        if !case.verification.mismatched.is_empty() {
+            // Which objects differed, and how, is the finding of a failed check: one cell, each
+            // object as the table lists it ("obj-… flipped at byte 5000: …"), `;`-separated.
+            let lines: Vec<String> = case.verification.mismatched.iter().map(|m| m.line()).collect();
+            case_cells.push((Section::Case, "verification.mismatched".into(), lines.join("; ")));
+        }
         if case.phases.is_empty() {
             rows.push([identity("", ""), case_cells.clone()].concat()); // a failed case still shows why
         }

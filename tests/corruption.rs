@@ -11,7 +11,8 @@
 //!
 //! Containers (pack, zip, cfb) get every damage but the cut: an entry's length lives in the
 //! container's own record or directory, so shortening the file would damage the next entry, not
-//! truncate this one. pack and zip check a checksum themselves after streaming a value: the
+//! truncate this one. What truncation means for a container — its file cut short, a torn tail —
+//! is checked apart, for pack, where the last entry ends the file. pack and zip check a checksum themselves after streaming a value: the
 //! report still names the kind from the bytes (see docs/reports.md, Verification).
 //!
 //! Server backends skip loudly without their service, and fail with CI=true, as tests/servers.rs.
@@ -51,6 +52,10 @@ fn corrupt_hook() {
     }
     let info: Value = serde_json::from_str(&std::env::var("STOWBENCH_BACKEND_INFO").unwrap()).unwrap();
     let mut store = stores::open(&info);
+    if std::env::var("CORRUPTION_CUT_FILE").is_ok() {
+        assert!(store.cut_file_in(&key(OBJECTS - 1), TRUNCATED.1), "the last object's entry ends its container file");
+        return;
+    }
     let mut flipped = store.read(&key(FLIPPED.0));
     flipped[FLIPPED.1 as usize] ^= 0xff;
     store.write(&key(FLIPPED.0), &flipped);
@@ -155,6 +160,21 @@ fn damage_is_reported(target: &str, cut: Cut) {
     assert!(kinds.contains(&"data_mismatch"), "{kinds:?}");
 }
 
+
+/// A container file cut short in the middle of its last entry (a torn tail): the object reads
+/// back truncated at the cut, named with the bytes that survived, and nothing else is listed.
+#[test]
+fn a_pack_file_cut_short_reports_the_object_truncated() {
+    let (code, output, report) = run(&job("backend = \"pack\"", true), &[("CORRUPTION_CUT_FILE", "1")]);
+    let v = &report["cases"][0]["verification"];
+    let listed = v["mismatched"].as_array().unwrap_or_else(|| panic!("no verification.mismatched: {v}\n{output}"));
+    assert_eq!(listed.len(), 1, "{v:#}\n{output}");
+    let m = &listed[0];
+    assert_eq!((m["key"].as_str(), m["kind"].as_str(), m["offset_bytes"].as_u64()), (Some(key(OBJECTS - 1).as_str()), Some("truncated"), Some(TRUNCATED.1)), "{m}");
+    assert_eq!((m["expected_bytes"].as_u64(), m["actual_bytes"].as_u64()), (Some(SIZE_BYTES), Some(TRUNCATED.1)), "{m}");
+    assert_eq!(v["checked"].as_u64(), Some(OBJECTS), "{v}");
+    assert_eq!(code, Some(1), "{output}");
+}
 
 #[test]
 fn fs_damage_is_reported() {

@@ -323,8 +323,12 @@ fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mu
     let (mut at, mut left) = (offset, len);
     while left > 0 {
         let n = buf.len().min(left as usize);
-        file.read_exact_at(&mut buf[..n], at)?;
-        sink.write_all(&buf[..n])?;
+        let got = super::scan::read_up_to(file, &mut buf[..n], at)?;
+        sink.write_all(&buf[..got])?;
+        if got < n {
+            let why = format!("pack value at offset {offset}: the file ends {} bytes into its {len} bytes (the pack file was cut short)", at + got as u64 - offset);
+            return Err(BackendError::new(ErrorKind::Corrupt, why));
+        }
         at += n as u64;
         left -= n as u64;
     }
@@ -334,7 +338,12 @@ fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mu
 /// Streams the value of the record `header` (of `key`) from `file` into `sink`, verifying the hash.
 pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<()> {
     buf.resize(COPY_BUFFER_BYTES, 0);
-    if super::scan::stream_value(file, header, key.as_bytes(), buf, sink)? != header.body_hash {
+    let digest = super::scan::stream_value(file, header, key.as_bytes(), buf, sink).map_err(|e| match e.kind() {
+        // The record is in the index but the file no longer holds all of it: damage at rest.
+        std::io::ErrorKind::UnexpectedEof => BackendError::new(ErrorKind::Corrupt, format!("pack record of key \"{key}\" at offset {}: {e}", header.offset)),
+        _ => BackendError::new(ErrorKind::Io, format!("pack record of key \"{key}\" at offset {}: {e}", header.offset)),
+    })?;
+    if digest != header.body_hash {
         return Err(BackendError::new(
             ErrorKind::Corrupt,
             format!("pack record of key \"{key}\" at offset {} fails its checksum (the bytes already streamed are wrong)", header.offset),

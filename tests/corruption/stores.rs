@@ -22,6 +22,12 @@ pub trait Store {
     fn can_truncate(&self) -> bool {
         true
     }
+    /// Cuts the container file itself `keep` bytes into `key`'s entry, as a crash or a full disk
+    /// leaves a torn tail; only when the entry ends the file (nothing after it is damaged).
+    /// Whether it did.
+    fn cut_file_in(&mut self, _key: &str, _keep: u64) -> bool {
+        false
+    }
 }
 
 fn env(name: &str) -> String {
@@ -305,6 +311,14 @@ impl<T: InPlace> Store for T {
     }
     fn can_truncate(&self) -> bool {
         false
+    }
+    fn cut_file_in(&mut self, key: &str, keep: u64) -> bool {
+        let (file, at, len) = self.locate(key);
+        if file.metadata().unwrap().len() != at + len {
+            return false; // something follows the entry (zip's central directory, cfb's sectors)
+        }
+        file.set_len(at + keep).unwrap();
+        true
     }
 }
 

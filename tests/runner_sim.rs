@@ -275,6 +275,12 @@ fn a_download_of_damaged_content_fails_verification() {
     let case = &run.report.cases[0];
     assert_eq!(case.verification.mismatches, 5);
     assert!(case.failure.as_ref().unwrap().contains("verification failed"), "{:?}", case.failure);
+    // Each damaged file is named, with where and how its content differs (the sim flips the
+    // middle byte of a stored copy).
+    for m in &case.verification.mismatched {
+        assert!(m.key.starts_with("file-"), "{m:?}");
+        assert_eq!((m.kind, m.offset_bytes), (stowbench::workload::payload::DamageKind::Flipped, 500), "{m:?}");
+    }
 }
 
 /// Nearest-rank percentile of `sorted` (what an HDR histogram reports, to its precision).

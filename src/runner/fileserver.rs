@@ -190,9 +190,10 @@ impl Worker<'_, '_> {
         let mut times = StepTimes::default();
         let mut retries = 0;
         let mut sink;
+        let mut object_key = None;
         let result = loop {
             sink = DigestSink::default();
-            match self.download_attempt(&name, &mut sink, &mut times) {
+            match self.download_attempt(&name, &mut sink, &mut times, &mut object_key) {
                 Err(e) if self.retry.again(e.kind, retries, ctx.retries, ctx.clock) => retries += 1,
                 other => break other,
             }
@@ -204,7 +205,7 @@ impl Worker<'_, '_> {
         let result = match result {
             Ok(n) if ctx.verify => {
                 let t = ctx.clock.now_ns();
-                let outcome = self.check_download(key, &name, expected, &sink);
+                let outcome = self.check_download(key, &name, expected, &sink, object_key.as_deref().unwrap_or_default());
                 self.own.verification_ns.set(self.own.verification_ns.get() + ctx.clock.now_ns() - t);
                 self.count_check(outcome).map(|()| n)
             }
@@ -218,7 +219,7 @@ impl Worker<'_, '_> {
         true
     }
 
-    fn download_attempt(&mut self, name: &str, sink: &mut DigestSink, times: &mut StepTimes) -> BResult<u64> {
+    fn download_attempt(&mut self, name: &str, sink: &mut DigestSink, times: &mut StepTimes, object_key: &mut Option<String>) -> BResult<u64> {
         let clock = self.ctx.clock;
         let t = self.own.now_ns(clock);
         let found = self.catalog().resolve(name);
@@ -227,6 +228,7 @@ impl Worker<'_, '_> {
             return Err(BackendError::new(ErrorKind::NotFound, format!("file \"{name}\" is not in the catalog (or its content was never stored)")));
         };
         let t = self.own.now_ns(clock);
+        *object_key = Some(file.object_key.clone());
         let read = if self.ctx.verify {
             self.session.get(&file.object_key, &mut SelfTimed { inner: sink, clock, own: &self.own.verification_ns })
         } else {
@@ -239,7 +241,7 @@ impl Worker<'_, '_> {
     /// Checks a download against the digest recorded when the file was uploaded. (A duplicate's
     /// bytes carry the headers of the upload it repeats, so the put/get check by header cannot
     /// apply: the recorded digest is what identifies the content.)
-    fn check_download(&self, key: u64, name: &str, expected: Option<(u32, u64)>, sink: &DigestSink) -> Result<(), Mismatch> {
+    fn check_download(&mut self, key: u64, name: &str, expected: Option<(u32, u64)>, sink: &DigestSink, object_key: &str) -> Result<(), Mismatch> {
         let Some((generation, size)) = expected else { return Ok(()) };
         let matches = self.ctx.keys.digest_matches(key, generation, sink.digest());
         if sink.len() == size && matches != Some(false) {
@@ -252,6 +254,38 @@ impl Worker<'_, '_> {
         };
         let mut m = Mismatch::other(name, 0, detail);
         (m.expected_bytes, m.actual_bytes) = (Some(size), Some(sink.len()));
-        Err(m)
+        Err(self.classify_download(name, object_key, sink, m))
+    }
+
+    /// Says how a download differs. A content's bytes carry the header of the upload that first
+    /// stored it (a duplicate repeats them), so the header names the content to compare against:
+    /// the object is read again through a checker for that content. Damage inside it is then
+    /// flipped, zeroed, truncated or extended at its offset; an intact copy of the named content
+    /// whose digest is not this file's is another upload's content (swapped). A damaged header
+    /// leaves the kind `other`.
+    fn classify_download(&mut self, name: &str, object_key: &str, sink: &DigestSink, unclassified: Mismatch) -> Mismatch {
+        let payload = &self.ctx.payload;
+        let Some(head) = sink.head().get(..8) else { return unclassified };
+        let claimed = u64::from_le_bytes(head.try_into().expect("8 bytes"));
+        let Some(generation) = payload.generation_in(claimed, sink.head()) else { return unclassified };
+        let mut verifier = payload.verifier(claimed, generation);
+        if self.session.get(object_key, &mut verifier).is_err() {
+            return unclassified;
+        }
+        let content = crate::workload::keys::key_name(claimed);
+        let mut m = match verifier.finish() {
+            Err(m) => {
+                let mut m = Mismatch { detail: format!("{} (content first uploaded as object {content})", m.detail), ..m };
+                m.expected_bytes = unclassified.expected_bytes;
+                m
+            }
+            Ok(()) => Mismatch {
+                kind: crate::workload::payload::DamageKind::Swapped,
+                detail: format!("holds another upload's content (that of object {content}, version {generation}), byte for byte"),
+                ..unclassified
+            },
+        };
+        m.key = name.to_string();
+        m
     }
 }

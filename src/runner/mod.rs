@@ -295,14 +295,19 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
     };
     let mut result = crate::report::empty_case(case, plan);
     let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, &mut result);
-    if !opts.keep {
-        if let Err(e) = backend.cleanup().map_err(|e| e.to_string()).and_then(|()| namespace::remove(&ns.dir)) {
-            result.failure.get_or_insert(format!("cleanup failed: {e}"));
-        }
-    }
+    let cleanup = if opts.keep { Ok(()) } else { backend.cleanup().map_err(|e| e.to_string()).and_then(|()| namespace::remove(&ns.dir)) };
     if let Err(e) = outcome {
         result.status = "failed".into();
         result.failure = Some(e);
+    }
+    if let Err(e) = cleanup {
+        // Data left behind (on a server that went away, say) is a failure of its own, told
+        // after whatever failed first: `stowbench cleanup` is the way to remove it.
+        result.status = "failed".into();
+        result.failure = Some(match result.failure.take() {
+            Some(first) => format!("{first}; then cleanup failed: {e}"),
+            None => format!("cleanup failed: {e}"),
+        });
     }
     result.wall_ns = started.elapsed().as_nanos() as u64;
     result

@@ -403,3 +403,40 @@ fn count_and_remove_kept(t: &Target, case: &serde_json::Value) -> u64 {
         }
     }
 }
+
+/// A server that refuses every connection for good (the proxy resets them all): a 60 s phase
+/// ends once every worker has seen nothing but failures for `give_up_after`, instead of
+/// spinning through connection errors for a minute.
+#[test]
+fn workers_give_up_on_a_server_that_refuses_everything() {
+    if !super::available("STOWBENCH_PG_URI") {
+        return;
+    }
+    let t = &TARGETS[0];
+    let uri = std::env::var(t.uri_var).unwrap();
+    let (_, upstream) = stowbench::backend::server::host_port(&uri, t.default_port).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(upstream, dir.path(), b"", 0);
+    let workload = format!(
+        "sizes = [\"4KiB\"]\nobjects = 8\nthreads = [2]\ngive_up_after = \"2s\"\nretries = 2\n\
+         [[workload.phase]]\nmix = {{ put = 1 }}\ncount = 8\n\
+         [[workload.phase]]\nmix = {{ get = 1 }}\nduration = \"60s\"\n{}\n\
+         [[workload.phase]]\nmix = {{ get = 1 }}\ncount = 8\n",
+        set_fault("reset", &proxy.mode_file)
+    );
+    let started = Instant::now();
+    let outcome = run(dir.path(), &job(t, &proxied(&uri, t.default_port, proxy.port), &workload), &[]);
+    assert_eq!(outcome.code, Some(1), "{}", outcome.output);
+    let case = &outcome.report["cases"][0];
+    let phases = case["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "the phase after the one every worker gave up in is skipped");
+    assert_eq!(phases[1]["gave_up_workers"].as_u64(), Some(2), "{}", phases[1]);
+    let failure = case["failure"].as_str().unwrap();
+    assert!(failure.starts_with("gave up in phase"), "{failure}");
+    assert!(started.elapsed() < Duration::from_secs(30), "the run took {:?}", started.elapsed());
+    // The case's own cleanup could not reach the server either (it says so after the verdict):
+    // its table goes here.
+    assert!(failure.contains("cleanup failed"), "{failure}");
+    let table = case["backend_info"]["options"]["table"].as_str().unwrap();
+    super::inspect::pg_exec(&format!("DROP TABLE IF EXISTS {table}"));
+}

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod fio;
 pub mod hash;
+pub mod host;
 pub mod job;
 pub mod pack;
 pub mod report;

@@ -5,7 +5,7 @@
 //! Everything is read from /proc; nothing here changes another process. Sampling runs on its own
 //! thread every 50 ms and costs the measured workers nothing but that thread's CPU.
 
-use crate::report::model::{FilesystemInfo, Resources};
+use crate::report::model::Resources;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -197,110 +197,9 @@ impl ResourceSampler {
     }
 }
 
-/// Unescapes the octal escapes (\040 for space) used in /proc/self/mountinfo.
-fn unescape_mount(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
-            out.push(u8::from_str_radix(&text[i + 1..i + 4], 8).unwrap_or(b'?'));
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The filesystem holding `path`: the mount with the longest matching mount point.
-pub fn filesystem_of(path: &Path) -> Option<FilesystemInfo> {
-    let real = std::fs::canonicalize(path).ok()?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<FilesystemInfo> = None;
-    for line in text.lines() {
-        let (left, right) = line.split_once(" - ")?;
-        let left: Vec<&str> = left.split(' ').collect();
-        let right: Vec<&str> = right.split(' ').collect();
-        let (Some(mount_point), Some(options), Some(fs_type), Some(source)) = (left.get(4), left.get(5), right.first(), right.get(1)) else { continue };
-        let mount_point = unescape_mount(mount_point);
-        if !real.starts_with(&mount_point) {
-            continue;
-        }
-        if best.as_ref().is_some_and(|b| b.mount_point.len() > mount_point.len()) {
-            continue;
-        }
-        best = Some(FilesystemInfo {
-            path: path.display().to_string(),
-            mount_point,
-            fs_type: fs_type.to_string(),
-            source: source.to_string(),
-            mount_options: options.to_string(),
-            journal: None,
-        });
-    }
-    if let Some(fs) = best.as_mut().filter(|fs| fs.fs_type == "ext4") {
-        fs.journal = ext4_has_journal(&fs.source);
-    }
-    best
-}
-
-/// Whether the ext4 filesystem on `source` (e.g. /dev/vda) has a journal; `None` if unknown.
-fn ext4_has_journal(source: &str) -> Option<bool> {
-    let device = Path::new(source).file_name()?.to_str()?;
-    let task = std::fs::read_to_string(format!("/sys/fs/ext4/{device}/journal_task")).ok()?;
-    Some(task.trim() != "<none>")
-}
-
-/// Writes dirty pages and drops the page cache (root only), for cold-cache phases.
-pub fn drop_caches() -> Result<(), String> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
-        format!("cannot drop the page cache ({e}); cache = \"cold\" needs root. Run as root or use cache = \"warm\"")
-    })
-}
-
-/// Space on a filesystem.
-#[derive(Debug, Clone, Copy)]
-pub struct FilesystemSpace {
-    /// Bytes an unprivileged user may still write (statvfs f_bavail).
-    pub free_bytes: u64,
-    /// The filesystem's size.
-    pub total_bytes: u64,
-}
-
-/// Space on the filesystem holding `path`.
-pub fn filesystem_space(path: &Path) -> std::io::Result<FilesystemSpace> {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: statvfs writes into the zeroed struct we own; the path is a valid C string.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let block = stat.f_frsize as u64;
-    Ok(FilesystemSpace { free_bytes: (stat.f_bavail as u64).saturating_mul(block), total_bytes: (stat.f_blocks as u64).saturating_mul(block) })
-}
-
-/// Whether stowbench runs as root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_filesystem_of_the_root() {
-        let fs = filesystem_of(Path::new("/")).unwrap();
-        assert_eq!(fs.mount_point, "/");
-        assert!(!fs.fs_type.is_empty());
-        assert_eq!(unescape_mount("/mnt/with\\040space"), "/mnt/with space");
-    }
 
     #[test]
     fn own_process_tree_and_figures() {

@@ -346,7 +346,7 @@ fn every_shipped_recipe_validates() {
 /// loop device and the marked directory are all gone.
 #[test]
 fn sigint_during_fio_on_a_made_filesystem_leaves_nothing_mounted() {
-    let root = stowbench::sampler::is_root();
+    let root = stowbench::host::is_root();
     let fio = std::process::Command::new("fio").arg("--version").output().is_ok();
     if !(root && fio) {
         assert!(!common::in_ci(), "CI runs as root with fio installed (scripts/services.sh install)");

@@ -64,7 +64,7 @@ fn run(dir: &Path, small: &SmallFilesystem, extra: &[&str]) -> (Option<i32>, Str
 
 #[test]
 fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_figures() {
-    if !stowbench::sampler::is_root() {
+    if !stowbench::host::is_root() {
         assert!(!common::in_ci(), "mounting a small tmpfs needs root, and CI=true");
         eprintln!("SKIPPED: mounting a small tmpfs needs root");
         return;

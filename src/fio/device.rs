@@ -6,7 +6,6 @@
 //! This module only reads; it must never open a device for writing.
 
 use super::error::FioError;
-use super::sys;
 use serde::Serialize;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -62,16 +61,16 @@ pub fn check_device(device: &Path, confirm: &Path) -> Result<DeviceFacts, FioErr
             Some(libc::EACCES) | Some(libc::EPERM) => refuse(format!("cannot open it ({e}); run as root or as a user with access to it")),
             _ => refuse(format!("cannot open it exclusively ({e})")),
         })?;
-    let size_bytes = sys::sysfs(sys_dir.join("size")).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) * 512;
+    let size_bytes = crate::host::sysfs(sys_dir.join("size")).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) * 512;
     let disk_dir = if sys_dir.join("partition").exists() { sys_dir.parent().map(Path::to_path_buf) } else { Some(sys_dir.clone()) };
     let disk_dir = disk_dir.unwrap_or_else(|| sys_dir.clone());
     Ok(DeviceFacts {
         device: device.to_path_buf(),
         kernel_name,
         size_bytes,
-        logical_block_size_bytes: sys::sysfs(disk_dir.join("queue/logical_block_size")).and_then(|s| s.parse().ok()),
-        rotational: sys::sysfs(disk_dir.join("queue/rotational")).map(|s| s == "1"),
-        model: sys::sysfs(disk_dir.join("device/model")).filter(|m| !m.is_empty()),
+        logical_block_size_bytes: crate::host::sysfs(disk_dir.join("queue/logical_block_size")).and_then(|s| s.parse().ok()),
+        rotational: crate::host::sysfs(disk_dir.join("queue/rotational")).map(|s| s == "1"),
+        model: crate::host::sysfs(disk_dir.join("device/model")).filter(|m| !m.is_empty()),
     })
 }
 
@@ -91,9 +90,9 @@ fn family(sys_dir: &Path, kernel_name: &str) -> Vec<(String, PathBuf)> {
 
 /// Refuses a device (or partition) that is mounted, swap, or held by another block device.
 fn check_unused(name: &str, sys_dir: &Path) -> Result<(), String> {
-    let dev_number = sys::sysfs(sys_dir.join("dev")).unwrap_or_default();
+    let dev_number = crate::host::sysfs(sys_dir.join("dev")).unwrap_or_default();
     let dev_path = PathBuf::from(format!("/dev/{name}"));
-    for mount in sys::mounts() {
+    for mount in crate::host::mounts() {
         let source = Path::new(&mount.source).canonicalize().unwrap_or_else(|_| PathBuf::from(&mount.source));
         if (!dev_number.is_empty() && mount.dev == dev_number) || source == dev_path {
             return Err(format!("{name} is mounted at {}; unmount it first", mount.mount_point.display()));

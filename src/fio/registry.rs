@@ -188,7 +188,7 @@ fn manual_steps(owned: &Owned) -> String {
 
 fn unmount_if_ours(mount_point: &Path, source: &str) -> Result<(), FioError> {
     for attempt in 0..20 {
-        match sys::mount_at(mount_point) {
+        match crate::host::mount_at(mount_point) {
             Some(entry) if entry.source == source => {}
             // Not mounted (or someone else's mount now sits there): nothing of ours to undo.
             _ => return Ok(()),
@@ -206,7 +206,7 @@ fn unmount_if_ours(mount_point: &Path, source: &str) -> Result<(), FioError> {
 
 fn detach_if_ours(dev: &Path, image: &Path) -> Result<(), FioError> {
     let Some(name) = dev.file_name().and_then(|n| n.to_str()) else { return Ok(()) };
-    let Some(backing) = sys::sysfs(format!("/sys/class/block/{name}/loop/backing_file")) else { return Ok(()) };
+    let Some(backing) = crate::host::sysfs(format!("/sys/class/block/{name}/loop/backing_file")) else { return Ok(()) };
     let ours = image.canonicalize().map(|p| p.display().to_string()).unwrap_or_else(|_| image.display().to_string());
     // The kernel appends " (deleted)" when the image was removed while attached.
     if backing.trim_end_matches(" (deleted)") != ours {
@@ -218,7 +218,7 @@ fn detach_if_ours(dev: &Path, image: &Path) -> Result<(), FioError> {
 
 fn remove_namespace(ns_dir: &Path) -> Result<(), FioError> {
     let canonical = ns_dir.canonicalize().unwrap_or_else(|_| ns_dir.to_path_buf());
-    if let Some(entry) = sys::mounts().into_iter().find(|m| m.mount_point.starts_with(&canonical)) {
+    if let Some(entry) = crate::host::mounts().into_iter().find(|m| m.mount_point.starts_with(&canonical)) {
         return Err(FioError::Cleanup {
             message: format!(
                 "{} is still mounted inside {}; not removing the directory",

@@ -137,7 +137,7 @@ pub fn check_target(spec: &TargetSpec) -> Result<(), FioError> {
 }
 
 fn require_root(fs: FsKind) -> Result<(), FioError> {
-    if sys::is_root() {
+    if crate::host::is_root() {
         Ok(())
     } else {
         Err(FioError::NotRoot { what: format!("making the {fs} filesystem for the run") })
@@ -176,7 +176,7 @@ fn prepare_dir(path: &Path, label: &str, run_id: &str) -> Result<PreparedTarget,
 }
 
 fn dir_facts(label: &str, data: &Path) -> TargetFacts {
-    let mount = sys::mount_containing(data);
+    let mount = crate::host::mount_containing(data);
     TargetFacts {
         kind: "dir".into(),
         label: label.into(),
@@ -250,7 +250,7 @@ fn prepare_made_fs(made: &MadeFs, work_dir: &Path, run_id: &str) -> Result<Prepa
     let data = mount_point.join("data");
     std::fs::create_dir_all(&data).map_err(|e| FioError::io(&data, e))?;
     target.facts.data_path = data;
-    if let Some(entry) = sys::mount_at(&mount_point).filter(|m| m.source == source) {
+    if let Some(entry) = crate::host::mount_at(&mount_point).filter(|m| m.source == source) {
         target.facts.fs_type = Some(entry.fs_type);
         target.facts.mount_options_effective = Some(format!("{} {}", entry.mount_options, entry.super_options));
     }
@@ -278,7 +278,7 @@ fn made_fs_facts(made: &MadeFs, ns_dir: &Path) -> TargetFacts {
 
 /// tmpfs lives in RAM: refuse a size that would push the machine into swap or the OOM killer.
 fn check_memory(made: &MadeFs) -> Result<(), FioError> {
-    let Some(available) = sys::mem_available_bytes() else { return Ok(()) };
+    let Some(available) = crate::host::mem_available_bytes() else { return Ok(()) };
     if made.size_bytes > available / 10 * 8 {
         return Err(FioError::Invalid {
             sweep: made.label.into(),
@@ -311,7 +311,7 @@ fn attach_and_format(made: &MadeFs, id: u64, ns_dir: &Path, facts: &mut TargetFa
     facts.device = Some(dev.clone());
     facts.backing_file = Some(image.clone());
     let loop_name = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    facts.loop_direct_io = sys::sysfs(format!("/sys/class/block/{loop_name}/loop/dio")).map(|v| v == "1");
+    facts.loop_direct_io = crate::host::sysfs(format!("/sys/class/block/{loop_name}/loop/dio")).map(|v| v == "1");
     let dev_str = dev.display().to_string();
     let mut args: Vec<String> = default_mkfs_args(made).into_iter().map(String::from).collect();
     args.extend(made.mkfs_options.split_whitespace().map(String::from));

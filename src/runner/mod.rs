@@ -23,7 +23,7 @@ use crate::backend::{self, namespace, Backend, Namespace, Session};
 use crate::clock::{Clock, MonotonicClock};
 use crate::job::{CasePlan, Op, Plan, PhasePlan, Stop};
 use crate::report::model::{CaseResult, DiskResult, PhaseResult, PreloadResult, RunReport, Verification};
-use crate::sampler::{self, ResourceSampler};
+use crate::sampler::ResourceSampler;
 use crate::workload::payload::PayloadSpec;
 use keytable::KeyTable;
 use phase::PhaseContext;
@@ -219,7 +219,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Str
         crate::fio::target::check_target(target).map_err(|e| e.to_string())?;
     }
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
-        if !sampler::is_root() {
+        if !crate::host::is_root() {
             return Err(format!(
                 "workload \"{}\" asks for cache = \"cold\", which drops the page cache and needs root; run as root or use cache = \"warm\"",
                 w.name
@@ -343,7 +343,7 @@ fn measure_case(
 ) -> Result<(), String> {
     let info = backend.describe();
     result.durability = info.durability.clone();
-    result.filesystem = info.data_paths.first().and_then(|p| sampler::filesystem_of(existing_ancestor(p)));
+    result.filesystem = info.data_paths.first().and_then(|p| crate::host::filesystem_of(existing_ancestor(p)));
     result.backend_info = serde_json::to_value(&info).unwrap_or_default();
     let direct = info.options.get("direct").and_then(|d| d.as_bool()) == Some(true);
     if direct {
@@ -396,7 +396,7 @@ fn measure_case(
                 (sessions, catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut Vec::new())?;
                 server_restarted = true;
             }
-            sampler::drop_caches()?;
+            crate::host::drop_caches()?;
         }
         if let Some(warmup) = phase.warmup {
             run.phase(phase, warmup, true, &mut sessions, &mut catalogs)?;

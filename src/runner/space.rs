@@ -5,7 +5,7 @@
 
 use super::existing_ancestor;
 use crate::job::CasePlan;
-use crate::sampler::filesystem_space;
+use crate::host::filesystem_space;
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -37,7 +37,7 @@ impl Need {
 
 /// "the tmpfs mounted at /mnt/small": the run's own directories are gone when the message is read.
 fn filesystem_name(p: &Path) -> String {
-    match crate::sampler::filesystem_of(existing_ancestor(p)) {
+    match crate::host::filesystem_of(existing_ancestor(p)) {
         Some(fs) => format!("the {} filesystem mounted at {}", fs.fs_type, fs.mount_point),
         None => format!("the filesystem holding {}", existing_ancestor(p).display()),
     }

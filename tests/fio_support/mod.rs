@@ -39,7 +39,7 @@ pub fn loops_backed_under(dir: &Path) -> Vec<String> {
 
 /// Mount points under `dir` (should be none after cleanup).
 pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    stowbench::fio::sys::mounts().into_iter().map(|m| m.mount_point).filter(|m| m.starts_with(dir)).collect()
+    stowbench::host::mounts().into_iter().map(|m| m.mount_point).filter(|m| m.starts_with(dir)).collect()
 }
 
 /// Reads a fixture file.

@@ -75,7 +75,7 @@ fn a_cold_read_phase_restarts_a_script_started_server_and_leaves_any_other_alone
     if !super::available("STOWBENCH_PG_URI") || !super::available("STOWBENCH_MARIADB_URI") {
         return;
     }
-    if !stowbench::sampler::is_root() {
+    if !stowbench::host::is_root() {
         assert!(!common::in_ci(), "cache = \"cold\" needs root, and CI=true");
         eprintln!("SKIPPED: cache = \"cold\" needs root");
         return;

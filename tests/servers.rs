@@ -250,6 +250,9 @@ mod cold_restart;
 #[path = "servers/server_kill.rs"]
 mod server_kill;
 
+#[path = "servers/kill_cleanup.rs"]
+mod kill_cleanup;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1

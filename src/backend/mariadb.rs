@@ -386,6 +386,10 @@ impl Backend for MariaBackend {
         Ok(())
     }
 
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        server_objects(&self.shared)
+    }
+
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
@@ -393,6 +397,24 @@ impl Backend for MariaBackend {
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
     }
+}
+
+/// What `cleanup` removes, as it is now: our table and the file catalog's tables, with their
+/// row counts. Reads only.
+fn server_objects(s: &Shared) -> BResult<Vec<String>> {
+    let mut conn = s.connect()?;
+    let (files, names) = super::catalog::mariadb::table_names(&s.table);
+    let mut out = Vec::new();
+    for table in [&s.table, &files, &names] {
+        let sql = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?";
+        let found: Option<u64> = conn.exec_first(sql, (table.as_str(),)).map_err(|e| s.error(e))?;
+        if found.unwrap_or(0) == 0 {
+            continue;
+        }
+        let rows: Option<u64> = conn.query_first(format!("SELECT COUNT(*) FROM `{table}`")).map_err(|e| s.error(e))?;
+        out.push(format!("mariadb table `{table}` ({} rows)", rows.unwrap_or(0)));
+    }
+    Ok(out)
 }
 
 struct MariaSession {

@@ -405,6 +405,10 @@ impl Backend for PgBackend {
         self.files.release()
     }
 
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        server_objects(&self.shared)
+    }
+
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
@@ -412,6 +416,37 @@ impl Backend for PgBackend {
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
     }
+}
+
+/// What `cleanup` removes, as it is now: our table (its partitions, rows and in lo mode the large
+/// objects its rows hold), the file catalog's tables, our tablespaces. Reads only.
+fn server_objects(s: &Shared) -> BResult<Vec<String>> {
+    let mut client = s.connect()?;
+    let e = |e| s.error(e);
+    let (files, names) = super::catalog::postgres::table_names(&s.table);
+    let mut out = Vec::new();
+    for table in [&s.table, &files, &names] {
+        let exists: Option<String> = client.query_one("SELECT to_regclass($1)::text", &[table]).map_err(e)?.get(0);
+        if exists.is_none() {
+            continue;
+        }
+        let rows: i64 = client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).map_err(e)?.get(0);
+        let parts: i64 = client.query_one("SELECT count(*) - 1 FROM pg_partition_tree($1::text::regclass)", &[table]).map_err(e)?.get(0);
+        let parts = if parts > 0 { format!(", {parts} partitions") } else { String::new() };
+        out.push(format!("postgres table {table} ({rows} rows{parts})"));
+        if table == &s.table && s.mode == Mode::Lo {
+            let sql = format!("SELECT count(*) FROM pg_largeobject_metadata WHERE oid IN (SELECT loid FROM {table})");
+            let objects: i64 = client.query_one(&sql, &[]).map_err(e)?.get(0);
+            out.push(format!("postgres large objects of {table}: {objects}"));
+        }
+    }
+    for (name, dir) in s.layout.tablespaces() {
+        let found = client.query_opt("SELECT 1 FROM pg_tablespace WHERE spcname = $1", &[&name]).map_err(e)?;
+        if found.is_some() {
+            out.push(format!("postgres tablespace {name} at {}", dir.display()));
+        }
+    }
+    Ok(out)
 }
 
 /// Files of our table (every partition), its TOAST tables and all their indexes (every fork and 1 GB segment), and

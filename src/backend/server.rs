@@ -374,6 +374,12 @@ const PROBES: &[Probe] = &[
     Probe { backend: "gridfs", uri_env: "STOWBENCH_MONGO_URI", schemes: &["mongodb://", "mongodb+srv://"], probe: super::gridfs::probe },
 ];
 
+/// The environment variable a server backend reads its URI from by default (None for backends
+/// without a server).
+pub fn default_uri_env(backend: &str) -> Option<&'static str> {
+    PROBES.iter().find(|p| p.backend == backend).map(|p| p.uri_env)
+}
+
 /// Whether `backend` talks to a server (postgres, mariadb, s3, gridfs).
 pub fn is_server_backend(backend: &str) -> bool {
     PROBES.iter().any(|p| p.backend == backend)

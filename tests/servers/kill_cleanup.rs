@@ -31,6 +31,7 @@ const VARIANTS: &[Variant] = &[
     Variant { backend: "postgres", options: "mode = \"bytea\"", server: Server::Pg, size: "64KiB", objects: 40 },
     Variant { backend: "postgres", options: "mode = \"lo\"", server: Server::Pg, size: "64KiB", objects: 40 },
     Variant { backend: "postgres", options: "mode = \"file\"", server: Server::Pg, size: "64KiB", objects: 40 },
+    Variant { backend: "postgres", options: "mode = \"bytea\"\ntablespaces = 2", server: Server::Pg, size: "64KiB", objects: 40 },
     Variant { backend: "mariadb", options: "mode = \"inline\"", server: Server::Maria, size: "64KiB", objects: 40 },
     Variant { backend: "mariadb", options: "mode = \"file\"", server: Server::Maria, size: "64KiB", objects: 40 },
     Variant { backend: "s3", options: "multipart_threshold = \"5MiB\"\npart_size = \"5MiB\"", server: Server::S3, size: "6MiB", objects: 6 },
@@ -124,6 +125,11 @@ fn large_objects_of(table: &str) -> Vec<u32> {
     c.query(&format!("SELECT loid FROM \"{table}\""), &[]).unwrap().iter().map(|r| r.get(0)).collect()
 }
 
+fn tablespaces_of(owned: &str) -> i64 {
+    let mut c = postgres::Client::connect(&super::env("STOWBENCH_PG_URI"), postgres::NoTls).unwrap();
+    c.query_one("SELECT count(*) FROM pg_tablespace WHERE spcname LIKE $1", &[&format!("sb_{owned}_ts%")]).unwrap().get(0)
+}
+
 /// The killed run's case directory (holding the record).
 fn case_dir(work: &Path) -> PathBuf {
     let run = std::fs::read_dir(work).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("stowbench-")).unwrap();
@@ -133,6 +139,8 @@ fn case_dir(work: &Path) -> PathBuf {
 fn kill_mid_put_then_clean_up(v: &Variant) {
     let what = format!("{} {}", v.backend, v.options.replace('\n', " "));
     let dir = tempfile::tempdir().unwrap();
+    // The server's OS user must reach the tablespace directories inside (tempfile makes 0700).
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(dir.path().join("job.toml"), job(v)).unwrap();
     let run = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"], None);
     assert_eq!(run.status.signal(), Some(9), "{what}: killed mid-put: {}", text(&run));
@@ -182,6 +190,9 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
     assert_eq!(dry.status.code(), Some(0), "{what}: {}", text(&dry));
     let listed = lines(&dry, "would remove ");
     let expected = match (v.backend, v.options) {
+        ("postgres", o) if o.contains("tablespaces") => {
+            vec![format!("postgres table \"{owned}_bytea\" ("), format!("postgres tablespace sb_{owned}_ts0 at "), format!("postgres tablespace sb_{owned}_ts1 at ")]
+        }
         ("postgres", o) if o.contains("\"lo\"") => vec![format!("postgres table \"{owned}_lo\" ("), format!("postgres large objects of \"{owned}_lo\": {}", oids.len())],
         ("postgres", o) => vec![format!("postgres table \"{owned}_{}\" (", o.split('"').nth(1).unwrap())],
         ("mariadb", o) => vec![format!("mariadb table `{owned}_{}` (", o.split('"').nth(1).unwrap())],
@@ -204,6 +215,9 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
     }
     assert_eq!(v.server.ours(&owned), Vec::<String>::new(), "{what}: nothing of the run is left on the server");
     assert!(oids.iter().all(|oid| !inspect::pg_lo_exists(*oid)), "{what}: every large object of the run is gone");
+    if v.backend == "postgres" {
+        assert_eq!(tablespaces_of(&owned), 0, "{what}: every tablespace of the run is gone");
+    }
     assert!(!dir.path().join("work").join(case.parent().unwrap().file_name().unwrap()).exists(), "{what}: the run's directory is gone");
     assert!(v.server.foreign_alive(&foreign), "{what}: cleanup touched objects it did not create: {foreign:?}");
     v.server.drop_foreign(&foreign);

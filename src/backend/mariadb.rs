@@ -123,6 +123,8 @@ pub struct MariaBackend {
     /// Set in file mode only.
     file: Option<FileMode>,
     options: Options,
+    /// The comment that marks our table as ours (`server::owner_note`).
+    owner: String,
 }
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
@@ -189,6 +191,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         data_dir,
         file,
         options: options.clone(),
+        owner: server::owner_note(ns),
     }))
 }
 
@@ -318,8 +321,11 @@ impl Backend for MariaBackend {
             Some(_) => "k VARBINARY(512) NOT NULL PRIMARY KEY, size_bytes BIGINT UNSIGNED NOT NULL, \
                         path VARBINARY(2048) NOT NULL, created_ns BIGINT NOT NULL",
         };
-        let sql = format!("CREATE TABLE IF NOT EXISTS `{}` ({columns}) ENGINE={}", s.table, self.engine);
-        s.connect()?.query_drop(sql).map_err(|e| s.error(e))?;
+        // The ownership note in the same statement: the table never exists without it.
+        let sql = format!("CREATE TABLE IF NOT EXISTS `{}` ({columns}) ENGINE={} COMMENT='{}'", s.table, self.engine, self.owner);
+        let mut conn = s.connect()?;
+        check_owner(&mut conn, s, &self.owner)?;
+        conn.query_drop(sql).map_err(|e| s.error(e))?;
         if let Some(file) = &self.file {
             std::fs::create_dir_all(&file.files)?;
         }
@@ -387,6 +393,7 @@ impl Backend for MariaBackend {
     }
 
     fn server_objects(&self) -> BResult<Vec<String>> {
+        check_owner(&mut self.shared.connect()?, &self.shared, &self.owner)?;
         server_objects(&self.shared)
     }
 
@@ -396,6 +403,20 @@ impl Backend for MariaBackend {
 
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
+    }
+}
+
+/// Refuses a table of our name whose comment is not our ownership note (made by someone else, or
+/// by another run): nothing is written into it or, from a record, removed. No table is fine.
+fn check_owner(conn: &mut Conn, s: &Shared, owner: &str) -> BResult<()> {
+    let sql = "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?";
+    let comment: Option<String> = conn.exec_first(sql, (s.table.as_str(),)).map_err(|e| s.error(e))?;
+    match comment {
+        Some(comment) if comment != owner => Err(BackendError::new(
+            ErrorKind::Other,
+            format!("mariadb table `{}` exists but is not this case's (its comment is {comment:?}, ours would be {owner:?}): left alone", s.table),
+        )),
+        _ => Ok(()),
     }
 }
 

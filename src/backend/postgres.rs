@@ -120,6 +120,8 @@ pub struct PgBackend {
     /// Samples the sessions' lock waits (option `wait_sample`; None when off).
     waits: Option<WaitSampler>,
     options: Options,
+    /// The comment that marks our table as ours (`server::owner_note`).
+    owner: String,
 }
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
@@ -183,7 +185,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         ));
     }
     let waits = (wait_sample_ns > 0).then(|| WaitSampler::new(wait_sample_ns));
-    Ok(Box::new(PgBackend { shared: Arc::new(shared), files, external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone() }))
+    Ok(Box::new(PgBackend { shared: Arc::new(shared), files, external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone(), owner: server::owner_note(ns) }))
 }
 
 /// The server's version and the settings that decide durability (read, never changed).
@@ -328,7 +330,10 @@ impl Backend for PgBackend {
             Mode::File => "key bytea PRIMARY KEY, size_bytes bigint NOT NULL",
         };
         let fail = |e| s.error(e);
-        client.batch_execute(&format!("CREATE TABLE IF NOT EXISTS {} ({columns}){};", s.table, s.layout.partition_clause())).map_err(fail)?;
+        check_owner(&mut client, s, &self.owner)?;
+        // One simple query, so one transaction: the table never exists without its ownership note.
+        let create = format!("CREATE TABLE IF NOT EXISTS {} ({columns}){};", s.table, s.layout.partition_clause());
+        client.batch_execute(&format!("{create} COMMENT ON TABLE {} IS '{}';", s.table, self.owner)).map_err(fail)?;
         s.layout.create(&mut client, &s.table, s.table.trim_matches('"'), &fail)?;
         if s.mode == Mode::Bytea && self.external_storage {
             // After the partitions exist: on a partitioned table it reaches every partition.
@@ -406,6 +411,8 @@ impl Backend for PgBackend {
     }
 
     fn server_objects(&self) -> BResult<Vec<String>> {
+        let mut client = self.shared.connect()?;
+        check_owner(&mut client, &self.shared, &self.owner)?;
         server_objects(&self.shared)
     }
 
@@ -415,6 +422,20 @@ impl Backend for PgBackend {
 
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
+    }
+}
+
+/// Refuses a table of our name whose comment is not our ownership note (made by someone else, or
+/// by another run): nothing is written into it or, from a record, removed. No table is fine.
+fn check_owner(client: &mut Client, s: &Shared, owner: &str) -> BResult<()> {
+    let sql = "SELECT obj_description(c, 'pg_class') FROM to_regclass($1) c WHERE c IS NOT NULL";
+    let row = client.query_opt(sql, &[&s.table]).map_err(|e| s.error(e))?;
+    match row.map(|r| r.get::<_, Option<String>>(0)) {
+        Some(comment) if comment.as_deref() != Some(owner) => Err(BackendError::new(
+            ErrorKind::Other,
+            format!("postgres table {} exists but is not this case's (its comment is {comment:?}, ours would be {owner:?}): left alone", s.table),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -125,9 +125,53 @@ fn large_objects_of(table: &str) -> Vec<u32> {
     c.query(&format!("SELECT loid FROM \"{table}\""), &[]).unwrap().iter().map(|r| r.get(0)).collect()
 }
 
+/// The table whose comment proves ownership (PostgreSQL bytea and MariaDB inline here).
+fn commented_table(v: &Variant, owned: &str) -> Option<String> {
+    match (v.backend, v.options) {
+        ("postgres", "mode = \"bytea\"") => Some(format!("{owned}_bytea")),
+        ("mariadb", "mode = \"inline\"") => Some(format!("{owned}_inline")),
+        _ => None,
+    }
+}
+
+/// Sets a table's comment; returns the one it had.
+fn set_comment(server: Server, table: &str, comment: &str) -> String {
+    use mysql::prelude::Queryable;
+    match server {
+        Server::Pg => {
+            let mut c = postgres::Client::connect(&super::env("STOWBENCH_PG_URI"), postgres::NoTls).unwrap();
+            let old: Option<String> = c.query_one(&format!("SELECT obj_description('\"{table}\"'::regclass, 'pg_class')"), &[]).unwrap().get(0);
+            c.batch_execute(&format!("COMMENT ON TABLE \"{table}\" IS '{comment}'")).unwrap();
+            old.unwrap_or_default()
+        }
+        _ => {
+            let mut c = mysql::Conn::new(mysql::Opts::from_url(&super::env("STOWBENCH_MARIADB_URI")).unwrap()).unwrap();
+            let sql = format!("SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '{table}'");
+            let old: Option<String> = c.query_first(sql).unwrap();
+            c.query_drop(format!("ALTER TABLE `{table}` COMMENT = '{comment}'")).unwrap();
+            old.unwrap_or_default()
+        }
+    }
+}
+
 fn tablespaces_of(owned: &str) -> i64 {
     let mut c = postgres::Client::connect(&super::env("STOWBENCH_PG_URI"), postgres::NoTls).unwrap();
     c.query_one("SELECT count(*) FROM pg_tablespace WHERE spcname LIKE $1", &[&format!("sb_{owned}_ts%")]).unwrap().get(0)
+}
+
+/// Runs `stowbench cleanup` when a failed assertion ends the test early, so that the shared
+/// servers do not keep the killed run's objects (the record goes with the temporary directory).
+struct Guard {
+    dir: PathBuf,
+    pg_uri: Option<Option<String>>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if std::thread::panicking() && self.dir.join("work").exists() {
+            let _ = stowbench(&self.dir, &["cleanup", "work"], self.pg_uri.clone());
+        }
+    }
 }
 
 /// The killed run's case directory (holding the record).
@@ -143,6 +187,9 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(dir.path().join("job.toml"), job(v)).unwrap();
     let run = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"], None);
+    // The bytea run was given its URI with a password: cleanup reads it from the environment.
+    let env = is_bytea(v).then(|| Some(pg_uri_with_password()));
+    let _guard = Guard { dir: dir.path().to_path_buf(), pg_uri: env.clone() };
     assert_eq!(run.status.signal(), Some(9), "{what}: killed mid-put: {}", text(&run));
 
     let case = case_dir(&dir.path().join("work"));
@@ -164,8 +211,6 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
         _ => Vec::new(),
     };
 
-    // The bytea run was given its URI with a password: cleanup reads it from the environment.
-    let env = is_bytea(v).then(|| Some(pg_uri_with_password()));
     if is_bytea(v) {
         // Without the password (never stored) cleanup cannot connect: it says what to set,
         // keeps everything and exits 1.
@@ -173,6 +218,18 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
         assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out));
         assert!(text(&out).contains("set $STOWBENCH_PG_URI to the full URI"), "{what}: {}", text(&out));
         assert!(case.join(stowbench::backend::record::RECORD_FILE).exists() && !v.server.ours(&owned).is_empty(), "{what}: kept");
+    }
+
+    if let Some(table) = commented_table(v, &owned) {
+        // A table with our name whose comment is not our ownership note is not ours: cleanup
+        // lists nothing, removes nothing, and keeps the record.
+        let note = set_comment(v.server, &table, "someone else");
+        assert!(note.starts_with("stowbench run "), "{what}: our table carries its ownership note: {note:?}");
+        let out = stowbench(dir.path(), &["cleanup", "work"], env.clone());
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out));
+        assert!(text(&out).contains("is not this case's"), "{what}: {}", text(&out));
+        assert!(case.exists() && !v.server.ours(&owned).is_empty(), "{what}: a table not ours is left alone");
+        set_comment(v.server, &table, &note);
     }
 
     // A server may still be finishing the dead client's last request (FerretDB removing an

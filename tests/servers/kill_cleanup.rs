@@ -7,7 +7,11 @@
 //! record holds no secret, and without the URI's password in the environment cleanup keeps the
 //! directory and exits 1.
 //!
-//! The kill is timed by the second put phase's `before` command, which starts a background
+//! A second test kills at spread-out moments of the run (starting, connecting, preparing,
+//! putting) and checks the report stays valid and cleanup leaves nothing of the run, whether or
+//! not the kill came before the case made anything.
+//!
+//! The kill of the first test is timed by the second put phase's `before` command, which starts a background
 //! `sleep 0.5; kill -9 $PPID`: the first put phase has written every key by then, and the second
 //! (30 s of puts) is surely running when the kill lands, on any machine.
 
@@ -293,4 +297,62 @@ fn kill_9_of_stowbench_mid_put_then_cleanup_removes_that_runs_server_objects_and
     for v in VARIANTS {
         kill_mid_put_then_clean_up(v);
     }
+}
+
+/// The name the killed run's only case owns on a server, computed from the run's directory as
+/// the runner does (so it is known even when the kill came before the record).
+fn owned_name_of(run_dir: &Path) -> String {
+    let run_id = run_dir.file_name().unwrap().to_string_lossy().strip_prefix("stowbench-").unwrap().to_string();
+    let ns = stowbench::backend::Namespace { run_id, dir: run_dir.join("case-0000"), name: "sb_case_0000".into() };
+    stowbench::backend::server::owned_name(&ns)
+}
+
+/// `kill -9` at spread-out moments of a server run (while it starts, connects, prepares, puts):
+/// whatever the moment, the report file is valid and `stowbench cleanup` leaves nothing of the
+/// run on the server — no table, large object, S3 object or GridFS collection.
+#[test]
+fn kill_9_at_any_point_of_a_server_run_then_cleanup_leaves_nothing_of_it() {
+    if !super::every_server_is_available() {
+        return;
+    }
+    let variants = [&VARIANTS[1], &VARIANTS[4], &VARIANTS[6], &VARIANTS[7]]; // pg lo, mariadb inline, s3, gridfs
+    let mut with_leftovers = 0;
+    for round in 0..8u64 {
+        let v = variants[round as usize % variants.len()];
+        let what = format!("round {round}: {} {}", v.backend, v.options.replace('\n', " "));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("job.toml"), job(v)).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+            .args(["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let _guard = Guard { dir: dir.path().to_path_buf(), pg_uri: None };
+        std::thread::sleep(std::time::Duration::from_millis(round * 173 % 900));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for run in std::fs::read_dir(dir.path().join("out")).into_iter().flatten().flatten() {
+            if run.path().join("report.json").exists() {
+                crate::common::assert_valid_report(&run.path().join("report.json"));
+            }
+        }
+        let Some(run_dir) = std::fs::read_dir(dir.path().join("work")).into_iter().flatten().flatten().map(|e| e.path()).next() else {
+            continue; // killed before the run made its directory: nothing anywhere
+        };
+        let owned = owned_name_of(&run_dir);
+        with_leftovers += usize::from(!v.server.ours(&owned).is_empty());
+        let oids = match v.backend {
+            "postgres" if !v.server.ours(&owned).is_empty() => large_objects_of(&format!("{owned}_lo")),
+            _ => Vec::new(),
+        };
+        let out = stowbench(dir.path(), &["cleanup", "work"], None);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out));
+        assert_eq!(v.server.ours(&owned), Vec::<String>::new(), "{what}: nothing of the run is left: {}", text(&out));
+        assert!(oids.iter().all(|oid| !inspect::pg_lo_exists(*oid)), "{what}: every large object of the run is gone");
+        assert!(!run_dir.exists(), "{what}: {}", text(&out));
+    }
+    eprintln!("{with_leftovers} of 8 kills left objects on a server");
+    assert!(with_leftovers >= 2, "most kills land after the case made its objects: {with_leftovers} of 8 did");
 }

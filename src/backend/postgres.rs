@@ -413,7 +413,7 @@ impl Backend for PgBackend {
     fn server_objects(&self) -> BResult<Vec<String>> {
         let mut client = self.shared.connect()?;
         check_owner(&mut client, &self.shared, &self.owner)?;
-        server_objects(&self.shared)
+        server_objects(&mut client, &self.shared)
     }
 
     fn server_pids(&self) -> Vec<u32> {
@@ -441,8 +441,7 @@ fn check_owner(client: &mut Client, s: &Shared, owner: &str) -> BResult<()> {
 
 /// What `cleanup` removes, as it is now: our table (its partitions, rows and in lo mode the large
 /// objects its rows hold), the file catalog's tables, our tablespaces. Reads only.
-fn server_objects(s: &Shared) -> BResult<Vec<String>> {
-    let mut client = s.connect()?;
+fn server_objects(client: &mut Client, s: &Shared) -> BResult<Vec<String>> {
     let e = |e| s.error(e);
     let (files, names) = super::catalog::postgres::table_names(&s.table);
     let mut out = Vec::new();

@@ -252,3 +252,65 @@ pub fn clean(dir: &Path, dry_run: bool) -> Result<Vec<String>, String> {
     release(dir)?;
     Ok(lines)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(server: &str, uri_env: &str) -> ServerRecord {
+        ServerRecord {
+            tool: "stowbench".into(),
+            version: VERSION,
+            run_id: "r".into(),
+            target: "t".into(),
+            backend: "postgres".into(),
+            namespace_dir: PathBuf::from("/nowhere/case-0000"),
+            namespace_name: "sb_case_0000".into(),
+            keys: 0,
+            server: server.into(),
+            uri_env: uri_env.into(),
+            password: String::new(),
+            options: serde_json::json!({}),
+            owns: serde_json::json!({}),
+        }
+    }
+
+    #[test]
+    fn the_uri_comes_from_the_environment_only_when_it_names_the_recorded_server() {
+        // Each case has a variable of its own: tests run in parallel threads.
+        let plain = record("postgres://u@h:5432/db", "STOWBENCH_RECORD_TEST_UNSET");
+        assert_eq!(plain.uri().unwrap(), "postgres://u@h:5432/db", "a URI without a password is used as recorded");
+
+        let secret = record("postgres://u:<redacted>@h:5432/db", "STOWBENCH_RECORD_TEST_SAME");
+        std::env::set_var("STOWBENCH_RECORD_TEST_SAME", "postgres://u:pw@h:5432/db");
+        assert_eq!(secret.uri().unwrap(), "postgres://u:pw@h:5432/db");
+
+        let missing = record("postgres://u:<redacted>@h:5432/db", "STOWBENCH_RECORD_TEST_UNSET");
+        assert!(missing.uri().unwrap_err().contains("set $STOWBENCH_RECORD_TEST_UNSET to the full URI"));
+
+        let other = record("postgres://u:<redacted>@h:5432/db", "STOWBENCH_RECORD_TEST_OTHER");
+        std::env::set_var("STOWBENCH_RECORD_TEST_OTHER", "postgres://u:pw@elsewhere:5432/db");
+        let err = other.uri().unwrap_err();
+        assert!(err.contains("names postgres://u:<redacted>@elsewhere:5432/db, not this server") && !err.contains("pw@"), "{err}");
+    }
+
+    #[test]
+    fn a_record_found_elsewhere_than_where_it_was_written_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = record("postgres://u@h/db", "X").backend(tmp.path()).err().unwrap();
+        assert!(err.contains("was written for /nowhere/case-0000"), "{err}");
+    }
+
+    #[test]
+    fn records_are_found_in_marked_directories_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = Namespace::create(&tmp.path().join("run"), "r", "run").unwrap();
+        let case = run.child("case-0000").unwrap();
+        std::fs::write(case.dir.join(RECORD_FILE), "{}").unwrap();
+        let unmarked = case.dir.join("data");
+        std::fs::create_dir(&unmarked).unwrap();
+        std::fs::write(unmarked.join(RECORD_FILE), "{}").unwrap();
+        assert_eq!(find(&run.dir), vec![case.dir.clone()]);
+        assert!(load(&case.dir).unwrap_err().contains("not a stowbench server record"));
+    }
+}

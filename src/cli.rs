@@ -3,8 +3,8 @@
 //!
 //! Raw arguments are parsed by clap, then validated into a `Plan`; every failure becomes a
 //! message and an exit code (0 ok, 1 a case failed, `compare`'s gate failed or `cleanup` could
-//! not reach a server, 2 bad input or usage, 130 interrupted). Results go to stdout, progress and messages to stderr. Every output
-//! format comes from `report::reporters`.
+//! not reach a server, 2 bad input or usage, 130 interrupted). Results go to stdout, progress and
+//! messages to stderr. Every output format comes from `report::reporters`.
 
 use crate::backend::{self, namespace};
 use crate::job::{self, Plan};

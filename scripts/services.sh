@@ -4,7 +4,7 @@
 #   scripts/services.sh install
 #   scripts/services.sh start  [--only pg,mariadb,s3,mongo] [DIR]
 #   scripts/services.sh stop   [--only pg,mariadb,s3,mongo] [DIR]
-#   scripts/services.sh restart [--only pg,mariadb,s3,mongo] [DIR]  # same ports, same data
+#   scripts/services.sh restart [--only pg,mariadb,s3,mongo] [DIR]  # same ports, same data (a killed one too)
 #   scripts/services.sh status [DIR]
 #   scripts/services.sh env    [DIR]        # eval "$(scripts/services.sh env)"
 #
@@ -625,12 +625,26 @@ cmd_restart() {
   DIR="$(cd -- "${DIR}" && pwd)"
   lock_dir "${DIR}"
   trap 'assemble_env "${DIR}" || true' EXIT
-  local name port console
+  local name port console old i
   for name in "${SEL[@]}"; do
-    running_pid "${DIR}" "${name}" >/dev/null || continue
-    port="$(recorded_port "${DIR}" "${name}")" || true
-    [[ -n ${port} ]] || die "${name}: no port recorded in ${DIR}/${name}.env; stop and start it instead"
-    stop_one "${DIR}" "${name}"
+    port="$(recorded_port "${DIR}" "${name}" 2>/dev/null)" || true
+    if running_pid "${DIR}" "${name}" >/dev/null; then
+      [[ -n ${port} ]] || die "${name}: no port recorded in ${DIR}/${name}.env; stop and start it instead"
+      stop_one "${DIR}" "${name}"
+    elif [[ -n ${port} && -f "${DIR}/${name}.pid" ]]; then
+      # Killed (its pid file names a dead process): back on its port, with its data.
+      log "${name}: not running; starting it again on port ${port}"
+      # Until init reaps it, a killed server lingers as a zombie, and PostgreSQL refuses to start
+      # while the pid in its lock file exists at all: wait for it to go (at most 30 s).
+      old="$(head -n1 "${DIR}/${name}.pid" 2>/dev/null || true)"
+      for ((i = 0; i < 300; i++)); do
+        [[ ${old} =~ ^[0-9]+$ && -e /proc/${old} ]] || break
+        sleep 0.1
+      done
+      rm -f "${DIR}/${name}.pid"
+    else
+      continue
+    fi
     case ${name} in
     pg) start_pg "${DIR}" "${port}" ;;
     mariadb) start_mariadb "${DIR}" "${port}" ;;

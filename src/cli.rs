@@ -2,9 +2,9 @@
 //! `compact`, `cleanup`.
 //!
 //! Raw arguments are parsed by clap, then validated into a `Plan`; every failure becomes a
-//! message and an exit code (0 ok, 1 a case failed or `compare`'s gate failed, 2 bad input or
-//! usage, 130 interrupted). Results go to stdout, progress and messages to stderr. Every output
-//! format comes from `report::reporters`.
+//! message and an exit code (0 ok, 1 a case failed, `compare`'s gate failed or `cleanup` could
+//! not reach a server, 2 bad input or usage, 130 interrupted). Results go to stdout, progress and
+//! messages to stderr. Every output format comes from `report::reporters`.
 
 use crate::backend::{self, namespace};
 use crate::job::{self, Plan};
@@ -18,6 +18,9 @@ use std::sync::atomic::AtomicBool;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code of `compare` when `--fail-if-slower`'s gate fails.
 pub const EXIT_SLOWER: i32 = 1;
+/// Exit code of `cleanup` when some server objects could not be removed (their directory and
+/// record are kept for a later cleanup).
+pub const EXIT_CLEANUP_INCOMPLETE: i32 = 1;
 
 /// Where should the files live? Measure it on your own machine.
 #[derive(Debug, Parser)]
@@ -388,6 +391,23 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, String> {
             if dry_run { "would be removed" } else { "was removed" }
         ));
     }
+    // Server objects first (see backend::record): a directory whose server cannot be reached is
+    // kept, with its record, for a later cleanup.
+    let mut kept = Vec::new();
+    for d in &dirs {
+        for case_dir in backend::record::find(d) {
+            match backend::record::clean(&case_dir, dry_run) {
+                Ok(lines) => lines.iter().for_each(|l| println!("{} {l}", if dry_run { "would remove" } else { "removed" })),
+                Err(e) => {
+                    eprintln!("stowbench: {e}");
+                    if !kept.contains(d) {
+                        kept.push(d.clone());
+                    }
+                }
+            }
+        }
+    }
+    let exit_code = if kept.is_empty() { 0 } else { EXIT_CLEANUP_INCOMPLETE };
     if dry_run {
         for t in &fio_targets {
             for (what, path) in [("unmount", &t.mount_point), ("detach", &t.loop_dev)] {
@@ -397,17 +417,20 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, String> {
             }
             println!("would remove fio target {}", t.ns_dir.display());
         }
-        for d in &dirs {
+        for d in dirs.iter().filter(|d| !kept.contains(d)) {
             println!("would remove {}", d.display());
         }
-        return Ok(0);
+        return Ok(exit_code);
     }
     for path in crate::fio::registry::cleanup_leftovers(dir).map_err(|e| e.to_string())? {
         println!("removed fio target {}", path.display());
     }
-    for d in &dirs {
+    for d in dirs.iter().filter(|d| !kept.contains(d)) {
         namespace::remove(d)?;
         println!("removed {}", d.display());
     }
-    Ok(0)
+    for d in &kept {
+        eprintln!("stowbench: kept {} and its server records; run `stowbench cleanup {}` again once the server answers", d.display(), d.display());
+    }
+    Ok(exit_code)
 }

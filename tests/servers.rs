@@ -253,6 +253,9 @@ mod server_kill;
 #[path = "servers/proxy_faults.rs"]
 mod proxy_faults;
 
+#[path = "servers/kill_cleanup.rs"]
+mod kill_cleanup;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1

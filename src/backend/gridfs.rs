@@ -265,6 +265,10 @@ impl Backend for GridFsBackend {
         super::catalog::mongo::MongoCatalog::drop_collections(&s.database(&self.admin), &s.bucket).map_err(|e| s.error(e))
     }
 
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        server_objects(&self.shared, &self.admin)
+    }
+
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
@@ -272,6 +276,21 @@ impl Backend for GridFsBackend {
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
     }
+}
+
+/// What `cleanup` removes, as it is now: the bucket's files and chunks collections and the file
+/// catalog's collections, with their document counts. Reads only.
+fn server_objects(s: &Shared, client: &Client) -> BResult<Vec<String>> {
+    let db = s.database(client);
+    let (files, names) = super::catalog::mongo::collection_names(&s.bucket);
+    let ours = [format!("{}.files", s.bucket), format!("{}.chunks", s.bucket), files, names];
+    let existing = db.list_collection_names().run().map_err(|e| s.error(e))?;
+    let mut out = Vec::new();
+    for name in ours.iter().filter(|n| existing.contains(n)) {
+        let count = db.collection::<Document>(name).count_documents(doc! {}).run().map_err(|e| s.error(e))?;
+        out.push(format!("gridfs collection {}.{name} ({count} documents)", s.database));
+    }
+    Ok(out)
 }
 
 /// A numeric field of a command reply, whatever BSON number type the server chose.

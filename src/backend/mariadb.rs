@@ -123,6 +123,8 @@ pub struct MariaBackend {
     /// Set in file mode only.
     file: Option<FileMode>,
     options: Options,
+    /// The comment that marks our table as ours (`server::owner_note`).
+    owner: String,
 }
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
@@ -189,6 +191,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         data_dir,
         file,
         options: options.clone(),
+        owner: server::owner_note(ns),
     }))
 }
 
@@ -323,8 +326,11 @@ impl Backend for MariaBackend {
             Some(_) => "k VARBINARY(512) NOT NULL PRIMARY KEY, size_bytes BIGINT UNSIGNED NOT NULL, \
                         path VARBINARY(2048) NOT NULL, created_ns BIGINT NOT NULL",
         };
-        let sql = format!("CREATE TABLE IF NOT EXISTS `{}` ({columns}) ENGINE={}", s.table, self.engine);
-        s.connect()?.query_drop(sql).map_err(|e| s.error(e))?;
+        // The ownership note in the same statement: the table never exists without it.
+        let sql = format!("CREATE TABLE IF NOT EXISTS `{}` ({columns}) ENGINE={} COMMENT='{}'", s.table, self.engine, self.owner);
+        let mut conn = s.connect()?;
+        check_owner(&mut conn, s, &self.owner)?;
+        conn.query_drop(sql).map_err(|e| s.error(e))?;
         if let Some(file) = &self.file {
             std::fs::create_dir_all(&file.files)?;
         }
@@ -392,6 +398,11 @@ impl Backend for MariaBackend {
         Ok(())
     }
 
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        check_owner(&mut self.shared.connect()?, &self.shared, &self.owner)?;
+        server_objects(&self.shared)
+    }
+
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
@@ -399,6 +410,38 @@ impl Backend for MariaBackend {
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
     }
+}
+
+/// Refuses a table of our name whose comment is not our ownership note (made by someone else, or
+/// by another run): nothing is written into it or, from a record, removed. No table is fine.
+fn check_owner(conn: &mut Conn, s: &Shared, owner: &str) -> BResult<()> {
+    let sql = "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?";
+    let comment: Option<String> = conn.exec_first(sql, (s.table.as_str(),)).map_err(|e| s.error(e))?;
+    match comment {
+        Some(comment) if comment != owner => Err(BackendError::new(
+            ErrorKind::Other,
+            format!("mariadb table `{}` exists but is not this case's (its comment is {comment:?}, ours would be {owner:?}): left alone", s.table),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What `cleanup` removes, as it is now: our table and the file catalog's tables, with their
+/// row counts. Reads only.
+fn server_objects(s: &Shared) -> BResult<Vec<String>> {
+    let mut conn = s.connect()?;
+    let (files, names) = super::catalog::mariadb::table_names(&s.table);
+    let mut out = Vec::new();
+    for table in [&s.table, &files, &names] {
+        let sql = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?";
+        let found: Option<u64> = conn.exec_first(sql, (table.as_str(),)).map_err(|e| s.error(e))?;
+        if found.unwrap_or(0) == 0 {
+            continue;
+        }
+        let rows: Option<u64> = conn.query_first(format!("SELECT COUNT(*) FROM `{table}`")).map_err(|e| s.error(e))?;
+        out.push(format!("mariadb table `{table}` ({} rows)", rows.unwrap_or(0)));
+    }
+    Ok(out)
 }
 
 struct MariaSession {

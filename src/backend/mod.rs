@@ -16,6 +16,7 @@ pub mod null;
 pub mod options;
 pub mod pack;
 pub mod postgres;
+pub mod record;
 pub mod restart;
 pub(crate) mod row_file;
 pub mod s3;
@@ -183,6 +184,16 @@ pub trait Backend: Send + Sync {
     fn disk_usage(&self) -> BResult<DiskUsage>;
     /// Removes everything this backend created in its namespace, and nothing else.
     fn cleanup(&self) -> BResult<()>;
+    /// What `cleanup` would remove on a server, one line per table, tablespace, collection or
+    /// group of objects (`stowbench cleanup --dry-run`); empty for backends without a server.
+    /// Reads only: it never changes the server.
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// Tells the backend how many keys (`obj-%010d`, see `runner::hook::KEY_FORMAT`) the case
+    /// uses, for servers that can only find some leftovers key by key (MinIO lists incomplete
+    /// multipart uploads only per object name). Ignored by every other backend.
+    fn note_keys(&self, _keys: u64) {}
     /// Server process ids whose process trees should be sampled (empty for embedded backends).
     fn server_pids(&self) -> Vec<u32> {
         Vec::new()

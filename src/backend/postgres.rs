@@ -120,6 +120,8 @@ pub struct PgBackend {
     /// Samples the sessions' lock waits (option `wait_sample`; None when off).
     waits: Option<WaitSampler>,
     options: Options,
+    /// The comment that marks our table as ours (`server::owner_note`).
+    owner: String,
 }
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
@@ -183,7 +185,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         ));
     }
     let waits = (wait_sample_ns > 0).then(|| WaitSampler::new(wait_sample_ns));
-    Ok(Box::new(PgBackend { shared: Arc::new(shared), files, external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone() }))
+    Ok(Box::new(PgBackend { shared: Arc::new(shared), files, external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone(), owner: server::owner_note(ns) }))
 }
 
 /// The server's version and the settings that decide durability (read, never changed).
@@ -333,7 +335,10 @@ impl Backend for PgBackend {
             Mode::File => "key bytea PRIMARY KEY, size_bytes bigint NOT NULL",
         };
         let fail = |e| s.error(e);
-        client.batch_execute(&format!("CREATE TABLE IF NOT EXISTS {} ({columns}){};", s.table, s.layout.partition_clause())).map_err(fail)?;
+        check_owner(&mut client, s, &self.owner)?;
+        // One simple query, so one transaction: the table never exists without its ownership note.
+        let create = format!("CREATE TABLE IF NOT EXISTS {} ({columns}){};", s.table, s.layout.partition_clause());
+        client.batch_execute(&format!("{create} COMMENT ON TABLE {} IS '{}';", s.table, self.owner)).map_err(fail)?;
         s.layout.create(&mut client, &s.table, s.table.trim_matches('"'), &fail)?;
         if s.mode == Mode::Bytea && self.external_storage {
             // After the partitions exist: on a partitioned table it reaches every partition.
@@ -411,6 +416,12 @@ impl Backend for PgBackend {
         self.files.release()
     }
 
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        let mut client = self.shared.connect()?;
+        check_owner(&mut client, &self.shared, &self.owner)?;
+        server_objects(&mut client, &self.shared)
+    }
+
     fn server_pids(&self) -> Vec<u32> {
         self.server_pid.into_iter().collect()
     }
@@ -418,6 +429,50 @@ impl Backend for PgBackend {
     fn script_service(&self) -> Option<&super::restart::ScriptService> {
         self.shared.endpoint.script.as_ref()
     }
+}
+
+/// Refuses a table of our name whose comment is not our ownership note (made by someone else, or
+/// by another run): nothing is written into it or, from a record, removed. No table is fine.
+fn check_owner(client: &mut Client, s: &Shared, owner: &str) -> BResult<()> {
+    let sql = "SELECT obj_description(c, 'pg_class') FROM to_regclass($1) c WHERE c IS NOT NULL";
+    let row = client.query_opt(sql, &[&s.table]).map_err(|e| s.error(e))?;
+    match row.map(|r| r.get::<_, Option<String>>(0)) {
+        Some(comment) if comment.as_deref() != Some(owner) => Err(BackendError::new(
+            ErrorKind::Other,
+            format!("postgres table {} exists but is not this case's (its comment is {comment:?}, ours would be {owner:?}): left alone", s.table),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What `cleanup` removes, as it is now: our table (its partitions, rows and in lo mode the large
+/// objects its rows hold), the file catalog's tables, our tablespaces. Reads only.
+fn server_objects(client: &mut Client, s: &Shared) -> BResult<Vec<String>> {
+    let e = |e| s.error(e);
+    let (files, names) = super::catalog::postgres::table_names(&s.table);
+    let mut out = Vec::new();
+    for table in [&s.table, &files, &names] {
+        let exists: Option<String> = client.query_one("SELECT to_regclass($1)::text", &[table]).map_err(e)?.get(0);
+        if exists.is_none() {
+            continue;
+        }
+        let rows: i64 = client.query_one(&format!("SELECT count(*) FROM {table}"), &[]).map_err(e)?.get(0);
+        let parts: i64 = client.query_one("SELECT count(*) - 1 FROM pg_partition_tree($1::text::regclass)", &[table]).map_err(e)?.get(0);
+        let parts = if parts > 0 { format!(", {parts} partitions") } else { String::new() };
+        out.push(format!("postgres table {table} ({rows} rows{parts})"));
+        if table == &s.table && s.mode == Mode::Lo {
+            let sql = format!("SELECT count(*) FROM pg_largeobject_metadata WHERE oid IN (SELECT loid FROM {table})");
+            let objects: i64 = client.query_one(&sql, &[]).map_err(e)?.get(0);
+            out.push(format!("postgres large objects of {table}: {objects}"));
+        }
+    }
+    for (name, dir) in s.layout.tablespaces() {
+        let found = client.query_opt("SELECT 1 FROM pg_tablespace WHERE spcname = $1", &[&name]).map_err(e)?;
+        if found.is_some() {
+            out.push(format!("postgres tablespace {name} at {}", dir.display()));
+        }
+    }
+    Ok(out)
 }
 
 /// Files of our table (every partition), its TOAST tables and all their indexes (every fork and 1 GB segment), and

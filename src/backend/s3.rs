@@ -9,6 +9,8 @@
 //! case's objects. Each session owns a single-threaded tokio runtime and its own HTTP connection
 //! pool, and blocks on it: no hand-off between threads sits inside a measured operation.
 
+mod uploads;
+
 use super::options::{OptionDoc, Options};
 use super::server::{self, Endpoint};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
@@ -85,6 +87,8 @@ pub struct S3Backend {
     server_pid: Option<u32>,
     data_dir: Option<PathBuf>,
     options: Options,
+    /// Keys the case uses (`note_keys`), whose incomplete uploads are looked for by name.
+    known_keys: std::sync::atomic::AtomicU64,
 }
 
 /// A store and the runtime that drives its connections.
@@ -128,7 +132,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let server_header = admin.ensure_bucket(options.bool("create_bucket", true)?).map_err(|e| e.message)?;
     let server_pid = settings.endpoint.server_pid(options, "STOWBENCH_S3_PID", 80, None)?;
     let data_dir = settings.endpoint.data_dir(options, "STOWBENCH_S3_DATA", None)?;
-    Ok(Box::new(S3Backend { settings, admin, server_header, server_pid, data_dir, options: options.clone() }))
+    Ok(Box::new(S3Backend { settings, admin, server_header, server_pid, data_dir, options: options.clone(), known_keys: Default::default() }))
 }
 
 /// Probes an endpoint for `stowbench backends` (credentials from the default variables).
@@ -320,7 +324,29 @@ impl Backend for S3Backend {
                 }
             }
             Ok(())
-        })
+        })?;
+        // Then the incomplete multipart uploads a put cut short left (none after a clean run).
+        let uploads = self.admin.list_uploads(self.known_keys.load(std::sync::atomic::Ordering::Relaxed))?;
+        self.admin.abort_uploads(&uploads)
+    }
+
+    fn server_objects(&self) -> BResult<Vec<String>> {
+        let s = &self.settings;
+        let ours = self.admin.list_ours()?;
+        let uploads = self.admin.list_uploads(self.known_keys.load(std::sync::atomic::Ordering::Relaxed))?;
+        let mut out = Vec::new();
+        if !ours.is_empty() {
+            let bytes: u64 = ours.iter().map(|(_, size)| size).sum();
+            out.push(format!("s3 objects under s3://{}/{}/: {} ({bytes} bytes)", s.bucket, s.prefix, ours.len()));
+        }
+        if !uploads.is_empty() {
+            out.push(format!("s3 incomplete multipart uploads under s3://{}/{}/: {}", s.bucket, s.prefix, uploads.len()));
+        }
+        Ok(out)
+    }
+
+    fn note_keys(&self, keys: u64) {
+        self.known_keys.store(keys, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn server_pids(&self) -> Vec<u32> {

@@ -316,6 +316,13 @@ pub fn owned_name(ns: &Namespace) -> String {
     format!("{base}_{salt:08x}")
 }
 
+/// The ownership note a backend writes on the tables it makes (a PostgreSQL or MariaDB table
+/// comment): the run and the owned name. A table with our name but another note is not ours:
+/// stowbench neither writes into it nor removes it when cleaning up from a record.
+pub fn owner_note(ns: &Namespace) -> String {
+    format!("stowbench run {} namespace {}", super::namespace::safe_name(&ns.run_id), owned_name(ns))
+}
+
 /// The version of crate `name` as locked in Cargo.lock at build time ("?" if absent).
 pub fn locked_version(name: &str) -> String {
     const LOCK: &str = include_str!("../../Cargo.lock");
@@ -373,6 +380,12 @@ const PROBES: &[Probe] = &[
     Probe { backend: "s3", uri_env: "STOWBENCH_S3_ENDPOINT", schemes: &["http://", "https://"], probe: super::s3::probe },
     Probe { backend: "gridfs", uri_env: "STOWBENCH_MONGO_URI", schemes: &["mongodb://", "mongodb+srv://"], probe: super::gridfs::probe },
 ];
+
+/// The environment variable a server backend reads its URI from by default (None for backends
+/// without a server).
+pub fn default_uri_env(backend: &str) -> Option<&'static str> {
+    PROBES.iter().find(|p| p.backend == backend).map(|p| p.uri_env)
+}
 
 /// Whether `backend` talks to a server (postgres, mariadb, s3, gridfs).
 pub fn is_server_backend(backend: &str) -> bool {

@@ -86,6 +86,8 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
 fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool) -> Result<RunOutcome, String> {
     let run_id = new_run_id();
     let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
+    // Absolute: server cases record their directory for `stowbench cleanup`, run from anywhere.
+    let parent = std::path::absolute(&parent).map_err(|e| format!("cannot resolve {}: {e}", parent.display()))?;
     let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb")?;
     // Refused before anything is written: no report file claims a run that never started.
     if let Err(e) = preflight(plan, &root, opts) {
@@ -149,10 +151,27 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     crate::report::write_atomically(&opts.report_path, &report)?;
     crate::report::write_html_atomically(&opts.report_path, &report)?;
     if !opts.keep {
-        namespace::remove(&root.dir)?;
+        remove_run_directory(&root.dir)?;
     }
     let exit_code = if was_interrupted { 130 } else if failed || was_timed_out { 1 } else { 0 };
     Ok(RunOutcome { report, exit_code })
+}
+
+/// Removes the run's directory, unless a case's server objects could not be removed (its server
+/// was down): then the directory stays with their records, and a message says how to finish.
+fn remove_run_directory(dir: &Path) -> Result<(), String> {
+    let pending = backend::record::find(dir);
+    if pending.is_empty() {
+        return namespace::remove(dir);
+    }
+    let cases: Vec<String> = pending.iter().filter_map(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
+    eprintln!(
+        "stowbench: kept {}: the server objects of {} could not be removed; run `stowbench cleanup {}` once the server is back",
+        dir.display(),
+        cases.join(", "),
+        dir.display()
+    );
+    Ok(())
 }
 
 /// Runs one fio sweep, appending each case to the report file as it finishes; returns whether
@@ -293,9 +312,20 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         Ok(b) => b,
         Err(e) => return failed_case(case, plan, e, started),
     };
+    // Before anything exists on a server: what this case will own there, for `stowbench cleanup`
+    // after a kill or a server that is down when the case ends.
+    backend.note_keys(case.objects);
+    if let Err(e) = backend::record::write(&ns, &target.name, &target.backend, &target.options, backend.as_ref(), case.objects) {
+        let _ = namespace::remove(&ns.dir);
+        return failed_case(case, plan, e, started);
+    }
     let mut result = crate::report::empty_case(case, plan);
     let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, &mut result);
-    let cleanup = if opts.keep { Ok(()) } else { backend.cleanup().map_err(|e| e.to_string()).and_then(|()| namespace::remove(&ns.dir)) };
+    let cleanup = if opts.keep {
+        Ok(())
+    } else {
+        backend.cleanup().map_err(|e| e.to_string()).and_then(|()| backend::record::release(&ns.dir)).and_then(|()| namespace::remove(&ns.dir))
+    };
     if let Err(e) = outcome {
         result.status = "failed".into();
         result.failure = Some(e);

@@ -7,9 +7,16 @@
 //! after 20 workers wrote every object, with their connections open. It kills the server and its
 //! children in one `kill`: a PostgreSQL backend outlives its postmaster until it notices, and
 //! would serve a few more reads in some runs.
+//!
+//! The case could not remove its objects from the dead server, so the run keeps its directory with
+//! the record of them: `stowbench cleanup` fails (exit 1, naming the server) while the server is
+//! down, and once it is back (`scripts/services.sh restart` starts a killed service again on its
+//! port, with its data) removes every row, large object, S3 object and multipart upload and GridFS
+//! chunk of the run — the test looks at the server itself to see that none is left.
 
-use super::cold_restart::PrivateServices;
+use super::cold_restart::{script, PrivateServices};
 use crate::common;
+use std::path::Path;
 use std::process::Command;
 
 /// One target: the script's service, the backend and its options, how many objects (FerretDB's
@@ -62,14 +69,9 @@ fn killing_a_server_mid_run_fails_fast_counts_every_error_and_keeps_what_was_mea
         std::fs::write(work.path().join("job.toml"), job(t, &services.value(t.service, uri_var(t.service)))).unwrap();
         let pid_var = format!("STOWBENCH_{}_PID", t.service.to_uppercase());
         let mut command = Command::new(env!("CARGO_BIN_EXE_stowbench"));
-        command.args(["run", "job.toml", "--no-progress", "--out", "out"]).env("SERVER_PID", services.value(t.service, &pid_var));
+        command.args(["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"]).env("SERVER_PID", services.value(t.service, &pid_var));
         command.env_remove("STOWBENCH_SERVICES_DIR").current_dir(work.path());
-        if t.service == "s3" {
-            // The private MinIO has a secret of its own.
-            for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "STOWBENCH_S3_BUCKET", "STOWBENCH_S3_REGION"] {
-                command.env(var, services.value("s3", var));
-            }
-        }
+        private_env(&mut command, &services, t.service);
         let out = command.output().unwrap();
         let table = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(1), "{what}: {table}{}", String::from_utf8_lossy(&out.stderr));
@@ -88,5 +90,99 @@ fn killing_a_server_mid_run_fails_fast_counts_every_error_and_keeps_what_was_mea
         assert_eq!((get["count"].as_u64(), failed), (Some(0), t.objects), "{what}: every get failed and is counted by kind: {get}");
         assert!(errors.keys().all(|kind| kind == "connection" || kind == "timeout"), "{what}: a dead server is a connection error or a time-out: {get}");
         assert!(get["retries"].as_u64().unwrap() <= 3 * failed, "{what}: at most `retries` per failed get: {get}");
+        clean_up_once_the_server_is_back(t, &services, work.path());
     }
+}
+
+/// The private service's variables (its URI and, for MinIO, its own secret) for stowbench.
+fn private_env(command: &mut Command, services: &PrivateServices, service: &str) {
+    command.env(uri_var(service), services.value(service, uri_var(service)));
+    if service == "s3" {
+        for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "STOWBENCH_S3_BUCKET", "STOWBENCH_S3_REGION"] {
+            command.env(var, services.value("s3", var));
+        }
+    }
+}
+
+fn cleanup(t: &Target, services: &PrivateServices, work: &Path) -> (Option<i32>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stowbench"));
+    command.args(["cleanup", "work"]).current_dir(work).env_remove("STOWBENCH_SERVICES_DIR");
+    private_env(&mut command, services, t.service);
+    let out = command.output().unwrap();
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn clean_up_once_the_server_is_back(t: &Target, services: &PrivateServices, work: &Path) {
+    let what = format!("{} {}", t.backend, t.options);
+    let run = std::fs::read_dir(work.join("work")).unwrap().flatten().map(|e| e.path()).next().expect("the run kept its directory");
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("case-0000/.stowbench-server.json")).unwrap()).unwrap();
+    let owned = record["owns"]["owned_name"].as_str().unwrap().to_string();
+
+    let (code, text) = cleanup(t, services, work);
+    assert_eq!(code, Some(1), "{what}: the server is still down: {text}");
+    assert!(text.contains("cannot clean up") && text.contains("kept") && run.exists(), "{what}: {text}");
+
+    let out = Command::new(script()).args(["restart", "--only", t.service]).arg(services.dir.path()).output().unwrap();
+    assert!(out.status.success(), "{what}: services.sh restart: {}", String::from_utf8_lossy(&out.stderr));
+    let left = leftovers(t.service, services, &owned);
+    assert!(left.iter().any(|(_, n)| *n > 0), "{what}: the run's objects are on the server: {left:?}");
+
+    let (code, text) = cleanup(t, services, work);
+    assert_eq!(code, Some(0), "{what}: {text}");
+    assert!(text.contains("removed ") && !run.exists(), "{what}: {text}");
+    let left = leftovers(t.service, services, &owned);
+    assert!(left.iter().all(|(_, n)| *n == 0), "{what}: nothing of the run is left: {left:?}");
+}
+
+/// What the private server holds of the run, looked at directly: (what, how many).
+fn leftovers(service: &str, services: &PrivateServices, owned: &str) -> Vec<(&'static str, u64)> {
+    let uri = services.value(service, uri_var(service));
+    let like = format!("{owned}%");
+    match service {
+        "pg" => {
+            let mut c = postgres::Client::connect(&uri, postgres::NoTls).unwrap();
+            let mut n = |sql: &str, p: &[&(dyn postgres::types::ToSql + Sync)]| c.query_one(sql, p).unwrap().get::<_, i64>(0) as u64;
+            let tables = n("SELECT count(*) FROM pg_class WHERE relname LIKE $1", &[&like]);
+            // The private server holds nothing else: every large object there would be an orphan.
+            vec![("tables", tables), ("large objects", n("SELECT count(*) FROM pg_largeobject_metadata", &[]))]
+        }
+        "mariadb" => {
+            use mysql::prelude::Queryable;
+            let mut c = mysql::Conn::new(mysql::Opts::from_url(&uri).unwrap()).unwrap();
+            let sql = "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE ?";
+            vec![("tables", c.exec_first::<u64, _, _>(sql, (like.as_str(),)).unwrap().unwrap_or(0))]
+        }
+        "s3" => {
+            use futures_util::StreamExt;
+            use object_store::ObjectStore;
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let store = object_store::aws::AmazonS3Builder::new()
+                .with_endpoint(&uri)
+                .with_bucket_name(services.value("s3", "STOWBENCH_S3_BUCKET"))
+                .with_region(services.value("s3", "STOWBENCH_S3_REGION"))
+                .with_access_key_id(services.value("s3", "AWS_ACCESS_KEY_ID"))
+                .with_secret_access_key(services.value("s3", "AWS_SECRET_ACCESS_KEY"))
+                .with_allow_http(true)
+                .build()
+                .unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let prefix = object_store::path::Path::from(owned);
+            let objects = rt.block_on(async { store.list(Some(&prefix)).collect::<Vec<_>>().await.len() as u64 });
+            // MinIO keeps an incomplete upload's parts under .minio.sys/multipart.
+            let multipart = Path::new(&services.value("s3", "STOWBENCH_S3_DATA")).join(".minio.sys/multipart");
+            let files = walk_files(&multipart);
+            vec![("objects", objects), ("multipart upload files", files)]
+        }
+        _ => {
+            let db = mongodb::sync::Client::with_uri_str(&uri).unwrap().database("stowbench");
+            let ours: Vec<String> = db.list_collection_names().run().unwrap().into_iter().filter(|n| n.starts_with(owned)).collect();
+            let chunks: u64 = ours.iter().filter(|n| n.ends_with(".chunks")).map(|n| db.collection::<mongodb::bson::Document>(n).count_documents(mongodb::bson::doc! {}).run().unwrap()).sum();
+            vec![("collections", ours.len() as u64), ("chunks", chunks)]
+        }
+    }
+}
+
+fn walk_files(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.flatten().map(|e| if e.file_type().is_ok_and(|t| t.is_dir()) { walk_files(&e.path()) } else { 1 }).sum()
 }

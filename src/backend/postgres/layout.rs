@@ -125,6 +125,11 @@ impl Layout {
         map.insert("tablespace_dir".into(), roots.into());
     }
 
+    /// Each tablespace's name and directory (for `cleanup --dry-run`).
+    pub fn tablespaces(&self) -> Vec<(String, PathBuf)> {
+        self.tablespaces.iter().map(|t| (t.name.clone(), t.dir.clone())).collect()
+    }
+
     /// The tablespaces' directories (for the report's data paths).
     pub fn dirs(&self) -> Vec<PathBuf> {
         self.tablespaces.iter().map(|t| t.dir.clone()).collect()

@@ -1,0 +1,168 @@
+//! Incomplete multipart uploads under our prefix, which a put cut short (a killed stowbench, a
+//! dead connection) leaves on the server, invisible to object listings and billed as storage.
+//!
+//! object_store can abort an upload but not list them: S3's ListMultipartUploads is sent here as
+//! one GET signed with AWS Signature Version 4 (HMAC-SHA256 from ring). MinIO answers it only for
+//! an exact object name, so besides our prefix every key the case used is asked for by name.
+//! Only uploads whose object name lies under our prefix are ever aborted. Reads and aborts only:
+//! nothing here writes an object.
+
+use super::Client;
+use crate::backend::{server, BResult, BackendError, ErrorKind};
+use object_store::multipart::MultipartStore;
+use object_store::path::Path as ObjectPath;
+use ring::{digest, hmac};
+
+/// Most keys asked for one by one (a bigger case relies on the prefix listing).
+const MAX_KEYS_BY_NAME: u64 = 100_000;
+
+/// One incomplete upload: its object name and upload id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Upload {
+    /// Object name, `<prefix>/<key>`.
+    pub path: String,
+    /// The server's upload id.
+    pub id: String,
+}
+
+impl Client {
+    /// Every incomplete upload under our prefix: those the prefix listing finds, and those of
+    /// keys `obj-0000000000` to `obj-<keys - 1>` asked for by name.
+    pub(super) fn list_uploads(&self, keys: u64) -> BResult<Vec<Upload>> {
+        let prefix = format!("{}/", self.settings.prefix);
+        let mut names = vec![prefix.clone()];
+        names.extend((0..keys.min(MAX_KEYS_BY_NAME)).map(|i| format!("{prefix}obj-{i:010}")));
+        let mut found = Vec::new();
+        for name in names {
+            let (mut key_marker, mut id_marker) = (String::new(), String::new());
+            loop {
+                let mut query = vec![("prefix", name.clone()), ("uploads", String::new())];
+                if !key_marker.is_empty() {
+                    query.push(("key-marker", key_marker.clone()));
+                    query.push(("upload-id-marker", id_marker.clone()));
+                }
+                let xml = self.signed_get(&query)?;
+                found.extend(uploads_in(&xml).into_iter().filter(|u| u.path.starts_with(&prefix)));
+                match (tag(&xml, "IsTruncated").as_deref(), tag(&xml, "NextKeyMarker"), tag(&xml, "NextUploadIdMarker")) {
+                    (Some("true"), Some(k), Some(i)) if (k.as_str(), i.as_str()) != (key_marker.as_str(), id_marker.as_str()) => {
+                        (key_marker, id_marker) = (k, i);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
+    /// Aborts `uploads` (each under our prefix); one already gone is fine.
+    pub(super) fn abort_uploads(&self, uploads: &[Upload]) -> BResult<()> {
+        let prefix = format!("{}/", self.settings.prefix);
+        self.runtime.block_on(async {
+            for u in uploads.iter().filter(|u| u.path.starts_with(&prefix)) {
+                match self.store.abort_multipart(&ObjectPath::from(u.path.as_str()), &u.id).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(self.error(e)),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Sends a signed `GET /<bucket>?<query>` and returns the response body.
+    fn signed_get(&self, query: &[(&str, String)]) -> BResult<String> {
+        let s = &self.settings;
+        let fail = |kind, what: String| BackendError::new(kind, server::context("s3", &s.endpoint, &what));
+        let base = s.endpoint.uri.trim_end_matches('/');
+        let (scheme, authority) = base.split_once("://").ok_or_else(|| fail(ErrorKind::Other, "the endpoint is not a URL".into()))?;
+        let (host, path) = match s.virtual_hosted {
+            true => (format!("{}.{authority}", s.bucket), "/".to_string()),
+            false => (authority.to_string(), format!("/{}", encode(&s.bucket))),
+        };
+        let mut pairs: Vec<(String, String)> = query.iter().map(|(k, v)| (encode(k), encode(v))).collect();
+        pairs.sort();
+        let query = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
+        let stamp: String = crate::report::rfc3339(std::time::SystemTime::now()).chars().filter(|c| *c != '-' && *c != ':').collect();
+        let day = &stamp[..8];
+        let payload = hex(digest::digest(&digest::SHA256, b"").as_ref());
+        let headers = format!("host:{host}\nx-amz-content-sha256:{payload}\nx-amz-date:{stamp}\n");
+        let signed = "host;x-amz-content-sha256;x-amz-date";
+        let canonical = format!("GET\n{path}\n{query}\n{headers}\n{signed}\n{payload}");
+        let scope = format!("{day}/{}/s3/aws4_request", s.region);
+        let to_sign = format!("AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}", hex(digest::digest(&digest::SHA256, canonical.as_bytes()).as_ref()));
+        let mut key = format!("AWS4{}", s.secret_key).into_bytes();
+        for part in [day, s.region.as_str(), "s3", "aws4_request"] {
+            key = sign(&key, part.as_bytes());
+        }
+        let signature = hex(&sign(&key, to_sign.as_bytes()));
+        let auth = format!("AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed}, Signature={signature}", s.access_key);
+        let url = format!("{scheme}://{host}{path}?{query}");
+        self.runtime.block_on(async {
+            let request = reqwest::Client::new().get(&url).header("x-amz-date", &stamp).header("x-amz-content-sha256", &payload).header("authorization", auth);
+            let response = request.send().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;
+            let status = response.status();
+            let body = response.text().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;
+            if !status.is_success() {
+                return Err(fail(ErrorKind::Other, format!("listing multipart uploads failed ({status}): {body}")));
+            }
+            Ok(body)
+        })
+    }
+}
+
+fn sign(key: &[u8], data: &[u8]) -> Vec<u8> {
+    hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data).as_ref().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SigV4's URI encoding: everything but A-Z a-z 0-9 - _ . ~ as %XX (a slash too).
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The text of the first `<name>` element, XML entities decoded.
+fn tag(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{name}>"))? + start;
+    Some(xml[start..end].replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&"))
+}
+
+/// The uploads of one ListMultipartUploads answer.
+fn uploads_in(xml: &str) -> Vec<Upload> {
+    xml.split("<Upload>")
+        .skip(1)
+        .filter_map(|block| {
+            let block = block.split("</Upload>").next()?;
+            Some(Upload { path: tag(block, "Key")?, id: tag(block, "UploadId")? })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_uploads_and_markers_from_a_listing() {
+        let xml = "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated><NextKeyMarker>p/b</NextKeyMarker>\
+                   <Upload><Key>p/a&amp;b</Key><UploadId>id1</UploadId></Upload><Upload><Key>p/b</Key><UploadId>id2</UploadId></Upload>\
+                   </ListMultipartUploadsResult>";
+        let found = uploads_in(xml);
+        assert_eq!(found, [Upload { path: "p/a&b".into(), id: "id1".into() }, Upload { path: "p/b".into(), id: "id2".into() }]);
+        assert_eq!(tag(xml, "IsTruncated").as_deref(), Some("true"));
+        assert_eq!(encode("a/b c~"), "a%2Fb%20c~");
+    }
+}

@@ -54,8 +54,12 @@ pub struct RunOptions {
 pub struct RunOutcome {
     /// The final report (also on disk).
     pub report: RunReport,
-    /// 0 ok, 1 a case failed (errors, error budget, verification), 130 interrupted.
+    /// 0 ok, 1 a case failed (errors, error budget, verification) or the run's data could not
+    /// be removed afterwards, 130 interrupted.
     pub exit_code: i32,
+    /// Why the run's directory could not be removed after the report was written (it is left
+    /// in place for `stowbench cleanup`).
+    pub cleanup_error: Option<String>,
 }
 
 /// A unique run id: UTC timestamp plus a few random hex digits.
@@ -120,11 +124,11 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     report.warnings = crate::report::warnings::for_report(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
     crate::report::write_html_atomically(&opts.report_path, &report)?;
-    if !opts.keep {
-        namespace::remove(&root.dir)?;
-    }
-    let exit_code = if was_interrupted { 130 } else if failed { 1 } else { 0 };
-    Ok(RunOutcome { report, exit_code })
+    // The report is complete by now: a directory that cannot be removed fails the run (exit 1),
+    // it does not turn it into a refusal (exit 2) or lose what was measured.
+    let cleanup_error = if opts.keep { None } else { namespace::remove(&root.dir).err() };
+    let exit_code = if was_interrupted { 130 } else if failed || cleanup_error.is_some() { 1 } else { 0 };
+    Ok(RunOutcome { report, exit_code, cleanup_error })
 }
 
 /// Runs one fio sweep, appending each case to the report file as it finishes; returns whether
@@ -484,8 +488,11 @@ impl CaseRun<'_> {
         }
         let budget = self.case.workload.max_error_ratio;
         if self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64 {
+            // The first failure says which call failed on which object: where to look first.
+            let first = result.phases.iter().flat_map(|p| p.ops.values()).find_map(|o| o.first_errors.first());
+            let first = first.map(|e| format!("; first: {e}")).unwrap_or_default();
             return Err(format!(
-                "error budget exceeded: {} of {} operations failed (max_error_ratio = {budget})",
+                "error budget exceeded: {} of {} operations failed (max_error_ratio = {budget}){first}",
                 self.failed_ops, self.attempted
             ));
         }

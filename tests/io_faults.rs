@@ -167,14 +167,21 @@ fn read_pack(case_dir: &Path) -> BTreeMap<String, Result<Vec<u8>, String>> {
 // ---------------------------------------------------------------------------------------------
 // Running stowbench under the shim.
 
-/// The shim, compiled once per test process; `None` (skipped loudly) without a C compiler.
+/// The shim, compiled once per test process; `None` (skipped loudly) without a C compiler. It
+/// is named after its source's hash and put in place by rename, so test processes running at
+/// the same time share one file and never see a half-written one.
 fn shim() -> Option<&'static Path> {
     static SHIM: OnceLock<Option<PathBuf>> = OnceLock::new();
     SHIM.get_or_init(|| {
         let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/io_faults/shim.c");
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("io_faults_shim_{}.so", std::process::id()));
-        match Command::new("cc").args(["-shared", "-fPIC", "-O2", "-o"]).arg(&out).arg(src).arg("-ldl").output() {
-            Ok(o) if o.status.success() => Some(out),
+        let hash = stowbench::hash::xxh3_64(&std::fs::read(src).unwrap());
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("io_faults_shim_{hash:016x}.so"));
+        let tmp = out.with_extension(format!("so.{}", std::process::id()));
+        match Command::new("cc").args(["-shared", "-fPIC", "-O2", "-o"]).arg(&tmp).arg(src).arg("-ldl").output() {
+            Ok(o) if o.status.success() => {
+                std::fs::rename(&tmp, &out).unwrap();
+                Some(out)
+            }
             Ok(o) => panic!("cc could not build the shim: {}", String::from_utf8_lossy(&o.stderr)),
             Err(e) => {
                 assert!(!common::in_ci(), "no C compiler (cc: {e}) and CI=true: install gcc");

@@ -201,6 +201,9 @@ struct Fault {
     persistent: bool,
 }
 
+/// ENOSPC: the errno of a full disk (the sweep's faults are EIO).
+const ENOSPC: i32 = 28;
+
 /// What one run did.
 struct Run {
     /// What ran, for messages.
@@ -268,6 +271,11 @@ fn job(target: &Target, retries: u32) -> String {
 
 /// Runs the job of `target` under the shim with `fault` (none: count calls), in a fresh directory.
 fn run(target: &Target, fault: Option<&Fault>, retries: u32, trace: bool) -> Run {
+    run_with_errno(target, fault, retries, trace, None)
+}
+
+/// `run`, failing with `errno` instead of EIO.
+fn run_with_errno(target: &Target, fault: Option<&Fault>, retries: u32, trace: bool, errno: Option<i32>) -> Run {
     let shim = shim().expect("the shim was built");
     let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let b = base.path();
@@ -289,6 +297,9 @@ fn run(target: &Target, fault: Option<&Fault>, retries: u32, trace: bool) -> Run
         .stderr(std::fs::File::create(b.join("stderr")).unwrap());
     if trace {
         command.env("STOWBENCH_FAULT_TRACE", b.join("trace"));
+    }
+    if let Some(errno) = errno {
+        command.env("STOWBENCH_FAULT_ERRNO", errno.to_string());
     }
     if let Some(f) = fault {
         command.env("STOWBENCH_FAULT_CALL", f.family).env("STOWBENCH_FAULT_NTH", f.nth.to_string());
@@ -574,6 +585,36 @@ fn a_failed_fsync_is_never_retried_into_a_reported_success() {
         let errors: u64 = puts["errors"].as_object().map_or(0, |e| e.values().filter_map(Value::as_u64).sum());
         if r.code != Some(1) || errors == 0 || puts["retries"].as_u64() != Some(2 * errors) {
             problems.push(format!("{}: expected failed puts, each after 2 retries: exit {:?}, put {puts}", r.label, r.code));
+        }
+    }
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// A disk that fills in the middle of the puts (writes failing with ENOSPC from then on): the
+/// puts count as `no_space`, never retried; the run stops at that case and says the filesystem
+/// ran out of space; the first error names the key and the write; the acknowledged puts read
+/// back right and nothing is left.
+#[test]
+fn a_disk_that_fills_mid_run_fails_the_puts_as_no_space() {
+    if shim().is_none() {
+        return;
+    }
+    let mut problems = Vec::new();
+    for target in TARGETS {
+        let counted = run(target, None, 2, false);
+        let writes = counted.counts.get("write").copied().unwrap_or(0);
+        let full = Fault { family: "write", nth: writes / 2, persistent: true };
+        let r = run_with_errno(target, Some(&full), 2, true, Some(ENOSPC));
+        problems.extend(check(&r, target, Some(&full)));
+        let puts = r.puts().cloned().unwrap_or_default();
+        let no_space = puts["errors"]["no_space"].as_u64().unwrap_or(0);
+        let failure = r.case().and_then(|c| c["failure"].as_str()).unwrap_or_default().to_string();
+        if r.code != Some(1) || no_space == 0 || puts["retries"].as_u64() != Some(0) || !failure.contains("ran out of space") {
+            problems.push(format!("{}: expected no_space puts, not retried, and the run stopped: exit {:?}, put {puts}, failure {failure}", r.label, r.code));
+        }
+        // The OS's words, or SQLite's ("database or disk is full").
+        if !(failure.contains("No space left on device") || failure.contains("disk is full")) || !failure.contains("write") {
+            problems.push(format!("{}: the failure does not quote the failed write: {failure}", r.label));
         }
     }
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));

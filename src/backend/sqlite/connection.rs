@@ -287,6 +287,7 @@ fn failing_call(extended_code: std::os::raw::c_int) -> Option<&'static str> {
         // into SQLITE_CORRUPT ("database disk image is malformed") below.
         ffi::SQLITE_IOERR_CORRUPTFS => "read (it failed with EIO, which SQLite reports as a damaged filesystem)",
         ffi::SQLITE_CORRUPT => "none named: SQLite also reports a read that failed with EIO this way",
+        ffi::SQLITE_FULL => "a write or a file extension that found the disk full (or the database at its max_page_count)",
         ffi::SQLITE_CANTOPEN | ffi::SQLITE_CANTOPEN_ISDIR | ffi::SQLITE_CANTOPEN_FULLPATH | ffi::SQLITE_CANTOPEN_NOTEMPDIR => "open",
         ffi::SQLITE_IOERR => "an unnamed I/O call",
         _ => return None,

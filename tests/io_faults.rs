@@ -21,10 +21,13 @@
 //! `cc`, wraps libc's file calls (plain, 64 and *at variants, which both Rust's std and the
 //! bundled SQLite use) and fails the chosen one with EIO, only under the run's work directory.
 //! A counting run without faults first measures how many calls of each family a run makes; the
-//! sweep then samples n across that range, the same n on every run. Without a C compiler the
-//! test is skipped loudly, and fails with CI=true.
+//! sweep then samples n across that range (deterministically: the same n on every run of the
+//! test). A last test fills the disk instead (ENOSPC). Without a C compiler the tests are
+//! skipped loudly, and fail with CI=true.
 
 mod common;
+#[path = "io_faults/store.rs"]
+mod store;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,7 +100,7 @@ fn verify_hook() {
     let case_dir = PathBuf::from(std::env::var("STOWBENCH_CASE_DIR").unwrap());
     let backend = std::env::var("IOFAULT_BACKEND").unwrap();
     let options = std::env::var("IOFAULT_OPTIONS").unwrap();
-    let values = if backend == "pack" { read_pack(&case_dir) } else { read_with_backend(&case_dir, &backend, &options) };
+    let values = if backend == "pack" { store::read_pack(&case_dir) } else { store::read_with_backend(&case_dir, &backend, &options, OBJECTS) };
     let payload = stowbench::workload::payload::PayloadSpec::new(SEED, 0.0, stowbench::job::SizeSpec::Fixed { bytes: SIZE_BYTES });
     let lines: Vec<String> = (0..OBJECTS)
         .map(|i| match values.get(&key(i)) {
@@ -110,58 +113,6 @@ fn verify_hook() {
         })
         .collect();
     std::fs::write(out, lines.join("\n") + "\n").unwrap();
-}
-
-/// Every key's value through the backend itself (a second session on the same store).
-fn read_with_backend(case_dir: &Path, backend: &str, options: &str) -> BTreeMap<String, Result<Vec<u8>, String>> {
-    use stowbench::backend::{find, options::Options, ErrorKind, Namespace};
-    let ns = Namespace::create(case_dir, "verify", "verify").unwrap();
-    let built = (find(backend).unwrap().construct)(&Options::new("verify", "", toml::from_str(options).unwrap()), &ns).unwrap();
-    let mut session = built.open_session(0).unwrap();
-    let mut values = BTreeMap::new();
-    for i in 0..OBJECTS {
-        let mut bytes = Vec::new();
-        match session.get(&key(i), &mut bytes) {
-            Ok(_) => {
-                values.insert(key(i), Ok(bytes));
-            }
-            Err(e) if e.kind == ErrorKind::NotFound => {}
-            Err(e) => {
-                values.insert(key(i), Err(e.to_string()));
-            }
-        }
-    }
-    values
-}
-
-/// Every key's newest value in the pack's data files, found by the format's own scan (the
-/// running stowbench holds the pack's lock, so the store cannot be opened a second time).
-fn read_pack(case_dir: &Path) -> BTreeMap<String, Result<Vec<u8>, String>> {
-    use std::os::unix::fs::FileExt;
-    use stowbench::pack::{record, scan};
-    let mut newest: BTreeMap<String, (u64, Option<Vec<u8>>)> = BTreeMap::new();
-    for entry in std::fs::read_dir(case_dir.join("pack")).unwrap().flatten() {
-        if !entry.file_name().to_string_lossy().ends_with(".pack") {
-            continue;
-        }
-        let file = std::fs::File::open(entry.path()).unwrap();
-        let len = file.metadata().unwrap().len();
-        let mut head = vec![0u8; record::FILE_HEADER_BYTES as usize];
-        file.read_exact_at(&mut head, 0).unwrap();
-        let salt = record::FileHeader::decode(&head).unwrap().salt;
-        for r in scan::scan(&file, salt, record::FILE_HEADER_BYTES, len).unwrap().records {
-            if newest.get(&r.key).is_some_and(|(seq, _)| *seq > r.header.seq) {
-                continue;
-            }
-            let value = (r.header.kind == record::RecordKind::Put).then(|| {
-                let mut v = vec![0u8; r.header.value_len as usize];
-                file.read_exact_at(&mut v, r.header.value_offset()).unwrap();
-                v
-            });
-            newest.insert(r.key, (r.header.seq, value));
-        }
-    }
-    newest.into_iter().filter_map(|(k, (_, v))| v.map(|v| (k, Ok(v)))).collect()
 }
 
 // ---------------------------------------------------------------------------------------------

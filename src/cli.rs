@@ -299,6 +299,9 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     let outcome = runner::run(plan, &opts, interrupted)?;
     print!("{}", render(&outcome.report));
     eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display());
+    if let Some(e) = &outcome.cleanup_error {
+        eprintln!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
+    }
     if outcome.exit_code == 130 {
         let finished = outcome.report.cases.len() + outcome.report.fio_cases.len();
         eprintln!("interrupted: {finished} finished case(s) kept in the report");

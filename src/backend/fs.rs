@@ -153,13 +153,13 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, mode: W
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             create_dirs(dir, fsync)?;
-            open()?
+            open().map_err(|e| call_error("open", &tmp, e))?
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(call_error("open", &tmp, e)),
     };
-    let written = fill(&mut file, body, len, mode).and_then(|()| {
+    let written = fill(&mut file, &tmp, body, len, mode).and_then(|()| {
         if fsync {
-            file.sync_all()?;
+            file.sync_all().map_err(|e| call_error("fsync", &tmp, e))?;
         }
         Ok(())
     });
@@ -168,11 +168,21 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, mode: W
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    fs::rename(&tmp, path)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        // Nothing names the temporary file but this put: it goes, as after a failed write.
+        let _ = fs::remove_file(&tmp);
+        return Err(call_error("rename", &tmp, e));
+    }
     if fsync {
-        File::open(dir)?.sync_all()?;
+        sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// fsyncs directory `dir` (its entries become durable); the error names the call and directory.
+fn sync_dir(dir: &Path) -> BResult<()> {
+    let handle = File::open(dir).map_err(|e| call_error("open (to fsync the directory)", dir, e))?;
+    handle.sync_all().map_err(|e| call_error("fsync (directory)", dir, e))
 }
 
 /// Writes `len` bytes from `body` straight to `path` (no temporary name): a new file is created
@@ -182,20 +192,21 @@ pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, mode: Wri
     let fsync = mode.fsync;
     let dir = path.parent().expect("object paths always have a parent");
     let create = || opener(mode).write(true).create_new(true).open(path);
+    let open_error = |e| call_error("open", path, e);
     let (mut file, created) = match create() {
         Ok(f) => (f, true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (opener(mode).write(true).truncate(true).open(path)?, false),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (opener(mode).write(true).truncate(true).open(path).map_err(open_error)?, false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             create_dirs(dir, fsync)?;
-            (create()?, true)
+            (create().map_err(open_error)?, true)
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(open_error(e)),
     };
-    fill(&mut file, body, len, mode)?;
+    fill(&mut file, path, body, len, mode)?;
     if fsync {
-        file.sync_all()?;
+        file.sync_all().map_err(|e| call_error("fsync", path, e))?;
         if created {
-            File::open(dir)?.sync_all()?;
+            sync_dir(dir)?;
         }
     }
     Ok(())
@@ -215,22 +226,18 @@ pub fn open_to_read(path: &Path, mode: WriteMode) -> std::io::Result<File> {
     opener(mode).read(true).open(path)
 }
 
-/// Streams the `len` bytes of `file` (opened by `open_to_read` in `mode`) into `sink`.
-pub fn read_whole(file: &mut File, len: u64, sink: &mut dyn Write, mode: WriteMode) -> BResult<()> {
-    if mode.direct {
-        super::direct::read_all(file, len, sink)
-    } else {
-        super::copy_exact(file, sink, len)
-    }
+/// Streams the `len` bytes of `file` (opened by `open_to_read` in `mode`, from `path`) into
+/// `sink`; an error names the read and the file.
+pub fn read_whole(file: &mut File, path: &Path, len: u64, sink: &mut dyn Write, mode: WriteMode) -> BResult<()> {
+    let read = if mode.direct { super::direct::read_all(file, len, sink) } else { super::copy_exact(file, sink, len) };
+    read.map_err(|e| BackendError::new(e.kind, format!("read of {} failed: {}", path.display(), e.message)))
 }
 
-/// Writes the object's bytes into the freshly opened `file`.
-fn fill(file: &mut File, body: &mut dyn Read, len: u64, mode: WriteMode) -> BResult<()> {
-    if mode.direct {
-        super::direct::write_all(file, body, len)
-    } else {
-        super::copy_exact(body, file, len)
-    }
+/// Writes the object's bytes into the freshly opened `file` (at `path`); an error names the
+/// write and the file. (Bodies are stowbench's own generated payloads: they do not fail.)
+fn fill(file: &mut File, path: &Path, body: &mut dyn Read, len: u64, mode: WriteMode) -> BResult<()> {
+    let written = if mode.direct { super::direct::write_all(file, body, len) } else { super::copy_exact(body, file, len) };
+    written.map_err(|e| BackendError::new(e.kind, format!("write of {} failed: {}", path.display(), e.message)))
 }
 
 /// Creates `dir` and its missing parents. With `fsync`, also fsyncs the directory that gained each
@@ -241,13 +248,13 @@ fn create_dirs(dir: &Path, fsync: bool) -> BResult<()> {
     while let Some(p) = existing.filter(|p| !p.exists()) {
         existing = p.parent();
     }
-    fs::create_dir_all(dir)?;
+    mkdir_all(dir)?;
     if fsync {
         // From `dir`'s parent up to the first directory that existed before (`dir` itself is
         // fsynced after the rename).
         let mut gained_entry = dir.parent();
         while let Some(p) = gained_entry {
-            File::open(p)?.sync_all()?;
+            sync_dir(p)?;
             if Some(p) == existing {
                 break;
             }
@@ -260,10 +267,26 @@ fn create_dirs(dir: &Path, fsync: bool) -> BResult<()> {
 /// Removes a backend's own data directory (inside its namespace) and everything in it; a
 /// directory that is already gone is fine, so cleanup can run twice.
 pub fn remove_dir_if_present(dir: &Path) -> BResult<()> {
-    match fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-        _ => Ok(()),
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(call_error("stat", dir, e)),
+        Ok(_) => super::namespace::remove_tree(dir).map_err(|e| BackendError::new(super::ErrorKind::Io, format!("cannot remove {}: {e}", dir.display()))),
     }
+}
+
+/// An I/O error that says which call failed on which path ("fsync of /x/y failed: ..."), of the
+/// kind the error itself says (a full disk stays `no_space`).
+pub fn call_error(call: &str, path: &Path, e: std::io::Error) -> BackendError {
+    BackendError::new(super::io_kind(e.kind()), format!("{call} of {} failed: {e}", path.display()))
+}
+
+/// `fs::create_dir_all` whose error names the call: when mkdir says the directory exists but
+/// it cannot be looked at, the failing stat is what went wrong, not the mkdir.
+pub fn mkdir_all(dir: &Path) -> BResult<()> {
+    fs::create_dir_all(dir).map_err(|e| match fs::metadata(dir) {
+        Err(stat) if e.kind() == std::io::ErrorKind::AlreadyExists => call_error("stat", dir, stat),
+        _ => call_error("mkdir", dir, e),
+    })
 }
 
 /// Sums allocated and apparent bytes of every file under `paths`.
@@ -275,11 +298,12 @@ pub fn disk_usage_of(paths: &[PathBuf]) -> BResult<DiskUsage> {
         let meta = match fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(call_error("stat", &path, e)),
         };
         if meta.is_dir() {
-            for entry in fs::read_dir(&path)? {
-                stack.push(entry?.path());
+            let listing = |e| call_error("listing (open, readdir)", &path, e);
+            for entry in fs::read_dir(&path).map_err(listing)? {
+                stack.push(entry.map_err(listing)?.path());
             }
         } else if meta.is_file() {
             usage.allocated_bytes += meta.blocks() * 512;
@@ -321,7 +345,7 @@ impl Backend for FsBackend {
     }
 
     fn prepare(&self) -> BResult<()> {
-        fs::create_dir_all(&self.root)?;
+        mkdir_all(&self.root)?;
         Ok(())
     }
 
@@ -364,32 +388,35 @@ impl Session for FsSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let mut file = open_to_read(&self.path(key), self.mode).map_err(|e| not_found_or(e, key))?;
-        let len = file.metadata()?.len();
-        read_whole(&mut file, len, sink, self.mode)?;
+        let path = self.path(key);
+        let mut file = open_to_read(&path, self.mode).map_err(|e| not_found_or(e, key, "open", &path))?;
+        let len = file.metadata().map_err(|e| call_error("fstat", &path, e))?.len();
+        read_whole(&mut file, &path, len, sink, self.mode)?;
         Ok(len)
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
         let path = self.path(key);
-        fs::remove_file(&path).map_err(|e| not_found_or(e, key))?;
+        fs::remove_file(&path).map_err(|e| not_found_or(e, key, "unlink", &path))?;
         if self.mode.fsync {
             // The removal is durable only once the directory that lost the entry is.
-            File::open(path.parent().expect("object paths always have a parent"))?.sync_all()?;
+            sync_dir(path.parent().expect("object paths always have a parent"))?;
         }
         Ok(())
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
-        Ok(fs::metadata(self.path(key)).map_err(|e| not_found_or(e, key))?.len())
+        let path = self.path(key);
+        Ok(fs::metadata(&path).map_err(|e| not_found_or(e, key, "stat", &path))?.len())
     }
 }
 
-fn not_found_or(e: std::io::Error, key: &str) -> BackendError {
+/// `NotFound` for a missing key; any other error names `call` and `path`.
+fn not_found_or(e: std::io::Error, key: &str, call: &str, path: &Path) -> BackendError {
     if e.kind() == std::io::ErrorKind::NotFound {
         BackendError::not_found(key)
     } else {
-        e.into()
+        call_error(call, path, e)
     }
 }
 

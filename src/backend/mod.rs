@@ -102,7 +102,14 @@ impl BackendError {
 
 impl From<std::io::Error> for BackendError {
     fn from(e: std::io::Error) -> Self {
-        let kind = match e.kind() {
+        BackendError::new(io_kind(e.kind()), e.to_string())
+    }
+}
+
+/// The kind a local I/O error counts as.
+pub fn io_kind(kind: std::io::ErrorKind) -> ErrorKind {
+    {
+        match kind {
             std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
             std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof => ErrorKind::Corrupt,
@@ -112,8 +119,7 @@ impl From<std::io::Error> for BackendError {
             | std::io::ErrorKind::BrokenPipe => ErrorKind::Connection,
             std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ErrorKind::NoSpace,
             _ => ErrorKind::Io,
-        };
-        BackendError::new(kind, e.to_string())
+        }
     }
 }
 

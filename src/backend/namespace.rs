@@ -57,8 +57,16 @@ impl Namespace {
                 write_marker(dir, run_id)?;
             }
         } else {
-            fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            write_marker(dir, run_id)?;
+            fs::create_dir_all(dir).map_err(|e| format!("cannot create {} (mkdir failed): {e}", dir.display()))?;
+            if let Err(e) = write_marker(dir, run_id) {
+                // The directory is new and holds at most a partial marker: take it back, so a
+                // failed start leaves nothing (an unmarked directory `cleanup` would refuse).
+                let _ = fs::remove_file(dir.join(MARKER_FILE));
+                return Err(match fs::remove_dir(dir) {
+                    Ok(()) => e,
+                    Err(again) => format!("{e}; removing the new directory again failed too: {again}"),
+                });
+            }
         }
         Ok(Namespace { run_id: run_id.to_string(), dir: dir.to_path_buf(), name: safe_name(name) })
     }
@@ -74,8 +82,11 @@ impl Namespace {
 }
 
 fn write_marker(dir: &Path, run_id: &str) -> Result<(), String> {
+    use std::io::Write;
     let text = format!("{{\"tool\":\"stowbench\",\"run_id\":\"{run_id}\"}}\n");
-    fs::write(dir.join(MARKER_FILE), text).map_err(|e| format!("cannot write marker in {}: {e}", dir.display()))
+    let path = dir.join(MARKER_FILE);
+    let mut file = fs::File::create(&path).map_err(|e| format!("cannot create marker {} (open failed): {e}", path.display()))?;
+    file.write_all(text.as_bytes()).map_err(|e| format!("cannot write marker {} (write failed): {e}", path.display()))
 }
 
 /// Whether `dir` carries the stowbench marker.
@@ -117,19 +128,73 @@ fn refuse_if_pinned(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes `dir` and everything in it, but only if it carries the marker and no pin.
+/// Removes `dir` and everything in it, but only if it carries the marker and no pin. A directory
+/// that is already gone is fine; one whose marker cannot be looked at (an I/O error, not a
+/// missing marker) is kept, with that error.
 pub fn remove(dir: &Path) -> Result<(), String> {
-    if !dir.exists() {
-        return Ok(());
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot remove {}: stat failed: {e}", dir.display())),
+        Ok(_) => {}
     }
-    if !is_owned(dir) {
-        return Err(format!(
-            "refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it",
-            dir.display()
-        ));
+    let marker = dir.join(MARKER_FILE);
+    match fs::metadata(&marker) {
+        Ok(m) if m.is_file() => {}
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("cannot remove {}: stat of its marker {} failed: {e}", dir.display(), marker.display()))
+        }
+        _ => {
+            return Err(format!(
+                "refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it",
+                dir.display()
+            ))
+        }
     }
     refuse_if_pinned(dir)?;
-    fs::remove_dir_all(dir).map_err(|e| format!("cannot remove {}: {e}", dir.display()))
+    let failed = |e: String| format!("cannot remove {}: {e}", dir.display());
+    // Everything but the marker first: until the directory is empty, the marker stays, so a
+    // removal that fails half-way leaves a directory `stowbench cleanup` still recognises.
+    for entry in fs::read_dir(dir).map_err(|e| failed(format!("listing (open) failed: {e}")))? {
+        let entry = entry.map_err(|e| failed(format!("listing (readdir) failed: {e}")))?;
+        if entry.file_name() == MARKER_FILE {
+            continue;
+        }
+        let path = entry.path();
+        let is_dir = entry.file_type().map_err(|e| failed(format!("stat of {} failed: {e}", path.display())))?.is_dir();
+        if is_dir {
+            remove_tree(&path).map_err(failed)?;
+        } else {
+            fs::remove_file(&path).map_err(|e| failed(format!("unlink of {} failed: {e}", path.display())))?;
+        }
+    }
+    let marker_text = fs::read(&marker).unwrap_or_default();
+    fs::remove_file(&marker).map_err(|e| failed(format!("unlink of {} failed: {e}", marker.display())))?;
+    if let Err(e) = fs::remove_dir(dir) {
+        // Put the marker back, so the empty directory can still be proven ours and removed.
+        let restored = match fs::write(&marker, &marker_text) {
+            Ok(()) => String::new(),
+            Err(again) => format!("; putting its marker back failed too ({again}): remove the empty directory by hand"),
+        };
+        return Err(failed(format!("rmdir failed: {e}{restored}")));
+    }
+    Ok(())
+}
+
+/// Removes `dir` and everything under it (symbolic links are removed, never followed); the
+/// error names the call that failed and on what, which `fs::remove_dir_all` does not.
+pub fn remove_tree(dir: &Path) -> Result<(), String> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("listing {} (open) failed: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("listing {} (readdir) failed: {e}", dir.display()))?;
+        let path = entry.path();
+        let is_dir = entry.file_type().map_err(|e| format!("stat of {} failed: {e}", path.display()))?.is_dir();
+        if is_dir {
+            remove_tree(&path)?;
+        } else {
+            fs::remove_file(&path).map_err(|e| format!("unlink of {} failed: {e}", path.display()))?;
+        }
+    }
+    fs::remove_dir(dir).map_err(|e| format!("rmdir of {} failed: {e}", dir.display()))
 }
 
 /// Removes everything inside `dir` except the marker (a backend's cleanup), if the marker is there.

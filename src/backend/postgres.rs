@@ -697,12 +697,13 @@ impl Session for PgSession {
             Mode::File => {
                 self.head(key)?; // the row is the registration: no row, no object
                 let mode = self.shared.file_mode;
-                let mut file = super::fs::open_to_read(&self.file_path(key), mode).map_err(|e| match e.kind() {
+                let path = self.file_path(key);
+                let mut file = super::fs::open_to_read(&path, mode).map_err(|e| match e.kind() {
                     std::io::ErrorKind::NotFound => BackendError::not_found(key),
-                    _ => e.into(),
+                    _ => super::fs::call_error("open", &path, e),
                 })?;
-                let len = file.metadata()?.len();
-                super::fs::read_whole(&mut file, len, sink, mode)?;
+                let len = file.metadata().map_err(|e| super::fs::call_error("fstat", &path, e))?.len();
+                super::fs::read_whole(&mut file, &path, len, sink, mode)?;
                 Ok(len)
             }
         }

@@ -166,7 +166,7 @@ fn key_path(key: &str) -> String {
 /// Removes a content file; one that is already gone is fine (a crash or a racing delete).
 fn remove_content(path: &Path) -> BResult<()> {
     match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(super::fs::call_error("unlink", path, e)),
         _ => Ok(()),
     }
 }
@@ -233,17 +233,18 @@ impl ContentFiles {
         let mut missing: Option<String> = None;
         for _ in 0..GET_ATTEMPTS {
             let row = rows.read_row(key)?.ok_or_else(|| BackendError::not_found(key))?;
-            match super::fs::open_to_read(&self.files.join(&row.path), self.mode) {
+            let path = self.files.join(&row.path);
+            match super::fs::open_to_read(&path, self.mode) {
                 Ok(mut file) => {
                     // An open file stays readable even if an overwrite removes its name now.
-                    let len = file.metadata()?.len();
+                    let len = file.metadata().map_err(|e| super::fs::call_error("fstat", &path, e))?.len();
                     if self.order == Order::FileThenRow && len != row.size_bytes {
                         return Err(BackendError::new(
                             ErrorKind::Corrupt,
                             format!("key \"{key}\": row says {} bytes, file {} holds {len}", row.size_bytes, row.path),
                         ));
                     }
-                    super::fs::read_whole(&mut file, len, sink, self.mode)?;
+                    super::fs::read_whole(&mut file, &path, len, sink, self.mode)?;
                     return Ok(len);
                 }
                 // The same row twice with its file missing: not a race with an overwrite.
@@ -251,7 +252,7 @@ impl ContentFiles {
                     missing = Some(row.path);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.missing_file(key, &row.path)),
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(super::fs::call_error("open", &path, e)),
             }
         }
         Err(BackendError::new(ErrorKind::Conflict, format!("key \"{key}\": replaced {GET_ATTEMPTS} times while being read")))

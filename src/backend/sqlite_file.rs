@@ -24,7 +24,6 @@ use super::row_file::{ContentFiles, Order, Row, RowFileSession, Rows};
 use super::sqlite::connection::{self, begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
 use super::{BResult, Backend, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::fs;
 use std::path::PathBuf;
 
 /// Registry entry.
@@ -121,7 +120,7 @@ impl Backend for SqliteFileBackend {
     }
 
     fn prepare(&self) -> BResult<()> {
-        fs::create_dir_all(&self.files)?;
+        super::fs::mkdir_all(&self.files)?;
         self.tuning.prepare_database(&self.db, SCHEMA)
     }
 

@@ -144,7 +144,7 @@ impl PackStore {
     /// is a usable one, recovers every data file (scanning what the index does not cover), builds
     /// the in-memory index. `fsync`: fdatasync each record before it becomes visible.
     pub fn open(dir: &Path, fsync: bool) -> BResult<Arc<PackStore>> {
-        fs::create_dir_all(dir)?;
+        crate::backend::fs::mkdir_all(dir)?;
         let lock = lock_directory(dir)?;
         let mut recovery = Recovery::default();
         let (generation, names) = current_generation(dir, &mut recovery)?;
@@ -277,11 +277,13 @@ impl PackStore {
         let loc = self.location(key)?;
         let stripe = self.stripe(loc.stripe_slot);
         let header = loc.header;
-        if self.read_checks.load(Ordering::Relaxed) {
-            copy_verified(&stripe.file, &header, key, sink, buf)?;
+        let read = if self.read_checks.load(Ordering::Relaxed) {
+            copy_verified(&stripe.file, &header, key, sink, buf)
         } else {
-            copy_range(&stripe.file, header.value_offset(), header.value_len, sink, buf)?;
-        }
+            copy_range(&stripe.file, header.value_offset(), header.value_len, sink, buf)
+        };
+        // A read that failed says so and where; a record whose bytes are wrong (corrupt) already says what.
+        read.map_err(|e| if e.kind == ErrorKind::Corrupt { e } else { failed_call(e, "read", &stripe.path, header.offset) })?;
         Ok(header.value_len)
     }
 
@@ -315,6 +317,11 @@ impl Drop for PackStore {
             let _ = self.write_index();
         }
     }
+}
+
+/// Names the call that failed on the record at `offset` of `path` in `e`'s message.
+fn failed_call(e: BackendError, call: &str, path: &Path, offset: u64) -> BackendError {
+    BackendError::new(e.kind, format!("{call} of {} (record at offset {offset}) failed: {}", path.display(), e.message))
 }
 
 /// Streams `len` bytes at `offset` of `file` into `sink`, unchecked.
@@ -401,16 +408,24 @@ impl StripeLease {
         check_key(key)?;
         let start = self.stripe.tail_bytes();
         let record_bytes = RECORD_HEADER_BYTES + key.len() as u64 + len;
+        let path = self.stripe.path.clone();
         let written = self
             .prepare(start + record_bytes)
             .and_then(|()| {
-                if record_bytes <= ONE_WRITE_RECORD_BYTES {
+                let header = if record_bytes <= ONE_WRITE_RECORD_BYTES {
                     write_small_record(&self.stripe, start, kind, seq, key, body, len, &mut self.buf)
                 } else {
                     write_record(&self.stripe, start, kind, seq, key, body, len)
-                }
+                };
+                header.map_err(|e| failed_call(e, "write", &path, start))
             })
-            .and_then(|header| if self.store.fsync { Ok(self.stripe.file.sync_data().map(|_| header)?) } else { Ok(header) });
+            .and_then(|header| {
+                if self.store.fsync {
+                    // A failed fdatasync fails the put: the record is cut below and never published.
+                    self.stripe.file.sync_data().map_err(|e| failed_call(e.into(), "fdatasync", &path, start))?;
+                }
+                Ok(header)
+            });
         match written {
             Ok(header) => {
                 let end = start + header.total_bytes();
@@ -442,12 +457,13 @@ impl StripeLease {
         let target = (end + step).next_multiple_of(4096);
         let zeros = vec![0u8; COPY_BUFFER_BYTES.min((target - file_bytes) as usize)];
         let mut at = file_bytes;
+        let path = &self.stripe.path;
         while at < target {
             let n = zeros.len().min((target - at) as usize);
-            self.stripe.file.write_all_at(&zeros[..n], at)?;
+            self.stripe.file.write_all_at(&zeros[..n], at).map_err(|e| crate::backend::fs::call_error("write (zeros ahead of the tail)", path, e))?;
             at += n as u64;
         }
-        self.stripe.file.sync_data()?;
+        self.stripe.file.sync_data().map_err(|e| crate::backend::fs::call_error("fdatasync (zeros ahead of the tail)", path, e))?;
         self.stripe.file_bytes.store(target, Ordering::Release);
         Ok(())
     }
@@ -530,7 +546,8 @@ impl Write for PositionedWriter<'_> {
 
 /// Takes the exclusive lock of a pack directory, or says who to close.
 fn lock_directory(dir: &Path) -> BResult<File> {
-    let lock = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join(LOCK_FILE))?;
+    let path = dir.join(LOCK_FILE);
+    let lock = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| crate::backend::fs::call_error("open", &path, e))?;
     // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
     let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
@@ -547,8 +564,9 @@ fn lock_directory(dir: &Path) -> BResult<File> {
 fn current_generation(dir: &Path, recovery: &mut Recovery) -> BResult<(u64, Vec<(u32, PathBuf)>)> {
     let mut files = Vec::new();
     let mut indexes = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let name = entry?.file_name().to_string_lossy().into_owned();
+    let listing = |e| crate::backend::fs::call_error("listing (open, readdir)", dir, e);
+    for entry in fs::read_dir(dir).map_err(listing)? {
+        let name = entry.map_err(listing)?.file_name().to_string_lossy().into_owned();
         let leftover_tmp = name
             .strip_suffix(".tmp")
             .is_some_and(|stem| parse_data_file_name(stem).is_some() || parse_index_file_name(stem).is_some());
@@ -688,7 +706,10 @@ fn merge_found(index: &mut KeyIndex, found: Vec<Vec<FoundRecord>>) -> u64 {
 pub fn create_stripe(dir: &Path, generation: u64, id: u32) -> BResult<Stripe> {
     let mut stripe = create_unpublished_stripe(dir, generation, id)?;
     let path = dir.join(data_file_name(generation, id));
-    fs::rename(&stripe.path, &path)?;
+    if let Err(e) = fs::rename(&stripe.path, &path) {
+        let _ = fs::remove_file(&stripe.path);
+        return Err(crate::backend::fs::call_error("rename", &stripe.path, e));
+    }
     sync_dir(dir)?;
     stripe.path = path;
     Ok(stripe)
@@ -699,16 +720,21 @@ pub fn create_stripe(dir: &Path, generation: u64, id: u32) -> BResult<Stripe> {
 pub fn create_unpublished_stripe(dir: &Path, generation: u64, id: u32) -> BResult<Stripe> {
     let tmp = dir.join(format!("{}.tmp", data_file_name(generation, id)));
     let salt = new_salt(&tmp);
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
-    file.write_all_at(&FileHeader { stripe: id, generation, salt }.encode(), 0)?;
-    file.sync_all()?;
+    use crate::backend::fs::call_error;
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp).map_err(|e| call_error("open", &tmp, e))?;
+    let header = file.write_all_at(&FileHeader { stripe: id, generation, salt }.encode(), 0).map_err(|e| call_error("write", &tmp, e));
+    if let Err(e) = header.and_then(|()| file.sync_all().map_err(|e| call_error("fsync", &tmp, e))) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     Ok(Stripe::new(id, file, salt, tmp, FILE_HEADER_BYTES))
 }
 
 /// fsyncs a directory so renames and removals in it survive a power cut.
 pub fn sync_dir(dir: &Path) -> BResult<()> {
-    File::open(dir)?.sync_all()?;
-    Ok(())
+    use crate::backend::fs::call_error;
+    let handle = File::open(dir).map_err(|e| call_error("open (to fsync the directory)", dir, e))?;
+    handle.sync_all().map_err(|e| call_error("fsync (directory)", dir, e))
 }
 
 /// A per-file salt: not secret, only different from every other file's.

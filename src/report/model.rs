@@ -375,7 +375,14 @@ pub struct OpResult {
     /// includes the time an operation waited behind a late schedule (coordinated-omission safe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_latency: Option<LatencySummary>,
+    /// The first failures (after retries), at most `ERRORS_LISTED`, each as "<op> <key>: <the
+    /// backend's message>", which says which call failed on what. Absent when nothing failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_errors: Vec<String>,
 }
+
+/// Most failures listed per operation and phase in `OpResult::first_errors`.
+pub const ERRORS_LISTED: usize = 10;
 
 /// Latency distribution, from merged per-worker HDR histograms (3 significant digits).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

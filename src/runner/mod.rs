@@ -58,9 +58,12 @@ pub struct RunOptions {
 pub struct RunOutcome {
     /// The final report (also on disk).
     pub report: RunReport,
-    /// 0 ok, 1 a case failed (errors, error budget, verification) or the run timed out,
-    /// 130 interrupted.
+    /// 0 ok, 1 a case failed (errors, error budget, verification), the run timed out or its
+    /// data could not be removed afterwards, 130 interrupted.
     pub exit_code: i32,
+    /// Why the run's directory could not be removed after the report was written (it is left
+    /// in place for `stowbench cleanup`).
+    pub cleanup_error: Option<String>,
 }
 
 /// A unique run id: UTC timestamp plus a few random hex digits.
@@ -150,11 +153,11 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     report.warnings = crate::report::warnings::for_report(&report);
     crate::report::write_atomically(&opts.report_path, &report)?;
     crate::report::write_html_atomically(&opts.report_path, &report)?;
-    if !opts.keep {
-        remove_run_directory(&root.dir)?;
-    }
-    let exit_code = if was_interrupted { 130 } else if failed || was_timed_out { 1 } else { 0 };
-    Ok(RunOutcome { report, exit_code })
+    // The report is complete by now: a directory that cannot be removed fails the run (exit 1),
+    // it does not turn it into a refusal (exit 2) or lose what was measured.
+    let cleanup_error = if opts.keep { None } else { remove_run_directory(&root.dir).err() };
+    let exit_code = if was_interrupted { 130 } else if failed || was_timed_out || cleanup_error.is_some() { 1 } else { 0 };
+    Ok(RunOutcome { report, exit_code, cleanup_error })
 }
 
 /// Removes the run's directory, unless a case's server objects could not be removed (its server
@@ -563,8 +566,12 @@ impl CaseRun<'_> {
             return Err(format!("verification failed: {} of {} gets differ from what was put:{}{more}", v.mismatches, v.checked, lines.concat()));
         }
         let budget = self.case.workload.max_error_ratio;
-        let over_budget = (self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64)
-            .then(|| format!("error budget exceeded: {} of {} operations failed (max_error_ratio = {budget})", self.failed_ops, self.attempted));
+        let over_budget = (self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64).then(|| {
+            // The first failure says which call failed on which object: where to look first.
+            let first = result.phases.iter().flat_map(|p| p.ops.values()).find_map(|o| o.first_errors.first());
+            let first = first.map(|e| format!("; first: {e}")).unwrap_or_default();
+            format!("error budget exceeded: {} of {} operations failed (max_error_ratio = {budget}){first}", self.failed_ops, self.attempted)
+        });
         match (&self.gave_up, over_budget) {
             (Some(gave_up), Some(budget)) => return Err(format!("{gave_up}; {budget}")),
             (Some(gave_up), None) => return Err(gave_up.clone()),

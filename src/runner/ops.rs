@@ -59,6 +59,8 @@ pub struct Worker<'a, 'c> {
     pub own: OwnTime,
     /// Reused for key names, so naming a key allocates nothing.
     pub name: String,
+    /// The key of the operation in progress (named in the report when it fails).
+    pub key: u64,
     /// The clock reading that ended the last timed call.
     pub timed_end_ns: u64,
     /// Whether the last put (or upload) was stored (acknowledged by the backend).
@@ -87,6 +89,7 @@ impl Worker<'_, '_> {
     pub fn one_op(&mut self, op: Op, key: u64, index: u64) -> bool {
         let mut name = std::mem::take(&mut self.name);
         write_key_name(&mut name, key);
+        self.key = key;
         let more = self.dispatch(op, key, index, &name);
         self.name = name;
         more
@@ -323,7 +326,9 @@ impl Worker<'_, '_> {
                 }
             }
             Err(e) => {
-                self.stats.failure(op, end, e.kind, retries);
+                let key = self.key;
+                let retried = if retries > 0 { format!(" (after {retries} retries)") } else { String::new() };
+                self.stats.failure(op, end, e.kind, retries, || format!("{} {}: {}{retried}", op.name(), crate::workload::keys::key_name(key), e.message));
                 let patience = self.ctx.give_up_after_ns;
                 if patience > 0 && end.saturating_sub(self.last_success_ns) >= patience {
                     self.gave_up = true;

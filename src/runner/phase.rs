@@ -162,6 +162,7 @@ fn worker(
         stats,
         own: OwnTime::default(),
         name: String::new(),
+        key: 0,
         timed_end_ns: 0,
         last_put_stored: false,
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),

@@ -7,7 +7,7 @@
 use crate::backend::ErrorKind;
 use crate::job::Op;
 use crate::job::Arrivals;
-use crate::report::model::{IndexPoint, LatencySummary, OpResult, OpenLoop, PhaseResult, SecondPoint, Throughput};
+use crate::report::model::{ERRORS_LISTED, IndexPoint, LatencySummary, OpResult, OpenLoop, PhaseResult, SecondPoint, Throughput};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
@@ -33,6 +33,8 @@ pub struct OpStats {
     misses: u64,
     raced_misses: u64,
     retries: u64,
+    /// The first failures' messages ("<op> <key>: <message>"), at most `ERRORS_LISTED`.
+    first_errors: Vec<String>,
 }
 
 impl OpStats {
@@ -46,6 +48,7 @@ impl OpStats {
             misses: 0,
             raced_misses: 0,
             retries: 0,
+            first_errors: Vec::new(),
         }
     }
 }
@@ -237,9 +240,13 @@ impl WorkerStats {
         s.bytes += bytes;
     }
 
-    /// Records a failed operation (after its retries).
-    pub fn failure(&mut self, op: Op, end_ns: u64, kind: ErrorKind, retries: u32) {
+    /// Records a failed operation (after its retries); `message` says what failed ("<op> <key>:
+    /// <the backend's message>"), and is kept while fewer than `ERRORS_LISTED` are.
+    pub fn failure(&mut self, op: Op, end_ns: u64, kind: ErrorKind, retries: u32, message: impl FnOnce() -> String) {
         let s = self.ops.entry(op).or_insert_with(OpStats::new);
+        if s.first_errors.len() < ERRORS_LISTED {
+            s.first_errors.push(message());
+        }
         *s.errors.entry(kind).or_insert(0) += 1;
         s.retries += retries as u64;
         self.bucket_at(end_ns).errors += 1;
@@ -317,6 +324,8 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             for (k, n) in s.errors {
                 *into.errors.entry(k).or_insert(0) += n;
             }
+            let room = ERRORS_LISTED.saturating_sub(into.first_errors.len());
+            into.first_errors.extend(s.first_errors.into_iter().take(room));
         }
     }
     // In a file-server phase the steps (hash, register, put, lookup, get) are parts of the
@@ -449,6 +458,7 @@ fn op_result(s: &OpStats) -> OpResult {
         retries: s.retries,
         latency: summarize(&s.hist),
         response_latency: s.response.as_ref().map(summarize),
+        first_errors: s.first_errors.clone(),
     }
 }
 

@@ -128,10 +128,11 @@ impl Tuning {
     /// that SQLite kept the page size; harmless to call twice.
     pub fn prepare_database(&self, path: &Path, schema: &str) -> BResult<()> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::backend::fs::mkdir_all(dir)?;
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).context(&format!("create {}", path.display()))?;
+        refuse_read_only(&conn, path)?;
         // Only effective before the first page is written (and never once in WAL mode): set it first.
         conn.pragma_update(None, "page_size", self.page_size_bytes as i64).context("set page_size")?;
         self.apply(&conn)?;
@@ -153,11 +154,14 @@ impl Tuning {
 
     /// Opens one session's connection to an existing (prepared) database.
     pub fn open(&self, path: &Path) -> BResult<Connection> {
-        if !path.is_file() {
-            return Err(BackendError::new(ErrorKind::Other, format!("{} does not exist: prepare() must run first", path.display())));
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => {}
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(crate::backend::fs::call_error("stat", path, e)),
+            _ => return Err(BackendError::new(ErrorKind::Other, format!("{} does not exist: prepare() must run first", path.display()))),
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).context(&format!("open {}", path.display()))?;
+        refuse_read_only(&conn, path)?;
         self.apply(&conn)?;
         Ok(conn)
     }
@@ -178,6 +182,20 @@ impl Tuning {
         // A negative cache_size is in KiB; the checked option is a whole number of KiB.
         conn.pragma_update(None, "cache_size", -((self.cache_size_bytes / 1024) as i64)).context("set cache_size")?;
         Ok(())
+    }
+}
+
+/// SQLite opens a database read-only when opening it for writing fails (a read-only file, or an
+/// open that failed with an I/O error), and says so only at the first write. A backend must
+/// write: fail at once, naming the call.
+fn refuse_read_only(conn: &Connection, path: &Path) -> BResult<()> {
+    match conn.is_readonly(rusqlite::MAIN_DB) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(BackendError::new(
+            ErrorKind::Io,
+            format!("sqlite: open of {} for writing failed (SQLite fell back to read-only)", path.display()),
+        )),
+        Err(e) => Err(sql_error(e, &format!("open {}", path.display()))),
     }
 }
 
@@ -211,7 +229,7 @@ pub(crate) fn database_files(db: &Path) -> Vec<PathBuf> {
 pub(crate) fn remove_database(db: &Path) -> BResult<()> {
     for file in database_files(db) {
         match std::fs::remove_file(&file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(crate::backend::fs::call_error("unlink", &file, e)),
             _ => {}
         }
     }
@@ -235,7 +253,45 @@ pub(crate) fn sql_error(e: rusqlite::Error, doing: &str) -> BackendError {
         Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => ErrorKind::Corrupt,
         _ => ErrorKind::Other,
     };
-    BackendError::new(kind, format!("sqlite: {doing}: {e}"))
+    let call = match &e {
+        rusqlite::Error::SqliteFailure(f, _) => failing_call(f.extended_code).map(|c| format!(" (the failing call: {c})")),
+        _ => None,
+    };
+    BackendError::new(kind, format!("sqlite: {doing}: {e}{}", call.unwrap_or_default()))
+}
+
+/// The system call behind an SQLite I/O error, from its extended result code: SQLite's message
+/// alone ("disk I/O error") does not say whether a read, a write or an fsync failed.
+fn failing_call(extended_code: std::os::raw::c_int) -> Option<&'static str> {
+    use rusqlite::ffi;
+    Some(match extended_code {
+        ffi::SQLITE_IOERR_READ | ffi::SQLITE_IOERR_SHORT_READ => "read",
+        ffi::SQLITE_IOERR_WRITE => "write",
+        ffi::SQLITE_IOERR_FSYNC => "fsync",
+        ffi::SQLITE_IOERR_DIR_FSYNC => "fsync of the directory",
+        ffi::SQLITE_IOERR_TRUNCATE => "truncate",
+        ffi::SQLITE_IOERR_FSTAT => "fstat",
+        ffi::SQLITE_IOERR_ACCESS => "access (stat)",
+        ffi::SQLITE_IOERR_DELETE => "unlink",
+        ffi::SQLITE_IOERR_CLOSE | ffi::SQLITE_IOERR_DIR_CLOSE => "close",
+        ffi::SQLITE_IOERR_LOCK | ffi::SQLITE_IOERR_RDLOCK | ffi::SQLITE_IOERR_UNLOCK | ffi::SQLITE_IOERR_CHECKRESERVEDLOCK => "lock (fcntl)",
+        ffi::SQLITE_IOERR_SHMOPEN => "open of the -shm file (open, fstat or ftruncate)",
+        ffi::SQLITE_IOERR_SHMSIZE => "size of the -shm file (fstat, ftruncate or write)",
+        ffi::SQLITE_IOERR_SHMLOCK => "lock of the -shm file",
+        ffi::SQLITE_IOERR_SHMMAP => "mmap of the -shm file",
+        ffi::SQLITE_IOERR_SEEK => "seek",
+        ffi::SQLITE_IOERR_MMAP => "mmap",
+        ffi::SQLITE_IOERR_NOMEM => "allocation",
+        ffi::SQLITE_IOERR_GETTEMPPATH => "temporary directory lookup",
+        // SQLite turns a read failing with EIO (or ENXIO, ERANGE) into this, and from there often
+        // into SQLITE_CORRUPT ("database disk image is malformed") below.
+        ffi::SQLITE_IOERR_CORRUPTFS => "read (it failed with EIO, which SQLite reports as a damaged filesystem)",
+        ffi::SQLITE_CORRUPT => "none named: SQLite also reports a read that failed with EIO this way",
+        ffi::SQLITE_FULL => "a write or a file extension that found the disk full (or the database at its max_page_count)",
+        ffi::SQLITE_CANTOPEN | ffi::SQLITE_CANTOPEN_ISDIR | ffi::SQLITE_CANTOPEN_FULLPATH | ffi::SQLITE_CANTOPEN_NOTEMPDIR => "open",
+        ffi::SQLITE_IOERR => "an unnamed I/O call",
+        _ => return None,
+    })
 }
 
 /// Attaches what was being done to a SQLite error and maps its kind.

@@ -226,7 +226,8 @@ fn run(dir: &Path, job_text: &str, extra: &[&str]) -> Outcome {
     std::fs::write(dir.join("job.toml"), job_text).unwrap();
     let started = Instant::now();
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"));
-    command.args(["run", "job.toml", "--no-progress", "--out", "out"]).args(extra).current_dir(dir);
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    command.args(["run", "job.toml", "--no-progress", "--out", "out", "--work-dir", "work"]).args(extra).current_dir(dir);
     command.env_remove("STOWBENCH_SERVICES_DIR");
     let out = command.output().unwrap();
     let wall = started.elapsed();
@@ -313,9 +314,24 @@ fn the_run_ends_within_its_own_deadline_when_an_operation_never_returns() {
     assert!(outcome.output.contains("--timeout"), "{}", outcome.output);
     // 3 s, then the grace for blocked operations (10 s), then exit: well under a minute.
     assert!(outcome.wall < Duration::from_secs(3 + 10 + 10), "the run took {:?}", outcome.wall);
-    // The data a killed run leaves is what `stowbench cleanup` is for; with the network healed
-    // the server-side tables go with the rest when the case is cleaned up by a later run.
+    // What the ended process left (its table behind the proxy, the case's directory) is what
+    // `stowbench cleanup` is for, once the network heals.
+    heal_and_clean_up(&proxy, dir.path(), &outcome.output);
+}
+
+/// Heals the proxy and runs `stowbench cleanup` on the run's data, as the run's message says.
+fn heal_and_clean_up(proxy: &Proxy, dir: &Path, output: &str) {
     proxy.set("pass");
+    while std::fs::read_to_string(proxy.mode_file.with_extension("ack")).unwrap_or_default() != "pass" {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let work = dir.join("work");
+    assert!(output.contains("stowbench cleanup"), "the run says how to remove what it left: {output}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["cleanup"]).arg(&work).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("removed"), "{text}");
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "nothing of the run is left in {}: {text}", work.display());
 }
 
 /// The put's committing request reaches the server, its reply is lost and the connection reset:
@@ -435,8 +451,7 @@ fn workers_give_up_on_a_server_that_refuses_everything() {
     assert!(failure.starts_with("gave up in phase"), "{failure}");
     assert!(started.elapsed() < Duration::from_secs(30), "the run took {:?}", started.elapsed());
     // The case's own cleanup could not reach the server either (it says so after the verdict):
-    // its table goes here.
+    // the run keeps the case's directory for `stowbench cleanup`.
     assert!(failure.contains("cleanup failed"), "{failure}");
-    let table = case["backend_info"]["options"]["table"].as_str().unwrap();
-    super::inspect::pg_exec(&format!("DROP TABLE IF EXISTS {table}"));
+    heal_and_clean_up(&proxy, dir.path(), &outcome.output);
 }

@@ -3,6 +3,7 @@
 //!
 //! The library does all the work; `main.rs` only parses arguments and maps errors to exit codes.
 
+pub mod atomic_file;
 pub mod backend;
 pub mod cli;
 pub mod clock;

@@ -136,8 +136,7 @@ pub fn write(ns: &Namespace, target: &str, backend_name: &str, options: &Options
     // Whatever an option held, no known secret reaches the file.
     let text = endpoint.secrets.scrub(&text);
     let path = ns.dir.join(RECORD_FILE);
-    let tmp = ns.dir.join(format!("{RECORD_FILE}.tmp"));
-    std::fs::write(&tmp, text + "\n").and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::atomic_file::replace(&path, (text + "\n").as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let why = format!(
         "{} holds the record of {backend_name} objects at {} not yet removed; `stowbench cleanup {}` removes them",
         path.display(),

@@ -302,7 +302,5 @@ fn planned_path(case: &FioCase, work_dir: &Path, run_id: &str) -> PathBuf {
 
 /// Writes to a temporary name and renames, so a reader never sees half a file.
 fn write_atomic(path: &Path, text: &str) -> Result<(), FioError> {
-    let tmp = path.with_extension("tmp-stowbench");
-    std::fs::write(&tmp, text).map_err(|e| FioError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| FioError::io(path, e))
+    crate::atomic_file::replace(path, text.as_bytes()).map_err(|e| FioError::io(path, e))
 }

@@ -91,11 +91,7 @@ pub fn write_atomically(path: &Path, report: &RunReport) -> Result<(), String> {
 
 /// Writes `text` to `path` through a `.tmp` sibling and a rename: readers see the old file or the new one.
 pub fn replace_atomically(path: &Path, text: &str) -> Result<(), String> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot move {} into place: {e}", path.display()))
+    crate::atomic_file::replace(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Writes the report's HTML page beside its JSON file (`report.json` → `report.html`), through a

@@ -567,6 +567,10 @@ impl Verification {
     }
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -585,8 +589,4 @@ mod tests {
         assert_eq!(v.first_mismatch.as_ref().map(|m| m.offset_bytes), Some(0));
         assert_eq!(v.mismatched.last().map(|m| m.offset_bytes), Some(99), "in the order found");
     }
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
 }

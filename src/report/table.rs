@@ -356,11 +356,14 @@ fn per_operation(p: &PhaseResult, op: &str, whole: &str) -> Option<f64> {
     Some(p.ops.get(op).map(|o| o.latency.mean_ns * o.count as f64).unwrap_or(0.0) / wholes as f64)
 }
 
+/// Each target's values, one per repeat.
+type RepeatsByTarget = BTreeMap<String, Vec<f64>>;
+
 /// A table of times: one row per entry of `rows`, one column per target, per size; each cell
 /// the median over repeats.
 fn step_times(report: &RunReport, (workload, phase, threads): (&str, &str, u32), (title, row_header): (&str, &str), rows: &[(String, RowValue)], targets: &[String], out: &mut String) {
     // (size bytes, label) → row → target → value of each repeat, in ns.
-    let mut values: BTreeMap<(u64, String), BTreeMap<&str, BTreeMap<String, Vec<f64>>>> = BTreeMap::new();
+    let mut values: BTreeMap<(u64, String), BTreeMap<&str, RepeatsByTarget>> = BTreeMap::new();
     for case in report.cases.iter().filter(|c| c.status == "ok" && c.workload == workload && c.threads == threads) {
         let Some(result) = case.phases.iter().find(|p| p.phase == phase) else { continue };
         let by_row = values.entry((case.size_bytes_max, case.size_label.clone())).or_default();

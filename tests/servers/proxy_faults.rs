@@ -129,10 +129,11 @@ fn relay(client: TcpStream, upstream: u16, shared: Arc<Shared>) {
             match up_shared.mode.load(Ordering::Relaxed) {
                 BLACK_HOLE => continue,
                 RESET => break,
-                LOSE_REPLY if carries(&buf[..n], &up_shared.marker) => {
-                    if up_shared.to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok() {
-                        up_armed.store(true, Ordering::Relaxed);
-                    }
+                LOSE_REPLY
+                    if carries(&buf[..n], &up_shared.marker)
+                        && up_shared.to_lose.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok() =>
+                {
+                    up_armed.store(true, Ordering::Relaxed);
                 }
                 _ => {}
             }

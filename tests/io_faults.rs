@@ -101,7 +101,7 @@ fn verify_hook() {
     let backend = std::env::var("IOFAULT_BACKEND").unwrap();
     let options = std::env::var("IOFAULT_OPTIONS").unwrap();
     let values = if backend == "pack" { store::read_pack(&case_dir) } else { store::read_with_backend(&case_dir, &backend, &options, OBJECTS) };
-    let payload = stowbench::workload::payload::PayloadSpec::new(SEED, 0.0, stowbench::job::SizeSpec::Fixed { bytes: SIZE_BYTES });
+    let payload = stowbench::workload::payload::PayloadSpec::new(SEED, 0.0, stowbench::workload::size::SizeSpec::Fixed { bytes: SIZE_BYTES });
     let lines: Vec<String> = (0..OBJECTS)
         .map(|i| match values.get(&key(i)) {
             None => format!("{} absent", key(i)),

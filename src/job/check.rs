@@ -8,6 +8,9 @@
 //! (`stowbench validate`, the runner's preflight).
 
 use super::plan::*;
+use crate::workload::keys::KeyOrder;
+use crate::workload::op::Op;
+use crate::workload::size::SizeSpec;
 use super::spec::{line_col, JobSpec, Parsed, PhaseSpec, WorkloadSpec, JOB_VERSION};
 use super::Mistake;
 use crate::backend::options::Options;

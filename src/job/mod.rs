@@ -9,7 +9,7 @@ pub mod plan;
 pub mod recipes;
 pub mod spec;
 
-pub use plan::{Arrivals, CasePlan, KeyOrder, Op, PhasePlan, Plan, Rate, SizeSpec, Stop, WorkloadPlan};
+pub use plan::{Arrivals, CasePlan, PhasePlan, Plan, Rate, Stop, WorkloadPlan};
 
 use std::path::Path;
 

@@ -4,102 +4,11 @@
 //! data: option checks against a backend happen when the backend is constructed.
 
 use crate::backend::options::Options;
-use crate::units::ByteSize;
+use crate::workload::keys::KeyOrder;
+use crate::workload::op::Op;
+use crate::workload::size::SizeSpec;
 use serde::Serialize;
 use std::sync::Arc;
-
-/// The operations a workload can issue, and the steps a file-server operation is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    /// Store an object.
-    Put,
-    /// Read an object back.
-    Get,
-    /// Remove an object.
-    Delete,
-    /// Ask for an object's size.
-    Head,
-    /// File server: hash a file, register it in the catalog (a duplicate is only registered),
-    /// then store its content (a `put` step) — E5's upload.
-    Upload,
-    /// File server: find a file's stored object by its name in the catalog (a `lookup` step),
-    /// then read it (a `get` step).
-    Download,
-    /// Step of an upload: hashing the content (the client's work, as a file server does it).
-    Hash,
-    /// Step of an upload: the duplicate lookup and the catalog rows (and, after the content is
-    /// stored, marking it stored).
-    Register,
-    /// Step of a download: resolving the name to the stored object.
-    Lookup,
-}
-
-impl Op {
-    /// The operations a job file may name, in report order.
-    pub const ALL: [Op; 6] = [Op::Put, Op::Get, Op::Delete, Op::Head, Op::Upload, Op::Download];
-
-    /// Lower-case name used in job files and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Put => "put",
-            Op::Get => "get",
-            Op::Delete => "delete",
-            Op::Head => "head",
-            Op::Upload => "upload",
-            Op::Download => "download",
-            Op::Hash => "hash",
-            Op::Register => "register",
-            Op::Lookup => "lookup",
-        }
-    }
-
-    /// Whether this operation stores an object (`read_recent` follows these).
-    pub fn writes(self) -> bool {
-        matches!(self, Op::Put | Op::Upload)
-    }
-
-    /// Whether this operation reads an object (`read_recent` applies to these).
-    pub fn reads(self) -> bool {
-        matches!(self, Op::Get | Op::Head | Op::Download)
-    }
-
-    /// Whether this is a file-server operation (it needs a catalog).
-    pub fn is_file_server(self) -> bool {
-        matches!(self, Op::Upload | Op::Download)
-    }
-
-    /// Whether this operation's count and bytes go into a phase's totals: in a file-server phase
-    /// only the uploads and downloads do, the others being their steps.
-    pub fn counts_in_totals(self, file_server_phase: bool) -> bool {
-        !file_server_phase || self.is_file_server()
-    }
-
-    /// The operation or step a report names `name`.
-    pub fn from_name(name: &str) -> Option<Op> {
-        Op::ALL.into_iter().chain([Op::Hash, Op::Register, Op::Lookup]).find(|op| op.name() == name)
-    }
-
-    /// An operation a job file may name.
-    pub(super) fn parse(name: &str) -> Option<Op> {
-        Op::ALL.into_iter().find(|op| op.name() == name)
-    }
-}
-
-/// Order in which keys are chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum KeyOrder {
-    /// Key i for the i-th operation (wrapping around).
-    Sequential,
-    /// Uniformly random keys.
-    Uniform,
-    /// Zipf-distributed keys (a few hot keys), with exponent theta.
-    Zipf {
-        /// Exponent in (0, 1); 0.99 is YCSB's default.
-        theta: f64,
-    },
-}
 
 /// Open-loop load: when operations are meant to start.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -152,63 +61,6 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
             Err(format!("rate \"{text}\" is out of range; use {MIN_RATE_PER_S}/s to {}/s", MAX_RATE_PER_S as u64))
         }
         _ => Err(format!("rate \"{text}\" is not a positive number per second: {fix}")),
-    }
-}
-
-/// How object sizes are chosen in one case.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum SizeSpec {
-    /// Every object has this size.
-    Fixed {
-        /// Size in bytes.
-        bytes: u64,
-    },
-    /// Uniform between min and max, inclusive.
-    Uniform {
-        /// Smallest size in bytes.
-        min_bytes: u64,
-        /// Largest size in bytes.
-        max_bytes: u64,
-    },
-    /// Log-uniform between min and max, inclusive: as many small as large orders of magnitude.
-    LogUniform {
-        /// Smallest size in bytes.
-        min_bytes: u64,
-        /// Largest size in bytes.
-        max_bytes: u64,
-    },
-}
-
-impl SizeSpec {
-    /// Largest size this spec can produce, in bytes.
-    pub fn max_bytes(&self) -> u64 {
-        match *self {
-            SizeSpec::Fixed { bytes } => bytes,
-            SizeSpec::Uniform { max_bytes, .. } | SizeSpec::LogUniform { max_bytes, .. } => max_bytes,
-        }
-    }
-
-    /// Mean size in bytes (for deriving object counts).
-    pub fn mean_bytes(&self) -> u64 {
-        match *self {
-            SizeSpec::Fixed { bytes } => bytes,
-            // Halves first: the sum of two sizes above 8 EiB overflows u64.
-            SizeSpec::Uniform { min_bytes, max_bytes } => min_bytes / 2 + max_bytes / 2 + (min_bytes % 2 + max_bytes % 2) / 2,
-            SizeSpec::LogUniform { min_bytes, max_bytes } => {
-                let (lo, hi) = ((min_bytes.max(1)) as f64, (max_bytes.max(1)) as f64);
-                if hi <= lo { lo as u64 } else { ((hi - lo) / (hi / lo).ln()) as u64 }
-            }
-        }
-    }
-
-    /// Label for case ids and tables: "94kB" or "uniform-1KiB-1MiB".
-    pub fn label(&self) -> String {
-        match *self {
-            SizeSpec::Fixed { bytes } => ByteSize(bytes).label(),
-            SizeSpec::Uniform { min_bytes, max_bytes } => format!("uniform-{}-{}", ByteSize(min_bytes), ByteSize(max_bytes)),
-            SizeSpec::LogUniform { min_bytes, max_bytes } => format!("loguniform-{}-{}", ByteSize(min_bytes), ByteSize(max_bytes)),
-        }
     }
 }
 

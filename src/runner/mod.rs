@@ -21,7 +21,8 @@ mod space;
 use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, Namespace, Session};
 use crate::clock::{Clock, MonotonicClock};
-use crate::job::{CasePlan, Op, Plan, PhasePlan, Stop};
+use crate::job::{CasePlan, PhasePlan, Plan, Stop};
+use crate::workload::op::Op;
 use crate::report::model::{CaseResult, DiskResult, PhaseResult, PreloadResult, RunReport, Verification};
 use crate::sampler::ResourceSampler;
 use crate::workload::payload::PayloadSpec;
@@ -542,7 +543,7 @@ impl CaseRun<'_> {
     }
 
     fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
-        let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::job::KeyOrder::Sequential) };
+        let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::workload::keys::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
         let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
         let workers = phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;

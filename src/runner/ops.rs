@@ -9,7 +9,7 @@ use super::keytable::{Miss, Snapshot};
 use super::phase::PhaseContext;
 use crate::backend::{BResult, BackendError, ErrorKind, Session};
 use crate::clock::Clock;
-use crate::job::Op;
+use crate::workload::op::Op;
 use crate::stats::WorkerStats;
 use crate::workload::keys::write_key_name;
 use crate::workload::payload::{DamageKind, DigestSink, Mismatch, HEADER_BYTES};

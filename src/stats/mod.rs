@@ -5,7 +5,7 @@
 //! Workers record into their own `WorkerStats` without locks; `merge` runs once per phase.
 
 use crate::backend::ErrorKind;
-use crate::job::Op;
+use crate::workload::op::Op;
 use crate::job::Arrivals;
 use crate::report::model::{ERRORS_LISTED, IndexPoint, LatencySummary, OpResult, OpenLoop, PhaseResult, SecondPoint, Throughput};
 use hdrhistogram::Histogram;

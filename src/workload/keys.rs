@@ -1,7 +1,8 @@
 //! Key names and key choosers: sequential, uniform and Zipf (YCSB's generator, scrambled so the
 //! hot keys are spread over the key space instead of all being the first few).
 
-use crate::job::KeyOrder;
+use serde::Serialize;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::HashMap;
@@ -106,6 +107,21 @@ impl KeyChooser {
 /// A uniform draw in [0, 1) from a worker's generator, for choosing operations in a mix.
 pub fn unit(rng: &mut Xoshiro256PlusPlus) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Order in which keys are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum KeyOrder {
+    /// Key i for the i-th operation (wrapping around).
+    Sequential,
+    /// Uniformly random keys.
+    Uniform,
+    /// Zipf-distributed keys (a few hot keys), with exponent theta.
+    Zipf {
+        /// Exponent in (0, 1); 0.99 is YCSB's default.
+        theta: f64,
+    },
 }
 
 #[cfg(test)]

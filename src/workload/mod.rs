@@ -1,6 +1,9 @@
-//! What workers do: seeded payloads that can be verified without keeping them (`payload`), and
-//! which key each operation touches (`keys`).
+//! What workers do: the operations (`op`), which key each touches and in what order (`keys`),
+//! how large objects are (`size`), and seeded payloads that can be verified without keeping
+//! them (`payload`, `verify`).
 
 pub mod keys;
+pub mod op;
 pub mod payload;
+pub mod size;
 pub mod verify;

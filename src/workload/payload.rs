@@ -15,7 +15,7 @@
 //! got a version other than the one recorded, regenerates the expected bytes (`Verifier`), which
 //! also tells at which byte and how the object differs (`verify`).
 
-use crate::job::SizeSpec;
+use crate::workload::size::SizeSpec;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::HashMap;

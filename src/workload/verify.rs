@@ -245,7 +245,7 @@ impl Write for Verifier<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::SizeSpec;
+    use crate::workload::size::SizeSpec;
     use std::io::Read;
 
     fn object(s: &PayloadSpec, key: u64) -> Vec<u8> {

@@ -14,10 +14,12 @@
 
 pub(crate) mod connection;
 mod files;
+mod held_stmt;
 mod read_blob;
 mod schema;
 
 use self::connection::{begin_write, database_files, remove_database, unsigned, SqlContext, Tuning};
+use self::held_stmt::HeldStatement;
 use self::read_blob::ReadBlob;
 pub use self::schema::{numbered_index, row_id_of};
 use self::schema::{RowKey, Schema};
@@ -162,6 +164,7 @@ impl SqliteBackend {
     fn new_session(&self, db: &Path) -> BResult<SqliteSession> {
         Ok(SqliteSession {
             held_blob: None,
+            small_gets: [None, None],
             conn: self.tuning.open(db)?,
             schema: self.schema,
             blob_handle: self.blob_handle,
@@ -250,6 +253,10 @@ struct SqliteSession {
     /// The BLOB handle kept between gets (`blob_handle = "per-session"`), holding the session's
     /// read transaction open. Declared before `conn` so that it is closed first.
     held_blob: Option<ReadBlob>,
+    /// The small get's statement (`Schema::select_small`), prepared on first use and kept: index 0
+    /// compares the key, index 1 is for ids that name their key alone (`RowKey::exact`). Declared
+    /// before `conn` so that they are finalized first.
+    small_gets: [Option<HeldStatement>; 2],
     conn: Connection,
     schema: Schema,
     blob_handle: BlobHandle,
@@ -295,6 +302,17 @@ impl SqliteSession {
         if self.held_blob.as_ref().is_some_and(|held| held.opened_at.elapsed() >= self.snapshot_max_age) {
             self.held_blob = None;
         }
+    }
+
+    /// The held statement of a small get of `row` (prepared on first use).
+    fn small_get_statement(&mut self, row: RowKey) -> BResult<&mut HeldStatement> {
+        let slot = &mut self.small_gets[usize::from(row.exact)];
+        if slot.is_none() {
+            // SAFETY: kept in `self.small_gets`, declared before `self.conn`, so finalized first.
+            let stmt = unsafe { HeldStatement::prepare(&self.conn, self.schema.select_small(row)) }.context("get: prepare")?;
+            *slot = Some(stmt);
+        }
+        Ok(slot.as_mut().expect("prepared just above"))
     }
 
     /// A get of a value above the threshold (or one that was, last time): finds the row, then
@@ -414,13 +432,19 @@ impl Session for SqliteSession {
         // A value up to the threshold comes whole in one statement (its own read transaction: SQLite
         // makes one statement consistent), so a small get costs one lookup, not two statements.
         if !self.last_get_was_large {
-            let mut stmt = self.conn.prepare_cached(self.schema.select_small(row)).context("get: prepare")?;
-            let threshold = i64::try_from(self.blob_io_threshold_bytes).unwrap_or(i64::MAX);
-            let mut rows = stmt.query(params![row.id, key, threshold]).context("get: find row")?;
-            let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
-            let size_bytes = unsigned(row, 0).context("get: read size")?;
-            if size_bytes <= self.blob_io_threshold_bytes {
-                write_body(row, 1, key, size_bytes, sink)?;
+            let threshold_bytes = self.blob_io_threshold_bytes;
+            let threshold = i64::try_from(threshold_bytes).unwrap_or(i64::MAX);
+            let stmt = self.small_get_statement(row)?;
+            let found = stmt.query(row.id, (!row.exact).then_some(key), threshold).context("get: find row")?;
+            let found = found.ok_or_else(|| BackendError::not_found(key))?;
+            let size_bytes = found
+                .integer(0)
+                .and_then(|n| u64::try_from(n).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, n)))
+                .context("get: read size")?;
+            if size_bytes <= threshold_bytes {
+                let body = found.blob(1).context("get: read body")?;
+                check_length(key, size_bytes, body.len() as u64)?;
+                sink.write_all(body)?;
                 return Ok(size_bytes);
             }
         }

@@ -121,17 +121,15 @@ impl Schema {
     pub fn select_small(self, row: RowKey) -> &'static str {
         match (self, row.exact) {
             (Schema::TextKey, _) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE key = ?2",
-            // ?2 is compared with itself so that the statement still takes three parameters.
-            (Schema::Rowid, true) => {
-                "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1 AND ?2 NOT NULL"
-            }
+            (Schema::Rowid, true) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1",
             (Schema::Rowid, false) => {
                 "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1 AND key = ?2"
             }
         }
     }
 
-    /// `rowid` and `size_bytes` of `row`'s key's row.
+    /// `rowid` and `size_bytes` of `row`'s key's row. (`?2 NOT NULL` below only keeps the key a
+    /// parameter of the statement, so that every statement binds the same ones.)
     pub fn find_row(self, row: RowKey) -> &'static str {
         match (self, row.exact) {
             (Schema::TextKey, _) => "SELECT rowid, size_bytes FROM objects WHERE key = ?2",

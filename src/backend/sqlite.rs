@@ -564,6 +564,27 @@ mod tests {
         assert!(per_get.held_blob.is_none(), "per-get closes its handle (and read transaction) at the end of every get");
     }
 
+    /// A numbered key's blob get reads at its id with no lookup; a missing row gives None with
+    /// nothing written (the caller's lookup then says `not_found`) and drops the failed handle.
+    #[test]
+    fn a_numbered_key_is_read_at_its_id_without_a_lookup() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = backend(&tmp, "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
+        let mut session = backend.new_session(&backend.dbs[0]).unwrap();
+        put(&mut session, "obj-0000000007", b"seven");
+        put(&mut session, "obj-7", b"not numbered");
+        let mut sink = Vec::new();
+        assert_eq!(session.read_exact_row(7, &mut sink).unwrap(), Some(5));
+        assert_eq!(sink, b"seven");
+        assert!(session.held_blob.is_some(), "per-session keeps the handle");
+        sink.clear();
+        assert_eq!(session.read_exact_row(8, &mut sink).unwrap(), None);
+        assert!(sink.is_empty() && session.held_blob.is_none(), "nothing written, the failed handle dropped");
+        assert_eq!(session.get("obj-0000000008", &mut sink).unwrap_err().kind, ErrorKind::NotFound);
+        assert_eq!(get(&mut session, "obj-0000000007"), b"seven");
+        assert_eq!(get(&mut session, "obj-7"), b"not numbered", "a hashed key takes the checked path");
+    }
+
     #[test]
     fn a_held_blob_handle_is_refused_outside_wal() {
         let tmp = tempfile::tempdir().unwrap();

@@ -28,14 +28,14 @@
 # What is the same: kvtest's table kv(k INTEGER PRIMARY KEY, v BLOB) is read by rowid, and so is
 # stowbench's objects(id INTEGER PRIMARY KEY, key, size_bytes, body) with schema = "rowid" (one
 # B-tree search; `--schema text-key` measures the default layout, found through the key's index).
+# stowbench's keys obj-0000000000 … are "numbered keys", stored under their number, so keys read
+# in sequence sit side by side as kvtest's ids 1..N read --asc do (--order random takes that
+# locality from both), and their reads need no key check: in blob mode the handle is moved to the
+# id and read blind, as kvtest does (docs/backends/sqlite.md, "Which id").
 # In blob mode both hold one read transaction across reads (kvtest for the whole run, stowbench
 # for up to 100 ms at a time; docs/backends/sqlite.md says what a get then sees).
-# What still differs (bench/README.md): stowbench's ids are the xxh3-64 of the key, so keys read
-# in sequence are scattered over the table, where kvtest's ids 1..N read in --asc order sit side
-# by side (SQLite's 2000 KiB cache then holds the leaf page the next read needs; --order random
-# takes that locality from both). stowbench checks that the row holds the requested key (one
-# SELECT by rowid before each blob read; kvtest reads the blob blind). In SQL mode each stowbench
-# get is its own transaction; kvtest --multitrans resets its statement only before the next read.
+# What still differs (bench/README.md): in SQL mode each stowbench get is its own transaction;
+# kvtest --multitrans resets its statement only before the next read.
 # stowbench copies each value into its verification buffer and checks it after the timed call
 # (--no-verify drops the check); kvtest only takes a pointer (SQL) or copies into its buffer
 # (blob). kvtest's data comes from its own `init` (one bulk transaction), stowbench's from its

@@ -400,13 +400,16 @@ conformance!(sqlite_rowid_held_blob_handle, "sqlite", "schema = \"rowid\"\nblob_
 conformance!(sqlite_three_files, "sqlite", "files = 3");
 conformance!(sqlite_rowid_three_files_held_blob_handle, "sqlite", "files = 3\nschema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
 
-/// `schema = "rowid"` keeps a key's row under the xxh3-64 of the key. Two keys that share an id
-/// must never see each other's value: a row of another key is planted under the id of "victim"
-/// (a real collision cannot be found by search), and every operation on "victim" must refuse it.
+/// `schema = "rowid"` keeps a key that is not numbered under the xxh3-64 of the key with the top
+/// bit set. Two keys that share an id must never see each other's value: a row of another key is
+/// planted under the id of "victim" (a real collision cannot be found by search), and every
+/// operation on "victim" must refuse it. Under a numbered key's id the table itself refuses any
+/// other key, so no such row can be planted there.
 #[test]
 fn sqlite_rowid_never_mixes_up_keys_that_share_a_row_id() {
     let id = stowbench::backend::sqlite::row_id_of("victim");
-    assert_eq!(id, stowbench::hash::xxh3_64(b"victim") as i64, "the mapping is on disk: it must not change");
+    assert_eq!(id, (stowbench::hash::xxh3_64(b"victim") | 1 << 63) as i64, "the mapping is on disk: it must not change");
+    assert_eq!(stowbench::backend::sqlite::row_id_of("obj-0000000042"), 42, "numbered keys sit under their number");
     let planted = common::bytes(77, 2000);
     for options in ["schema = \"rowid\"", "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\""] {
         let f = Fixture::new("sqlite", options);
@@ -429,6 +432,70 @@ fn sqlite_rowid_never_mixes_up_keys_that_share_a_row_id() {
         assert_eq!((key.as_str(), body == planted), ("intruder", true), "{options}: the other key's row must stay as it was");
         put(&mut *s, "bystander", 6, 100);
         assert_value(&mut *s, "bystander", 6, 100);
+        put(&mut *s, "obj-0000000042", 7, 100);
+        for intruder in ["intruder", "obj-42", "obj-0000000043"] {
+            let err = conn.execute(plant.replace("'intruder'", "?3").as_str(), rusqlite::params![42, planted, intruder]);
+            assert!(err.is_err(), "{options}: {intruder:?} planted under a numbered key's id");
+            let err = conn.execute(plant.replace("'intruder'", "?3").as_str(), rusqlite::params![41, planted, intruder]);
+            assert!(err.unwrap_err().to_string().contains("CHECK"), "{options}: {intruder:?} planted under a free numbered id");
+        }
+        assert_value(&mut *s, "obj-0000000042", 7, 100);
+        assert_kind(s.get("obj-0000000041", &mut sink), ErrorKind::NotFound, "get of a free numbered id");
+        assert!(sink.is_empty());
+    }
+}
+
+/// Numbered keys (the runner's `obj-NNNNNNNNNN`, under their number without a key check) and
+/// every other key (hashed below zero, checked) side by side, in every read path of the `rowid`
+/// layout: values bound whole and read by SQL, through blob I/O with a handle per get and with one
+/// held per session, and values that cross the threshold between gets.
+#[test]
+fn sqlite_rowid_numbered_keys_and_other_keys_side_by_side() {
+    let keys = ["obj-0000000000", "obj-0000000001", "obj-1", "obj-00000000001", "obj-12345678901", "file.txt", "obj-9223372036854775807"];
+    for options in [
+        "schema = \"rowid\"",
+        "schema = \"rowid\"\nblob_io_threshold = 0",
+        "schema = \"rowid\"\nblob_io_threshold = \"1KiB\"\nblob_handle = \"per-session\"",
+        "schema = \"rowid\"\nblob_io_threshold = \"1KiB\"\nfiles = 3",
+    ] {
+        let f = Fixture::new("sqlite", options);
+        let mut s = f.session(0);
+        let len = |i: usize| [10, 3000, 100, 1_048_577][i % 4];
+        for (i, key) in keys.iter().enumerate() {
+            put(&mut *s, key, 100 + i as u64, len(i));
+        }
+        for _twice in 0..2 {
+            for (i, key) in keys.iter().enumerate() {
+                assert_value(&mut *s, key, 100 + i as u64, len(i));
+                assert_eq!(s.head(key).unwrap(), len(i), "{options}: head {key}");
+            }
+        }
+        // Overwrite with a size on the other side of the threshold, then read in reverse order.
+        for (i, key) in keys.iter().enumerate() {
+            put(&mut *s, key, 200 + i as u64, len(i + 1));
+        }
+        for (i, key) in keys.iter().enumerate().rev() {
+            assert_value(&mut *s, key, 200 + i as u64, len(i + 1));
+        }
+        let mut sink = Vec::new();
+        for missing in ["obj-0000000002", "obj-2", "obj-9223372036854775806"] {
+            assert_kind(s.get(missing, &mut sink), ErrorKind::NotFound, missing);
+            assert_kind(s.head(missing), ErrorKind::NotFound, missing);
+            assert_kind(s.delete(missing), ErrorKind::NotFound, missing);
+        }
+        assert!(sink.is_empty(), "{options}: a missing key wrote bytes");
+        for key in keys {
+            s.delete(key).unwrap_or_else(|e| panic!("{options}: delete {key}: {e}"));
+            assert_kind(s.get(key, &mut sink), ErrorKind::NotFound, key);
+            assert_kind(s.delete(key), ErrorKind::NotFound, key);
+        }
+        // A key deleted by another session is gone for this one after its own next write.
+        put(&mut *s, "obj-0000000005", 5, 3000);
+        assert_value(&mut *s, "obj-0000000005", 5, 3000);
+        f.session(1).delete("obj-0000000005").unwrap();
+        put(&mut *s, "other", 6, 10);
+        assert_kind(s.get("obj-0000000005", &mut sink), ErrorKind::NotFound, "deleted by another session");
+        assert!(sink.is_empty());
     }
 }
 

@@ -14,13 +14,15 @@
 
 pub(crate) mod connection;
 mod files;
+mod held_stmt;
 mod read_blob;
 mod schema;
 
 use self::connection::{begin_write, database_files, remove_database, unsigned, SqlContext, Tuning};
+use self::held_stmt::HeldStatement;
 use self::read_blob::ReadBlob;
-pub use self::schema::row_id_of;
-use self::schema::Schema;
+pub use self::schema::{numbered_index, row_id_of};
+use self::schema::{RowKey, Schema};
 use super::options::{OptionDoc, Options};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::ByteSize;
@@ -162,6 +164,7 @@ impl SqliteBackend {
     fn new_session(&self, db: &Path) -> BResult<SqliteSession> {
         Ok(SqliteSession {
             held_blob: None,
+            small_gets: [None, None],
             conn: self.tuning.open(db)?,
             schema: self.schema,
             blob_handle: self.blob_handle,
@@ -250,6 +253,10 @@ struct SqliteSession {
     /// The BLOB handle kept between gets (`blob_handle = "per-session"`), holding the session's
     /// read transaction open. Declared before `conn` so that it is closed first.
     held_blob: Option<ReadBlob>,
+    /// The small get's statement (`Schema::select_small`), prepared on first use and kept: index 0
+    /// compares the key, index 1 is for ids that name their key alone (`RowKey::exact`). Declared
+    /// before `conn` so that they are finalized first.
+    small_gets: [Option<HeldStatement>; 2],
     conn: Connection,
     schema: Schema,
     blob_handle: BlobHandle,
@@ -297,10 +304,27 @@ impl SqliteSession {
         }
     }
 
+    /// The held statement of a small get of `row` (prepared on first use).
+    fn small_get_statement(&mut self, row: RowKey) -> BResult<&mut HeldStatement> {
+        let slot = &mut self.small_gets[usize::from(row.exact)];
+        if slot.is_none() {
+            // SAFETY: kept in `self.small_gets`, declared before `self.conn`, so finalized first.
+            let stmt = unsafe { HeldStatement::prepare(&self.conn, self.schema.select_small(row)) }.context("get: prepare")?;
+            *slot = Some(stmt);
+        }
+        Ok(slot.as_mut().expect("prepared just above"))
+    }
+
     /// A get of a value above the threshold (or one that was, last time): finds the row, then
-    /// streams its BLOB in chunks.
-    fn get_through_blob(&mut self, id: i64, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        let mut find = self.conn.prepare_cached(self.schema.find_row()).context("get: prepare")?;
+    /// streams its BLOB in chunks. A key whose id names it alone skips the lookup (`read_exact_row`).
+    fn get_through_blob(&mut self, row: RowKey, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+        if row.exact {
+            if let Some(len) = self.read_exact_row(row.id, sink)? {
+                return Ok(len);
+            }
+        }
+        let id = row.id;
+        let mut find = self.conn.prepare_cached(self.schema.find_row(row)).context("get: prepare")?;
         let mut rows = find.query(params![id, key]).context("get: find row")?;
         let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
         let rowid: i64 = row.get(0).context("get: read rowid")?;
@@ -337,6 +361,36 @@ impl SqliteSession {
         }
         Ok(size_bytes)
     }
+
+    /// Reads the BLOB under `id` without looking the row up first, as kvtest --blob-api does: only
+    /// for an id that names one key alone (`RowKey::exact`: the table refuses any other key under
+    /// it), so the row found is the requested key's. The handle (opened, or moved with
+    /// `sqlite3_blob_reopen`) is itself the read transaction, so the value is one committed version.
+    /// `None` when there is no such row or the handle fails: then nothing was written to `sink`,
+    /// the handle is dropped, and the caller's lookup says why (`not_found`, or SQLite's error).
+    /// The row's `size_bytes` is not read here: the value is as long as its BLOB, and the runner's
+    /// verification checks length and content.
+    fn read_exact_row(&mut self, id: i64, sink: &mut dyn Write) -> BResult<Option<u64>> {
+        let mut blob = match self.held_blob.take() {
+            Some(mut held) => match held.reopen(id) {
+                Ok(()) => held,
+                Err(_) => return Ok(None),
+            },
+            // SAFETY: as in `get_through_blob`.
+            None => match unsafe { ReadBlob::open(&self.conn, c"objects", c"body", id) } {
+                Ok(blob) => blob,
+                Err(_) => return Ok(None),
+            },
+        };
+        let len = blob.len_bytes();
+        // Small again: the next get asks for the value whole first.
+        self.last_get_was_large = len > self.blob_io_threshold_bytes;
+        super::copy_exact(&mut blob, sink, len)?;
+        if self.blob_handle == BlobHandle::PerSession {
+            self.held_blob = Some(blob);
+        }
+        Ok(Some(len))
+    }
 }
 
 impl Session for SqliteSession {
@@ -349,7 +403,7 @@ impl Session for SqliteSession {
             self.small_value.clear();
             super::copy_exact(body, &mut self.small_value, len)?;
         }
-        let id = self.schema.row_id(key);
+        let id = self.schema.row_key(key).id;
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
         let rowid: Option<i64> = {
             let mut upsert = tx.prepare_cached(self.schema.upsert()).context("put: prepare")?;
@@ -374,29 +428,35 @@ impl Session for SqliteSession {
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
         self.release_old_snapshot();
-        let id = self.schema.row_id(key);
+        let row = self.schema.row_key(key);
         // A value up to the threshold comes whole in one statement (its own read transaction: SQLite
         // makes one statement consistent), so a small get costs one lookup, not two statements.
         if !self.last_get_was_large {
-            let mut stmt = self.conn.prepare_cached(self.schema.select_small()).context("get: prepare")?;
-            let threshold = i64::try_from(self.blob_io_threshold_bytes).unwrap_or(i64::MAX);
-            let mut rows = stmt.query(params![id, key, threshold]).context("get: find row")?;
-            let row = rows.next().context("get: find row")?.ok_or_else(|| BackendError::not_found(key))?;
-            let size_bytes = unsigned(row, 0).context("get: read size")?;
-            if size_bytes <= self.blob_io_threshold_bytes {
-                write_body(row, 1, key, size_bytes, sink)?;
+            let threshold_bytes = self.blob_io_threshold_bytes;
+            let threshold = i64::try_from(threshold_bytes).unwrap_or(i64::MAX);
+            let stmt = self.small_get_statement(row)?;
+            let found = stmt.query(row.id, (!row.exact).then_some(key), threshold).context("get: find row")?;
+            let found = found.ok_or_else(|| BackendError::not_found(key))?;
+            let size_bytes = found
+                .integer(0)
+                .and_then(|n| u64::try_from(n).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, n)))
+                .context("get: read size")?;
+            if size_bytes <= threshold_bytes {
+                let body = found.blob(1).context("get: read body")?;
+                check_length(key, size_bytes, body.len() as u64)?;
+                sink.write_all(body)?;
                 return Ok(size_bytes);
             }
         }
         self.last_get_was_large = true;
-        self.get_through_blob(id, key, sink)
+        self.get_through_blob(row, key, sink)
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
         self.release_snapshot();
-        let id = self.schema.row_id(key);
+        let row = self.schema.row_key(key);
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let deleted = tx.execute(self.schema.delete(), params![id, key]).context("delete")?;
+        let deleted = tx.execute(self.schema.delete(row), params![row.id, key]).context("delete")?;
         tx.commit().context("delete: commit")?;
         if deleted == 0 {
             return Err(BackendError::not_found(key));
@@ -406,10 +466,10 @@ impl Session for SqliteSession {
 
     fn head(&mut self, key: &str) -> BResult<u64> {
         self.release_old_snapshot();
-        let id = self.schema.row_id(key);
+        let row = self.schema.row_key(key);
         self.conn
-            .prepare_cached(self.schema.head())
-            .and_then(|mut stmt| stmt.query_row(params![id, key], |row| unsigned(row, 0)).optional())
+            .prepare_cached(self.schema.head(row))
+            .and_then(|mut stmt| stmt.query_row(params![row.id, key], |r| unsigned(r, 0)).optional())
             .context("head")?
             .ok_or_else(|| BackendError::not_found(key))
     }
@@ -443,7 +503,7 @@ mod tests {
             unsafe { rusqlite::ffi::sqlite3_limit(conn.handle(), rusqlite::ffi::SQLITE_LIMIT_LENGTH, 1_000_000) };
             conn.execute_batch(schema.create_table()).unwrap();
             let key = "k".repeat(KEY_BYTES_AT_LIMIT as usize);
-            let id = schema.row_id(&key);
+            let id = schema.row_key(&key).id;
             let max = 1_000_000 - ROW_OVERHEAD_BYTES - KEY_BYTES_AT_LIMIT;
             conn.query_row(schema.upsert(), params![id, key, max as i64, ZeroBlob(max)], |r| r.get::<_, i64>(0)).unwrap();
             let too_big = 1_000_000 - key.len() as u64;
@@ -502,6 +562,27 @@ mod tests {
         per_get.blob_handle = BlobHandle::PerGet;
         assert_eq!(get(&mut per_get, "a"), b"newer a");
         assert!(per_get.held_blob.is_none(), "per-get closes its handle (and read transaction) at the end of every get");
+    }
+
+    /// A numbered key's blob get reads at its id with no lookup; a missing row gives None with
+    /// nothing written (the caller's lookup then says `not_found`) and drops the failed handle.
+    #[test]
+    fn a_numbered_key_is_read_at_its_id_without_a_lookup() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = backend(&tmp, "schema = \"rowid\"\nblob_io_threshold = 0\nblob_handle = \"per-session\"");
+        let mut session = backend.new_session(&backend.dbs[0]).unwrap();
+        put(&mut session, "obj-0000000007", b"seven");
+        put(&mut session, "obj-7", b"not numbered");
+        let mut sink = Vec::new();
+        assert_eq!(session.read_exact_row(7, &mut sink).unwrap(), Some(5));
+        assert_eq!(sink, b"seven");
+        assert!(session.held_blob.is_some(), "per-session keeps the handle");
+        sink.clear();
+        assert_eq!(session.read_exact_row(8, &mut sink).unwrap(), None);
+        assert!(sink.is_empty() && session.held_blob.is_none(), "nothing written, the failed handle dropped");
+        assert_eq!(session.get("obj-0000000008", &mut sink).unwrap_err().kind, ErrorKind::NotFound);
+        assert_eq!(get(&mut session, "obj-0000000007"), b"seven");
+        assert_eq!(get(&mut session, "obj-7"), b"not numbered", "a hashed key takes the checked path");
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl Drop for ReadBlob {
 }
 
 /// The connection's error for result code `rc`, with SQLite's message.
-fn last_error(db: *mut ffi::sqlite3, rc: c_int) -> rusqlite::Error {
+pub(crate) fn last_error(db: *mut ffi::sqlite3, rc: c_int) -> rusqlite::Error {
     // SAFETY: `db` is a live connection; sqlite3_errmsg returns a NUL-terminated string it owns,
     // copied here before any other call on the connection.
     let message = unsafe { CStr::from_ptr(ffi::sqlite3_errmsg(db)) }.to_string_lossy().into_owned();

@@ -3,7 +3,8 @@
 //! Every statement takes the same parameters, so the session runs one code path for both:
 //! `?1` the row id a key maps to (bound but unused by `text-key`), `?2` the key text, `?3` the size
 //! or the blob threshold, `?4` the body. This module must never let a row found by its id stand
-//! for another key: every rowid statement also compares the stored key text.
+//! for another key: a rowid statement compares the stored key text unless the id names exactly one
+//! key and the table itself refuses any other key under it (numbered keys, see `RowKey`).
 
 use super::connection::SqlContext;
 use crate::backend::options::{OptionDoc, Options};
@@ -11,12 +12,23 @@ use crate::backend::{BResult, BackendError, ErrorKind};
 use rusqlite::{Connection, OptionalExtension};
 use std::path::Path;
 
+/// The constraint of the `rowid` table that makes a non-negative id name exactly one key: the row
+/// under id N ≥ 0 must hold the key `obj-N` as `crate::workload::keys::write_key_name` spells it
+/// (at least ten digits, zero-padded; SQLite's printf takes the 64-bit id whole). A macro so that
+/// `create_table` can stay one `&'static str`; `check_database` looks for this text.
+macro_rules! numbered_check {
+    () => {
+        "CHECK (id < 0 OR key = printf('obj-%010d', id))"
+    };
+}
+
 /// Option `schema`.
 pub(crate) const SCHEMA_OPTION: OptionDoc = OptionDoc {
     name: "schema",
     default: "text-key",
-    help: "text-key: objects(key TEXT PRIMARY KEY, ...), found through the key's index; rowid: keyed by the xxh3-64 of \
-           the key (one B-tree search per lookup; the key is stored and checked, a hash collision fails the put)",
+    help: "text-key: objects(key TEXT PRIMARY KEY, ...), found through the key's index; rowid: keyed by an integer (one \
+           B-tree search per lookup): stowbench's numbered keys obj-N under N itself, in key order, other keys under a \
+           negative id from the xxh3-64 of the key (stored and checked; a hash collision fails the put)",
 };
 
 /// Values of option `schema`, default first.
@@ -28,8 +40,8 @@ pub(crate) enum Schema {
     /// `objects(key TEXT PRIMARY KEY, size_bytes, body)`: a lookup searches the key's index, then
     /// the table by the rowid it found (two B-tree searches).
     TextKey,
-    /// `objects(id INTEGER PRIMARY KEY, key, size_bytes, body)` with `id` = xxh3-64 of the key: a
-    /// lookup is one search of the table by rowid, as in SQLite's kvtest.
+    /// `objects(id INTEGER PRIMARY KEY, key, size_bytes, body)` with `id` from `row_key`: a lookup
+    /// is one search of the table by rowid, as in SQLite's kvtest.
     Rowid,
 }
 
@@ -51,11 +63,11 @@ impl Schema {
     }
 
     /// The row id `key` is stored under in this layout (`text-key` lets SQLite choose; 0 is bound
-    /// and ignored).
-    pub fn row_id(self, key: &str) -> i64 {
+    /// and ignored, and the key is always compared).
+    pub fn row_key(self, key: &str) -> RowKey {
         match self {
-            Schema::TextKey => 0,
-            Schema::Rowid => row_id_of(key),
+            Schema::TextKey => RowKey { id: 0, exact: false },
+            Schema::Rowid => row_key_of(key),
         }
     }
 
@@ -69,14 +81,19 @@ impl Schema {
     body BLOB NOT NULL
 )"
             }
-            Schema::Rowid => {
+            // The CHECK is what lets a numbered key's get skip the key comparison: SQLite itself
+            // refuses any row whose non-negative id is not exactly the id of the key it holds.
+            Schema::Rowid => concat!(
                 "CREATE TABLE IF NOT EXISTS objects(
     id INTEGER PRIMARY KEY NOT NULL,
     key TEXT NOT NULL,
     size_bytes INTEGER NOT NULL,
-    body BLOB NOT NULL
+    body BLOB NOT NULL,
+    ",
+                numbered_check!(),
+                "
 )"
-            }
+            ),
         }
     }
 
@@ -100,49 +117,64 @@ impl Schema {
         }
     }
 
-    /// `size_bytes`, and the body when `size_bytes <= ?3` (else NULL), of a key's row.
-    pub fn select_small(self) -> &'static str {
-        match self {
-            Schema::TextKey => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE key = ?2",
-            Schema::Rowid => {
+    /// `size_bytes`, and the body when `size_bytes <= ?3` (else NULL), of `row`'s key's row.
+    pub fn select_small(self, row: RowKey) -> &'static str {
+        match (self, row.exact) {
+            (Schema::TextKey, _) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE key = ?2",
+            (Schema::Rowid, true) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1",
+            (Schema::Rowid, false) => {
                 "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1 AND key = ?2"
             }
         }
     }
 
-    /// `rowid` and `size_bytes` of a key's row.
-    pub fn find_row(self) -> &'static str {
-        match self {
-            Schema::TextKey => "SELECT rowid, size_bytes FROM objects WHERE key = ?2",
-            Schema::Rowid => "SELECT rowid, size_bytes FROM objects WHERE id = ?1 AND key = ?2",
+    /// `rowid` and `size_bytes` of `row`'s key's row. (`?2 NOT NULL` below only keeps the key a
+    /// parameter of the statement, so that every statement binds the same ones.)
+    pub fn find_row(self, row: RowKey) -> &'static str {
+        match (self, row.exact) {
+            (Schema::TextKey, _) => "SELECT rowid, size_bytes FROM objects WHERE key = ?2",
+            (Schema::Rowid, true) => "SELECT rowid, size_bytes FROM objects WHERE id = ?1 AND ?2 NOT NULL",
+            (Schema::Rowid, false) => "SELECT rowid, size_bytes FROM objects WHERE id = ?1 AND key = ?2",
         }
     }
 
-    /// `size_bytes` of a key's row.
-    pub fn head(self) -> &'static str {
-        match self {
-            Schema::TextKey => "SELECT size_bytes FROM objects WHERE key = ?2",
-            Schema::Rowid => "SELECT size_bytes FROM objects WHERE id = ?1 AND key = ?2",
+    /// `size_bytes` of `row`'s key's row.
+    pub fn head(self, row: RowKey) -> &'static str {
+        match (self, row.exact) {
+            (Schema::TextKey, _) => "SELECT size_bytes FROM objects WHERE key = ?2",
+            (Schema::Rowid, true) => "SELECT size_bytes FROM objects WHERE id = ?1 AND ?2 NOT NULL",
+            (Schema::Rowid, false) => "SELECT size_bytes FROM objects WHERE id = ?1 AND key = ?2",
         }
     }
 
-    /// Deletes a key's row.
-    pub fn delete(self) -> &'static str {
-        match self {
-            Schema::TextKey => "DELETE FROM objects WHERE key = ?2",
-            Schema::Rowid => "DELETE FROM objects WHERE id = ?1 AND key = ?2",
+    /// Deletes `row`'s key's row.
+    pub fn delete(self, row: RowKey) -> &'static str {
+        match (self, row.exact) {
+            (Schema::TextKey, _) => "DELETE FROM objects WHERE key = ?2",
+            (Schema::Rowid, true) => "DELETE FROM objects WHERE id = ?1 AND ?2 NOT NULL",
+            (Schema::Rowid, false) => "DELETE FROM objects WHERE id = ?1 AND key = ?2",
         }
     }
 
-    /// The layout of the table `objects` in `conn`'s database, by its primary-key column; None
-    /// for a table neither layout made.
-    fn of_database(conn: &Connection) -> rusqlite::Result<Option<Schema>> {
+    /// The layout of the table `objects` in `conn`'s database, by its primary-key column (and, for
+    /// `rowid`, the constraint that numbered keys rely on); else what the table is, in words.
+    fn of_database(conn: &Connection) -> rusqlite::Result<Result<Schema, &'static str>> {
         let primary_key: Option<String> =
             conn.query_row("SELECT name FROM pragma_table_info('objects') WHERE pk = 1", [], |row| row.get(0)).optional()?;
         Ok(match primary_key.as_deref() {
-            Some("key") => Some(Schema::TextKey),
-            Some("id") => Some(Schema::Rowid),
-            _ => None,
+            Some("key") => Ok(Schema::TextKey),
+            Some("id") => {
+                let sql: String =
+                    conn.query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'objects'", [], |row| row.get(0))?;
+                // A rowid table without the constraint was made by an older stowbench that kept every
+                // key under its hash: its rows under non-negative ids may hold any key, so reading it
+                // with this build (which trusts those ids) could hand out another key's value.
+                match sql.contains(numbered_check!()) {
+                    true => Ok(Schema::Rowid),
+                    false => Err("the rowid layout of an older stowbench (every key under its hash)"),
+                }
+            }
+            _ => Err("a table \"objects\" that neither schema made"),
         })
     }
 
@@ -150,13 +182,10 @@ impl Schema {
     /// `CREATE TABLE IF NOT EXISTS` leaves an existing table as it is, and reading a text-key table
     /// with rowid statements (or the reverse) would fail on every operation.
     pub fn check_database(self, conn: &Connection, db: &Path) -> BResult<()> {
-        let found = Schema::of_database(conn).context("read the table's layout")?;
-        if found == Some(self) {
-            return Ok(());
-        }
-        let found = match found {
-            Some(other) => format!("the schema = \"{}\" layout", other.name()),
-            None => "a table \"objects\" that neither schema made".to_string(),
+        let found = match Schema::of_database(conn).context("read the table's layout")? {
+            Ok(found) if found == self => return Ok(()),
+            Ok(other) => format!("the schema = \"{}\" layout", other.name()),
+            Err(what) => what.to_string(),
         };
         Err(BackendError::new(
             ErrorKind::Other,
@@ -177,15 +206,160 @@ impl Schema {
         BackendError::new(
             ErrorKind::Unsupported,
             format!(
-                "schema = \"rowid\": key {key:?} and {other} share the row id {id} (the xxh3-64 of the key); \
+                "schema = \"rowid\": key {key:?} and {other} share the row id {id} (from the xxh3-64 of the key); \
                  the stored value is kept and this put is refused. Use schema = \"text-key\" for these keys."
             ),
         )
     }
 }
 
-/// The row id of `key` in the `rowid` layout: the xxh3-64 (seed 0) of its UTF-8 bytes, as a signed
-/// 64-bit integer (every i64 is a valid SQLite rowid). Stored on disk: never change it.
+/// Where a key's row sits in the `rowid` layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowKey {
+    /// The row id (SQLite's rowid) the key is stored under.
+    pub id: i64,
+    /// Whether that id names this key alone, so that the row found under it needs no key
+    /// comparison: true for a numbered key in the `rowid` layout, false otherwise.
+    pub exact: bool,
+}
+
+/// The row of `key` in the `rowid` layout. Stored on disk: never change it.
+///
+/// - A numbered key — exactly as `write_key_name(N)` spells it, `obj-` and N in decimal with at
+///   least ten digits, zero-padded — is stored under id N (N ≤ i64::MAX), so keys written and read
+///   in index order sit side by side in the table, as kvtest's ids 1..N do. `exact`: the spelling
+///   is one-to-one (one N per key, one key per N), no other key ever gets a non-negative id, and
+///   the table's CHECK refuses any row under id N that does not hold `obj-N`; so the row under
+///   such an id is that key's, and reading it needs no key comparison.
+/// - Every other key is stored under the xxh3-64 (seed 0) of its UTF-8 bytes with the top bit set:
+///   always negative, so it can never meet a numbered key. Two such keys can share an id (63 bits
+///   of hash), so their statements compare the stored key, and a put finding another key's row
+///   fails (`Schema::collision`).
+pub fn row_key_of(key: &str) -> RowKey {
+    match numbered_index(key) {
+        Some(n) => RowKey { id: n, exact: true },
+        None => RowKey { id: hashed_row_id(key), exact: false },
+    }
+}
+
+/// The row id of `key` in the `rowid` layout (`row_key_of`).
 pub fn row_id_of(key: &str) -> i64 {
-    crate::hash::xxh3_64(key.as_bytes()) as i64
+    row_key_of(key).id
+}
+
+/// The id of a key that is not numbered: xxh3-64 (seed 0) with the top bit set, always negative.
+fn hashed_row_id(key: &str) -> i64 {
+    (crate::hash::xxh3_64(key.as_bytes()) | 1 << 63) as i64
+}
+
+/// N, when `key` is exactly `write_key_name(N)`'s spelling of some N ≤ i64::MAX: `obj-` and N's
+/// decimal digits, zero-padded to ten (so eleven or more digits never start with 0). Any other
+/// spelling of a number ("obj-1", "obj-+000000001", a leading zero too many) is not numbered, so
+/// no two keys map to the same N.
+pub fn numbered_index(key: &str) -> Option<i64> {
+    let digits = key.strip_prefix("obj-")?.as_bytes();
+    let canonical = digits.len() == 10 || (11..=19).contains(&digits.len()) && digits[0] != b'0';
+    if !canonical || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // At most 19 digits: fits a u64 without overflow.
+    let n = digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    i64::try_from(n).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::keys::key_name;
+
+    /// Boundaries of the numbered range: where the zero padding stops, and the largest id.
+    const NUMBERS: &[u64] = &[0, 1, 9, 42, 9_999_999_999, 10_000_000_000, 12_345_678_901, 999_999_999_999_999_999, i64::MAX as u64];
+
+    #[test]
+    fn numbered_keys_are_exactly_the_runners_key_names() {
+        for &n in NUMBERS {
+            assert_eq!(numbered_index(&key_name(n)), Some(n as i64), "{}", key_name(n));
+            assert_eq!(row_key_of(&key_name(n)), RowKey { id: n as i64, exact: true });
+        }
+        // Past i64::MAX the runner's names are hashed like any other key.
+        assert_eq!(numbered_index(&key_name(i64::MAX as u64 + 1)), None);
+        assert_eq!(numbered_index(&key_name(u64::MAX)), None);
+        for key in [
+            "obj-1", "obj-000000001", "obj-00000000001", "obj-01234567890", "obj-+000000001", "obj- 000000001", "obj-000000001 ",
+            "Obj-0000000001", "obj_0000000001", "obj-", "obj-00000000x1", "obj-１２３４５６７８９０", "obj-99999999999999999999",
+            "obj-9223372036854775808", "xobj-0000000001", "obj-0000000001\0",
+        ] {
+            assert_eq!(numbered_index(key), None, "{key:?} is not how the runner spells a number");
+        }
+    }
+
+    /// One id per numbered key and one numbered key per id: every key that maps to N is spelled
+    /// exactly `key_name(N)`, so no two keys can meet under a non-negative id.
+    #[test]
+    fn a_numbered_id_names_one_key() {
+        let mut candidates: Vec<String> = NUMBERS.iter().map(|&n| key_name(n)).collect();
+        for n in [0u64, 7, 10_000_000_000] {
+            let digits = n.to_string();
+            for width in 0..22 {
+                candidates.push(format!("obj-{digits:0>width$}"));
+                candidates.push(format!("obj-{}{digits}", "0".repeat(width)));
+            }
+        }
+        for key in &candidates {
+            if let Some(n) = numbered_index(key) {
+                assert_eq!(key, &key_name(n as u64), "{key:?} maps to {n} but is not its spelling");
+            }
+        }
+    }
+
+    /// Every other key lands below zero, so a hashed key never meets a numbered one.
+    #[test]
+    fn other_keys_are_hashed_below_zero() {
+        let keys = (0..100_000u64)
+            .map(|i| format!("file-{i}"))
+            .chain((0..1000u64).map(|i| format!("obj-{i}")))
+            .chain(["", "obj-", "victim", "ünïcødé"].map(String::from));
+        for key in keys {
+            let row = row_key_of(&key);
+            assert!(row.id < 0 && !row.exact, "{key:?} → {row:?}");
+            assert_eq!(row.id, (crate::hash::xxh3_64(key.as_bytes()) | 1 << 63) as i64, "{key:?}: the ids are on disk");
+        }
+        assert_eq!(Schema::TextKey.row_key("obj-0000000001"), RowKey { id: 0, exact: false }, "text-key always compares the key");
+    }
+
+    /// The table's CHECK, in SQL, agrees with `numbered_index` in Rust: a numbered id takes its own
+    /// key only (checked at the largest ids too: SQLite's printf must format 64-bit ids whole).
+    #[test]
+    fn the_table_refuses_any_other_key_under_a_numbered_id() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(Schema::Rowid.create_table()).unwrap();
+        let insert = "INSERT INTO objects(id, key, size_bytes, body) VALUES (?1, ?2, 1, x'00')";
+        for &n in NUMBERS {
+            conn.execute(insert, rusqlite::params![n as i64, key_name(n)]).unwrap_or_else(|e| panic!("{}: {e}", key_name(n)));
+            for intruder in [key_name(n + 1), format!("obj-{n}0"), format!("obj-0{n:010}"), "other".into()] {
+                let err = conn.execute(insert, rusqlite::params![n as i64, intruder]).expect_err(&intruder);
+                assert!(err.to_string().contains("CHECK") || err.to_string().contains("UNIQUE"), "{intruder}: {err}");
+                let other_id = if n == 0 { 1 } else { n - 1 };
+                if intruder != key_name(other_id) {
+                    let err = conn.execute(insert, rusqlite::params![other_id as i64, intruder]).expect_err(&intruder);
+                    assert!(err.to_string().contains("CHECK"), "{intruder} under {other_id}: {err}");
+                }
+            }
+        }
+        conn.execute(insert, rusqlite::params![row_id_of("victim"), "victim"]).unwrap();
+        conn.execute(insert, rusqlite::params![-1i64, "anything below zero"]).unwrap();
+    }
+
+    #[test]
+    fn a_rowid_table_without_the_check_is_refused() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE objects(id INTEGER PRIMARY KEY NOT NULL, key TEXT NOT NULL, size_bytes INTEGER NOT NULL, body BLOB NOT NULL)")
+            .unwrap();
+        let err = Schema::Rowid.check_database(&conn, Path::new("old.db")).unwrap_err();
+        assert!(err.message.contains("older stowbench") && err.message.contains("old.db"), "{err}");
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(Schema::Rowid.create_table()).unwrap();
+        Schema::Rowid.check_database(&conn, Path::new("new.db")).unwrap();
+        assert!(Schema::TextKey.check_database(&conn, Path::new("new.db")).is_err());
+    }
 }

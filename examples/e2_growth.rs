@@ -7,11 +7,11 @@
 //!       [--backends cfb,zip,pack,fs,sqlite] [--option BACKEND.NAME=VALUE ...]`
 //! Payload generation and read-back verification are outside the timed region.
 
-use stowbench::backend::options::Options;
-use stowbench::backend::{find, Namespace};
 use std::io::Cursor;
 use std::path::PathBuf;
 use std::time::Instant;
+use stowbench::backend::options::Options;
+use stowbench::backend::{find, Namespace};
 
 struct Args {
     dir: PathBuf,
@@ -78,7 +78,8 @@ fn run_one(args: &Args, name: &str) -> Result<String, String> {
 fn measure(args: &Args, name: &str, kind: &stowbench::backend::BackendKind, ns: &Namespace) -> Result<String, String> {
     let mut table = toml::Table::new();
     for (_, option, value) in args.options.iter().filter(|o| o.0 == name) {
-        let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}")).map(|mut t| t.remove("v").expect("v")).unwrap_or(toml::Value::String(value.clone()));
+        let parsed: toml::Value =
+            toml::from_str::<toml::Table>(&format!("v = {value}")).map(|mut t| t.remove("v").expect("v")).unwrap_or(toml::Value::String(value.clone()));
         table.insert(option.clone(), parsed);
     }
     let backend = (kind.construct)(&Options::new(name, "e2_growth", table), ns)?;

@@ -38,7 +38,11 @@ fn main() {
         drop(lease);
         let closing = Instant::now();
         drop(store);
-        println!("wrote {objects} objects of {size} B in {:.2} s; close (sync + index) {:.2} s", started.elapsed().as_secs_f64(), closing.elapsed().as_secs_f64());
+        println!(
+            "wrote {objects} objects of {size} B in {:.2} s; close (sync + index) {:.2} s",
+            started.elapsed().as_secs_f64(),
+            closing.elapsed().as_secs_f64()
+        );
     }
     let index_bytes = std::fs::metadata(pack.join(index_file_name(1))).map(|m| m.len()).unwrap_or(0);
     println!("index file: {:.1} MiB ({:.1} B per object)", index_bytes as f64 / 1048576.0, index_bytes as f64 / objects as f64);

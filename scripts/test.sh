@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): installs what the tests need, starts the real
-# services on loopback in a fresh directory, runs every test in release mode, and stops exactly
-# the services it started — also when a test fails or the run is interrupted.
+# The project's test command (README, .ci/run): checks formatting, installs what the tests need,
+# starts the real services on loopback in a fresh directory, runs clippy (warnings are errors)
+# and every test in release mode, and stops exactly the services it started — also when a test
+# fails or the run is interrupted.
 #
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh --test cli`).
 set -euo pipefail
@@ -12,6 +13,9 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found; install Rust with rustup" >&2; exit 2; }
 command -v go >/dev/null || { [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"; }
+
+echo "== cargo fmt --check (rustfmt.toml)"
+cargo fmt --check
 
 echo "== installing services and tools (skipped when present)"
 scripts/services.sh install
@@ -28,6 +32,9 @@ trap 'exit 130' INT TERM
 echo "== starting services in $services_dir"
 scripts/services.sh start "$services_dir"
 eval "$(scripts/services.sh env "$services_dir")"
+
+echo "== cargo clippy --release --all-targets -- -D warnings"
+cargo clippy --release --all-targets -- -D warnings
 
 echo "== cargo test --release"
 cargo test --release "$@"

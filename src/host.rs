@@ -82,10 +82,7 @@ pub fn mount_at(dir: &Path) -> Option<MountEntry> {
 /// The mount holding `path` (longest mount point that is a prefix of it).
 pub fn mount_containing(path: &Path) -> Option<MountEntry> {
     let path = path.canonicalize().ok()?;
-    mounts()
-        .into_iter()
-        .filter(|m| path.starts_with(&m.mount_point))
-        .max_by_key(|m| m.mount_point.as_os_str().len())
+    mounts().into_iter().filter(|m| path.starts_with(&m.mount_point)).max_by_key(|m| m.mount_point.as_os_str().len())
 }
 
 /// Reads a small sysfs attribute, trimmed.
@@ -100,7 +97,6 @@ pub fn mem_available_bytes() -> Option<u64> {
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
-
 
 /// The filesystem holding `path` (the mount with the longest matching mount point), with its
 /// journal state for ext4.
@@ -131,9 +127,8 @@ fn ext4_has_journal(source: &str) -> Option<bool> {
 pub fn drop_caches() -> Result<(), String> {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
-        format!("cannot drop the page cache ({e}); cache = \"cold\" needs root. Run as root or use cache = \"warm\"")
-    })
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+        .map_err(|e| format!("cannot drop the page cache ({e}); cache = \"cold\" needs root. Run as root or use cache = \"warm\""))
 }
 
 /// Space on a filesystem.
@@ -161,22 +156,13 @@ pub fn filesystem_space(path: &Path) -> std::io::Result<FilesystemSpace> {
 /// The CPU's model name, from /proc/cpuinfo ("" when unknown).
 pub fn cpu_model() -> String {
     let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-        .unwrap_or_default()
+    text.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()).unwrap_or_default()
 }
 
 /// Total memory, from /proc/meminfo (0 when unknown).
 pub fn memory_bytes() -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
+    text.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024
 }
 
 #[cfg(test)]

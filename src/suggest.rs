@@ -18,12 +18,7 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 /// The closest candidate, if it is close enough to be a plausible typo.
 pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).max(2);
-    candidates
-        .iter()
-        .map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), *c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    candidates.iter().map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), *c)).filter(|(d, _)| *d <= limit).min_by_key(|(d, _)| *d).map(|(_, c)| c)
 }
 
 #[cfg(test)]

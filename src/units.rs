@@ -47,11 +47,7 @@ const DURATION_UNITS: &[(&str, u64)] = &[
 
 /// Splits "2.6MB" into ("2.6", "MB"); the number part is digits with at most one dot.
 fn split_number(text: &str) -> (&str, &str) {
-    let end = text
-        .char_indices()
-        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == '_'))
-        .map(|(i, _)| i)
-        .unwrap_or(text.len());
+    let end = text.char_indices().find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == '_')).map(|(i, _)| i).unwrap_or(text.len());
     (&text[..end], text[end..].trim())
 }
 
@@ -72,11 +68,8 @@ fn exact_product(number: &str, factor: u64) -> Result<u64, &'static str> {
     let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| "too large")? };
     let frac_digits: u128 = if frac.is_empty() { 0 } else { frac.parse().map_err(|_| "not a number")? };
     let scale = 10u128.pow(frac.len() as u32);
-    let total = whole
-        .checked_mul(factor as u128)
-        .and_then(|w| w.checked_mul(scale))
-        .and_then(|w| w.checked_add(frac_digits * factor as u128))
-        .ok_or("too large")?;
+    let total =
+        whole.checked_mul(factor as u128).and_then(|w| w.checked_mul(scale)).and_then(|w| w.checked_add(frac_digits * factor as u128)).ok_or("too large")?;
     if total % scale != 0 {
         return Err("not a whole number of the base unit");
     }
@@ -89,17 +82,10 @@ fn parse_with_units(text: &str, units: &[(&str, u64)], what: &str, example: &str
         return Err(UnitError(format!("{what} \"{text}\" is negative; use a value like {example}")));
     }
     let (number, unit) = split_number(trimmed);
-    let factor = units
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(unit) || *name == unit)
-        .map(|(_, f)| *f)
-        .ok_or_else(|| {
-            let known: Vec<&str> = units.iter().map(|(n, _)| *n).filter(|n| !n.is_empty()).collect();
-            UnitError(format!(
-                "{what} \"{text}\" has an unknown unit \"{unit}\"; use one of {} (e.g. {example})",
-                known.join(", ")
-            ))
-        })?;
+    let factor = units.iter().find(|(name, _)| name.eq_ignore_ascii_case(unit) || *name == unit).map(|(_, f)| *f).ok_or_else(|| {
+        let known: Vec<&str> = units.iter().map(|(n, _)| *n).filter(|n| !n.is_empty()).collect();
+        UnitError(format!("{what} \"{text}\" has an unknown unit \"{unit}\"; use one of {} (e.g. {example})", known.join(", ")))
+    })?;
     exact_product(number, factor).map_err(|why| UnitError(format!("{what} \"{text}\" is invalid ({why}); use a value like {example}")))
 }
 
@@ -128,11 +114,7 @@ impl ByteSize {
         for (unit, factor) in [("GB", 1_000_000_000u128), ("MB", 1_000_000), ("kB", 1_000)] {
             if b >= factor && (b * 10) % factor == 0 {
                 let tenths = b * 10 / factor;
-                return if tenths % 10 == 0 {
-                    format!("{}{unit}", tenths / 10)
-                } else {
-                    format!("{}.{}{unit}", tenths / 10, tenths % 10)
-                };
+                return if tenths % 10 == 0 { format!("{}{unit}", tenths / 10) } else { format!("{}.{}{unit}", tenths / 10, tenths % 10) };
             }
         }
         format!("{b}B")

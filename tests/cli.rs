@@ -13,7 +13,8 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-const SIM_JOB: &str = "version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"94kB\"]\nobjects = 50\nphases = [\"put\", \"get\"]\n";
+const SIM_JOB: &str =
+    "version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"94kB\"]\nobjects = 50\nphases = [\"put\", \"get\"]\n";
 
 #[test]
 fn validate_lists_cases_or_locates_the_mistake() {

@@ -9,10 +9,10 @@
 mod common;
 
 use common::{identify, PayloadReader, VerifyingSink};
+use std::path::{Path, PathBuf};
 use stowbench::backend::namespace::MARKER_FILE;
 use stowbench::backend::options::Options;
 use stowbench::backend::{Backend, ErrorKind, Namespace, Session};
-use std::path::{Path, PathBuf};
 
 /// A prepared backend in its own namespace; the temporary directory goes when it drops.
 struct Fixture {
@@ -198,16 +198,32 @@ fn cleanup_leaves_only_the_marker(f: &Fixture) {
     s.delete("c/1").expect("delete");
     drop(s);
     f.backend.cleanup().expect("cleanup");
-    let left: Vec<String> =
-        std::fs::read_dir(&f.ns_dir).expect("namespace dir").map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let left: Vec<String> = std::fs::read_dir(&f.ns_dir).expect("namespace dir").map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(left, vec![MARKER_FILE.to_string()], "cleanup left files behind");
     f.backend.cleanup().expect("a second cleanup is harmless");
 }
 
 /// Keys that look like paths, traversal, unicode, whitespace and encodings of each other.
 const ODD_KEYS: &[&str] = &[
-    "a/b", "a%2Fb", "a_b", "../x", "../../etc/passwd", "/abs", ".", "..", "", " ", "with space", "tab\tkey", "new\nline",
-    "ünïcødé-キー-🙂", "%", "%25", "a~1", ".tmp-0-x", "NUL\u{0}byte",
+    "a/b",
+    "a%2Fb",
+    "a_b",
+    "../x",
+    "../../etc/passwd",
+    "/abs",
+    ".",
+    "..",
+    "",
+    " ",
+    "with space",
+    "tab\tkey",
+    "new\nline",
+    "ünïcødé-キー-🙂",
+    "%",
+    "%25",
+    "a~1",
+    ".tmp-0-x",
+    "NUL\u{0}byte",
 ];
 
 fn odd_keys_round_trip_and_stay_inside(f: &Fixture) {
@@ -427,8 +443,7 @@ fn sqlite_rowid_never_mixes_up_keys_that_share_a_row_id() {
             assert_eq!(err.kind, ErrorKind::Unsupported, "{options}: {err}");
             assert!(err.message.contains("\"victim\"") && err.message.contains("\"intruder\""), "name both keys: {err}");
         }
-        let (key, body): (String, Vec<u8>) =
-            conn.query_row("SELECT key, body FROM objects WHERE id = ?1", [id], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+        let (key, body): (String, Vec<u8>) = conn.query_row("SELECT key, body FROM objects WHERE id = ?1", [id], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
         assert_eq!((key.as_str(), body == planted), ("intruder", true), "{options}: the other key's row must stay as it was");
         put(&mut *s, "bystander", 6, 100);
         assert_value(&mut *s, "bystander", 6, 100);
@@ -537,9 +552,7 @@ conformance!(postgres_bytea_two_tablespaces, "postgres", "tablespaces = 2\nparti
 conformance!(postgres_file_partitions, "postgres", "mode = \"file\"\npartitions = 4", requires = "STOWBENCH_PG_URI");
 conformance!(mariadb_default, "mariadb", "", requires = "STOWBENCH_MARIADB_URI");
 conformance!(mariadb_file, "mariadb", "mode = \"file\"", requires = "STOWBENCH_MARIADB_URI");
-conformance!(
-    mariadb_file_row_then_file, "mariadb", "mode = \"file\"\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI"
-);
+conformance!(mariadb_file_row_then_file, "mariadb", "mode = \"file\"\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI");
 conformance!(mariadb_file_fsync, "mariadb", "mode = \"file\"\nfsync = true", requires = "STOWBENCH_MARIADB_URI");
 conformance!(mariadb_file_direct_row_then_file, "mariadb", "mode = \"file\"\ndirect = true\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI");
 conformance!(s3_default, "s3", "", requires = "STOWBENCH_S3_ENDPOINT");
@@ -599,10 +612,8 @@ fn real_backends_describe_every_option_and_honour_path() {
 /// they need it (postgres and mariadb file mode put their content files through the same helper).
 #[test]
 fn the_path_option_makes_one_directory_per_run_and_cleanup_removes_only_it() {
-    let local: Vec<&stowbench::backend::BackendKind> = stowbench::backend::registry()
-        .iter()
-        .filter(|k| k.options.iter().any(|o| o.name == "path") && !["postgres", "mariadb"].contains(&k.name))
-        .collect();
+    let local: Vec<&stowbench::backend::BackendKind> =
+        stowbench::backend::registry().iter().filter(|k| k.options.iter().any(|o| o.name == "path") && !["postgres", "mariadb"].contains(&k.name)).collect();
     let names: Vec<&str> = local.iter().map(|k| k.name).collect();
     assert_eq!(names, ["fs", "sqlite", "sqlite-file", "pack", "cfb", "zip"], "every local backend with a path option is checked");
     for kind in local {

@@ -2,11 +2,11 @@
 //! directories. One body per behaviour, expanded for each backend by `container_tests!` — the
 //! same shape as the shared conformance suite, so each line can move there unchanged.
 
+use std::io::Cursor;
+use std::path::Path;
 use stowbench::backend::namespace::MARKER_FILE;
 use stowbench::backend::options::Options;
 use stowbench::backend::{find, Backend, ErrorKind, Namespace, Session};
-use std::io::Cursor;
-use std::path::Path;
 
 /// Builds backend `name` with options written as TOML, in namespace directory `dir`.
 fn make(name: &str, options_toml: &str, dir: &Path) -> Box<dyn Backend> {
@@ -351,7 +351,8 @@ fn zip_failed_restore_is_reported_and_removes_the_key() {
     let mut bytes = std::fs::read(&path).unwrap();
     let at = bytes.windows(old.len()).position(|w| w == old.as_slice()).expect("stored entries hold the bytes as they are");
     bytes[at + 100] ^= 0xFF;
-    std::os::unix::fs::FileExt::write_all_at(&std::fs::OpenOptions::new().write(true).open(&path).unwrap(), &bytes[at + 100..at + 101], (at + 100) as u64).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&std::fs::OpenOptions::new().write(true).open(&path).unwrap(), &bytes[at + 100..at + 101], (at + 100) as u64)
+        .unwrap();
     let err = s.put("k", &mut Cursor::new(payload(2, 10)), 20).unwrap_err();
     assert!(err.message.contains("restoring the old value failed") && err.message.contains("CRC-32"), "{err}");
     assert_eq!(s.head("k").unwrap_err().kind, ErrorKind::NotFound);

@@ -139,7 +139,14 @@ fn damage_is_reported(target: &str, cut: Cut) {
         .as_array()
         .unwrap_or_else(|| panic!("no verification.mismatched: {v}\n{output}"))
         .iter()
-        .map(|m| (m["key"].as_str().unwrap().into(), m["kind"].as_str().unwrap().into(), m["offset_bytes"].as_u64().unwrap(), m["other_key"].as_str().map(String::from)))
+        .map(|m| {
+            (
+                m["key"].as_str().unwrap().into(),
+                m["kind"].as_str().unwrap().into(),
+                m["offset_bytes"].as_u64().unwrap(),
+                m["other_key"].as_str().map(String::from),
+            )
+        })
         .collect();
     listed.sort();
     assert_eq!(listed, expected(cut), "report: {v:#}\n{output}");
@@ -160,7 +167,6 @@ fn damage_is_reported(target: &str, cut: Cut) {
     assert!(kinds.contains(&"data_mismatch"), "{kinds:?}");
 }
 
-
 /// A container file cut short in the middle of its last entry (a torn tail): the object reads
 /// back truncated at the cut, named with the bytes that survived, and nothing else is listed.
 #[test]
@@ -170,7 +176,11 @@ fn a_pack_file_cut_short_reports_the_object_truncated() {
     let listed = v["mismatched"].as_array().unwrap_or_else(|| panic!("no verification.mismatched: {v}\n{output}"));
     assert_eq!(listed.len(), 1, "{v:#}\n{output}");
     let m = &listed[0];
-    assert_eq!((m["key"].as_str(), m["kind"].as_str(), m["offset_bytes"].as_u64()), (Some(key(OBJECTS - 1).as_str()), Some("truncated"), Some(TRUNCATED.1)), "{m}");
+    assert_eq!(
+        (m["key"].as_str(), m["kind"].as_str(), m["offset_bytes"].as_u64()),
+        (Some(key(OBJECTS - 1).as_str()), Some("truncated"), Some(TRUNCATED.1)),
+        "{m}"
+    );
     assert_eq!((m["expected_bytes"].as_u64(), m["actual_bytes"].as_u64()), (Some(SIZE_BYTES), Some(TRUNCATED.1)), "{m}");
     assert_eq!(v["checked"].as_u64(), Some(OBJECTS), "{v}");
     assert_eq!(code, Some(1), "{output}");
@@ -246,7 +256,11 @@ fn without_verification_the_report_says_the_data_was_not_verified() {
 #[test]
 fn a_before_command_that_fails_fails_the_case_with_its_message() {
     let job = job("backend = \"fs\"", true);
-    let job = job.lines().map(|l| if l.starts_with("before") { "before = [\"sh\", \"-c\", \"echo no disk >&2; exit 4\"]".to_string() } else { l.to_string() }).collect::<Vec<_>>().join("\n");
+    let job = job
+        .lines()
+        .map(|l| if l.starts_with("before") { "before = [\"sh\", \"-c\", \"echo no disk >&2; exit 4\"]".to_string() } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n");
     let (code, output, report) = run(&job, &[]);
     assert_eq!(code, Some(1), "{output}");
     let failure = report["cases"][0]["failure"].as_str().unwrap();
@@ -257,11 +271,18 @@ fn a_before_command_that_fails_fails_the_case_with_its_message() {
 fn a_before_command_that_does_not_exist_is_refused_with_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let job = job("backend = \"fs\"", true);
-    let job = job.lines().map(|l| if l.starts_with("before") { "before = [\"./no-such-script.sh\"]".to_string() } else { l.to_string() }).collect::<Vec<_>>().join("\n");
+    let job = job
+        .lines()
+        .map(|l| if l.starts_with("before") { "before = [\"./no-such-script.sh\"]".to_string() } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n");
     std::fs::write(dir.path().join("job.toml"), &job).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["validate", "job.toml"]).current_dir(dir.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     let line = job.lines().position(|l| l.starts_with("before")).unwrap() + 1;
     assert_eq!(out.status.code(), Some(2), "{text}");
-    assert!(text.contains(&format!("job.toml:{line}")) && text.contains("workload \"w\", field \"before\"") && text.contains("no-such-script.sh\" was not found"), "{text}");
+    assert!(
+        text.contains(&format!("job.toml:{line}")) && text.contains("workload \"w\", field \"before\"") && text.contains("no-such-script.sh\" was not found"),
+        "{text}"
+    );
 }

@@ -32,11 +32,7 @@ fn interrupt_stops_fio_and_removes_what_was_made() {
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().to_path_buf();
     // As root the full path (loop device + xfs); otherwise a directory target.
-    let target = if root_available("interrupt (loop part)") {
-        "{ fs = \"ext4\", size = \"64MiB\" }".to_string()
-    } else {
-        format!("\"{}\"", work.display())
-    };
+    let target = if root_available("interrupt (loop part)") { "{ fs = \"ext4\", size = \"64MiB\" }".to_string() } else { format!("\"{}\"", work.display()) };
     let sweep = sweep_on(&target);
     let started = Instant::now();
     let runner = {
@@ -63,9 +59,7 @@ fn interrupt_stops_fio_and_removes_what_was_made() {
 
 fn data_file_exists(work: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(work) else { return false };
-    entries.flatten().any(|ns| {
-        [ns.path().join("data/stow.0.0"), ns.path().join("mnt/data/stow.0.0")].iter().any(|p| p.exists())
-    })
+    entries.flatten().any(|ns| [ns.path().join("data/stow.0.0"), ns.path().join("mnt/data/stow.0.0")].iter().any(|p| p.exists()))
 }
 
 /// Child half of the crash test: prepares a loop filesystem in $STOWBENCH_FIO_CRASH_DIR, says

@@ -111,7 +111,8 @@ fn cli_dry_run_creates_nothing_and_a_run_writes_the_run_report() {
     let dir = tmp.path().display().to_string();
     let (results, charts) = (tmp.path().join("results"), tmp.path().join("charts.csv"));
     let (results_arg, charts_arg) = (results.display().to_string(), charts.display().to_string());
-    let base = ["x", "--target", &dir, "--work-dir", &dir, "--ioengine", "null", "--rw", "read,randread", "--size", "1MiB", "--runtime", "500ms", "--ramp-time", "0s"];
+    let base =
+        ["x", "--target", &dir, "--work-dir", &dir, "--ioengine", "null", "--rw", "read,randread", "--size", "1MiB", "--runtime", "500ms", "--ramp-time", "0s"];
     let never = AtomicBool::new(false);
     let dry = Wrapper::parse_from(base.iter().chain(&["--iodepth", "1..4", "--dry-run"]));
     assert_eq!(cli_run(&dry.args, Vec::new(), &never), Ok(0));

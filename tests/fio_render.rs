@@ -66,7 +66,12 @@ struct Golden {
 }
 
 const GOLDEN: &[Golden] = &[
-    Golden { file: "e3_xfs_randread_bs8KiB_j4_qd16.fio", toml: E3, case_id: "fio/e3/xfs/randread/bs8KiB/j4/qd16/f1/s50MB", target_path: "/run/sb/stowbench-fio-r1-xfs/mnt/data" },
+    Golden {
+        file: "e3_xfs_randread_bs8KiB_j4_qd16.fio",
+        toml: E3,
+        case_id: "fio/e3/xfs/randread/bs8KiB/j4/qd16/f1/s50MB",
+        target_path: "/run/sb/stowbench-fio-r1-xfs/mnt/data",
+    },
     Golden {
         file: "e4_dir_randrw70_f8_shared.fio",
         toml: r#"

@@ -279,9 +279,10 @@ fn run_with_errno(target: &Target, fault: Option<&Fault>, retries: u32, trace: b
         .ok()
         .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path().join("report.json")).filter(|p| p.exists())))
         .map(|p| common::assert_valid_report(&p));
-    let verified = b.join("verified").exists().then(|| {
-        lines("verified").iter().map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())).unwrap()).collect()
-    });
+    let verified = b
+        .join("verified")
+        .exists()
+        .then(|| lines("verified").iter().map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())).unwrap()).collect());
     let mut counts = BTreeMap::new();
     for line in lines("counts") {
         for (family, n) in line.split(' ').skip(1).filter_map(|kv| kv.split_once('=')) {
@@ -526,7 +527,11 @@ fn a_failed_fsync_is_never_retried_into_a_reported_success() {
             r.trace[at + 1..j].iter().any(|l| l.starts_with("write ") && l.ends_with(path))
         });
         if !rewritten {
-            problems.push(format!("{}: no new write before the next fsync after the failed one:\n{}", r.label, r.trace[at..].iter().take(12).cloned().collect::<Vec<_>>().join("\n")));
+            problems.push(format!(
+                "{}: no new write before the next fsync after the failed one:\n{}",
+                r.label,
+                r.trace[at..].iter().take(12).cloned().collect::<Vec<_>>().join("\n")
+            ));
         }
 
         let from_then_on = Fault { family: "fsync", nth, persistent: true };

@@ -5,12 +5,12 @@
 //! The rule under test: opening never panics, and a get returns exactly bytes that were put for
 //! that key — or NotFound — never anything else.
 
-use stowbench::backend::ErrorKind;
-use stowbench::pack::record::FILE_HEADER_BYTES;
-use stowbench::pack::{compact, PackStore};
 use std::collections::HashMap;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use stowbench::backend::ErrorKind;
+use stowbench::pack::record::FILE_HEADER_BYTES;
+use stowbench::pack::{compact, PackStore};
 
 const DATA_FILE: &str = "g000001-s0000.pack";
 const INDEX_FILE: &str = "g000001.index";
@@ -386,7 +386,16 @@ fn an_index_that_does_not_fit_the_data_files_is_ignored_for_a_full_scan() {
     build_pack(&other, 5, 23);
     let cut = ops[30].end;
     let cases: Vec<(&str, Vec<u8>, Vec<u8>, u64)> = vec![
-        ("flipped index byte", original.clone(), { let mut i = index.clone(); i[100] ^= 4; i }, u64::MAX),
+        (
+            "flipped index byte",
+            original.clone(),
+            {
+                let mut i = index.clone();
+                i[100] ^= 4;
+                i
+            },
+            u64::MAX,
+        ),
         ("truncated index", original.clone(), index[..index.len() - 3].to_vec(), u64::MAX),
         ("data file shorter than indexed", original[..cut as usize].to_vec(), index.clone(), cut),
         ("index of another pack", original.clone(), std::fs::read(other.join(INDEX_FILE)).unwrap(), u64::MAX),

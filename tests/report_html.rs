@@ -142,7 +142,11 @@ fn a_run_writes_report_html_beside_report_json_and_report_renders_the_same_page(
     std::fs::create_dir_all(&dir).unwrap();
     let job = "version = 1\nname = \"page\"\n[[target]]\nname = \"sim\"\nbackend = \"sim\"\nlatency = \"1ms\"\n[[workload]]\nname = \"w\"\nsizes = [\"1KiB\", \"4KiB\"]\nobjects = 5\nphases = [\"put\", \"get\"]\n";
     std::fs::write(dir.join("job.toml"), job).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["run", "job.toml", "--out", "out", "--work-dir", ".", "--no-progress"]).current_dir(&dir).output().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["run", "job.toml", "--out", "out", "--work-dir", ".", "--no-progress"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let stamp = std::fs::read_dir(dir.join("out")).unwrap().next().unwrap().unwrap().path();
     let written = std::fs::read_to_string(stamp.join("report.html")).expect("report.html beside report.json");

@@ -87,7 +87,16 @@ fn csv_matches_its_golden_files_with_one_row_per_case_and_operation() {
     let (header, rows) = objects.split_first().unwrap();
     assert_eq!(rows.len(), 12 * 2, "12 cases × (put, get), one operation each");
     assert!(rows.iter().all(|r| r.len() == header.len()), "every row has every column");
-    for column in ["run_id", "case_id", "phase", "op", "resources.client_rss_peak_bytes", "disk.allocated_bytes", "phase.throughput_total.bytes_per_s", "op.latency.p99_ns"] {
+    for column in [
+        "run_id",
+        "case_id",
+        "phase",
+        "op",
+        "resources.client_rss_peak_bytes",
+        "disk.allocated_bytes",
+        "phase.throughput_total.bytes_per_s",
+        "op.latency.p99_ns",
+    ] {
         assert!(header.iter().any(|h| h == column), "objects CSV lacks {column}: {header:?}");
     }
     let fio = parse_csv(&render_report("csv", &load("fio-a")));
@@ -150,7 +159,10 @@ fn comparing_the_fio_fixtures_pairs_by_conditions_without_enough_repeats() {
     assert!(!c.rows.is_empty() && c.unmatched.is_empty());
     assert!(c.rows.iter().all(|r| r.matched_by == MatchedBy::Conditions && r.verdict == Verdict::NotEnoughRepeats));
     let first = &c.rows[0];
-    assert_eq!((first.case.as_str(), first.candidate_case.as_str()), ("fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB", "fio/fb/dir/randread/bs4KiB/j1/qd1/f1/s1MiB"));
+    assert_eq!(
+        (first.case.as_str(), first.candidate_case.as_str()),
+        ("fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB", "fio/fb/dir/randread/bs4KiB/j1/qd1/f1/s1MiB")
+    );
 }
 
 #[test]

@@ -16,11 +16,7 @@ struct Run {
 fn run_job(job: &str) -> Result<Run, String> {
     let dir = tempfile::tempdir().unwrap();
     let plan = stowbench::job::load_text(job, "test.toml")?;
-    let opts = RunOptions {
-        report_path: dir.path().join("out/report.json"),
-        work_dir: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    };
+    let opts = RunOptions { report_path: dir.path().join("out/report.json"), work_dir: Some(dir.path().to_path_buf()), ..Default::default() };
     let outcome = runner::run(&plan, &opts, &AtomicBool::new(false))?;
     common::assert_valid_report(&opts.report_path);
     Ok(Run { report: outcome.report, exit_code: outcome.exit_code, _dir: dir })
@@ -351,7 +347,8 @@ fn an_open_loop_rate_the_backend_cannot_keep_is_reported_as_behind() {
 /// at once; the backoff shows in the latency, as a client would wait it.
 #[test]
 fn retries_stop_when_the_budget_is_spent_and_their_backoff_is_part_of_the_latency() {
-    let run = run_job(&sim_job("fail_every = 1\nlatency = \"1ms\"", "sizes = [100]\nobjects = 50\nretries = 5\nmax_error_ratio = 1\nphases = [\"put\"]")).unwrap();
+    let run =
+        run_job(&sim_job("fail_every = 1\nlatency = \"1ms\"", "sizes = [100]\nobjects = 50\nretries = 5\nmax_error_ratio = 1\nphases = [\"put\"]")).unwrap();
     let put = &run.report.cases[0].phases[0].ops["put"];
     assert_eq!(put.errors.get("timeout"), Some(&50), "{put:?}");
     // Puts 1–20 retry 5 times each, then the budget of 100 is spent: nothing succeeds to refill it.

@@ -16,11 +16,9 @@ use stowbench::backend::options::Options;
 use stowbench::backend::server::owned_name;
 use stowbench::backend::{Backend, ErrorKind, Namespace, Session};
 
-
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is set"))
 }
-
 
 // ---- fixtures ----
 

@@ -12,10 +12,10 @@
 mod common;
 
 use common::{PayloadReader, VerifyingSink};
+use std::time::Instant;
 use stowbench::backend::options::Options;
 use stowbench::backend::sqlite::{KEY_BYTES_AT_LIMIT, MAX_OBJECT_BYTES};
 use stowbench::backend::{ErrorKind, Namespace};
-use std::time::Instant;
 
 /// How far peak RSS may rise above the RSS before a put + get, in bytes.
 const ALLOWED_GROWTH_BYTES: u64 = 64 << 20;

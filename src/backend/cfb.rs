@@ -116,8 +116,7 @@ pub fn key_of(path: &str) -> Option<String> {
         hex.push_str(storage.strip_prefix('+')?);
     }
     hex.push_str(stream.strip_prefix('=').or_else(|| stream.strip_prefix('#'))?);
-    let bytes: Option<Vec<u8>> =
-        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
+    let bytes: Option<Vec<u8>> = (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
     String::from_utf8(bytes?).ok()
 }
 

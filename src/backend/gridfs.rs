@@ -80,7 +80,10 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let endpoint = server::endpoint(options, "gridfs", URI_ENV)?;
     let chunk = options.size("chunk_size", ByteSize(255 * 1024))?.0;
     if !(1024..=CHUNK_MAX_BYTES).contains(&chunk) {
-        return Err(format!("target \"{}\": option \"chunk_size\" is {chunk} bytes; use 1KiB to 15MiB (a chunk is one document, at most 16 MiB)", options.target));
+        return Err(format!(
+            "target \"{}\": option \"chunk_size\" is {chunk} bytes; use 1KiB to 15MiB (a chunk is one document, at most 16 MiB)",
+            options.target
+        ));
     }
     let mut shared = Shared {
         connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
@@ -134,7 +137,8 @@ pub fn probe(uri: &str) -> Result<String, String> {
 
 impl Shared {
     fn connect(&self) -> BResult<Client> {
-        let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("gridfs", &self.endpoint, &format!("cannot connect: {e}")));
+        let fail =
+            |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("gridfs", &self.endpoint, &format!("cannot connect: {e}")));
         let mut opts = ClientOptions::parse(&self.endpoint.uri).run().map_err(|e| fail(&e))?;
         let timeout = Duration::from_nanos(self.connect_timeout.0);
         opts.connect_timeout = Some(timeout);
@@ -211,7 +215,8 @@ impl Backend for GridFsBackend {
         // The driver creates the GridFS indexes on a bucket's first upload; creating them here
         // keeps that cost out of the first measured put.
         let db = s.database(&self.admin);
-        let indexes = [(format!("{}.files", s.bucket), doc! { "filename": 1, "uploadDate": 1 }), (format!("{}.chunks", s.bucket), doc! { "files_id": 1, "n": 1 })];
+        let indexes =
+            [(format!("{}.files", s.bucket), doc! { "filename": 1, "uploadDate": 1 }), (format!("{}.chunks", s.bucket), doc! { "files_id": 1, "n": 1 })];
         for (i, (collection, keys)) in indexes.into_iter().enumerate() {
             let unique = i == 1;
             let spec = doc! { "createIndexes": collection, "indexes": [ { "key": keys, "name": if unique { "files_id_1_n_1" } else { "filename_1_uploadDate_1" }, "unique": unique } ] };
@@ -426,7 +431,10 @@ impl GridFsSession {
             };
             let want = size.min(file.length.saturating_sub(n * size));
             if n >= count || number(&chunk, "n") != n || data.len() as u64 != want {
-                return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} is out of order, extra or {} bytes instead of {want}", file.filename, data.len())));
+                return Err(BackendError::new(
+                    ErrorKind::Corrupt,
+                    format!("gridfs: chunk {n} of {:?} is out of order, extra or {} bytes instead of {want}", file.filename, data.len()),
+                ));
             }
             sink.write_all(data)?;
             n += 1;

@@ -52,17 +52,13 @@ const OPTIONS: &[OptionDoc] = &[
         help: "file mode: file-then-row (a crash leaves at worst an orphan file) \
                or row-then-file (a row can point at a missing file)",
     },
+    OptionDoc { name: "fsync", default: "false", help: "file mode: fsync each content file before its rename and its directory after it" },
+    OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory under which the run's directory for the content files is created" },
     OptionDoc {
-        name: "fsync",
+        name: "direct",
         default: "false",
-        help: "file mode: fsync each content file before its rename and its directory after it",
+        help: "file mode: read and write content files with O_DIRECT, around the page cache; refused where the filesystem lacks it",
     },
-    OptionDoc {
-        name: "path",
-        default: "<run directory>",
-        help: "file mode: directory under which the run's directory for the content files is created",
-    },
-    OptionDoc { name: "direct", default: "false", help: "file mode: read and write content files with O_DIRECT, around the page cache; refused where the filesystem lacks it" },
     OptionDoc { name: "engine", default: "InnoDB", help: "storage engine of the table" },
     OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
     OptionDoc {
@@ -70,7 +66,11 @@ const OPTIONS: &[OptionDoc] = &[
         default: "0s",
         help: "abort any statement running longer (MariaDB's max_statement_time; a timeout error the workload's retries may retry); 0s: never",
     },
-    OptionDoc { name: "server_pid", default: "<found>", help: "mariadbd pid for CPU/memory figures (default: STOWBENCH_MARIADB_PID, @@pid_file, or the port's listener)" },
+    OptionDoc {
+        name: "server_pid",
+        default: "<found>",
+        help: "mariadbd pid for CPU/memory figures (default: STOWBENCH_MARIADB_PID, @@pid_file, or the port's listener)",
+    },
     OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: @@datadir, or STOWBENCH_MARIADB_DATA)" },
 ];
 
@@ -197,7 +197,15 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
 
 /// Settings that decide durability and limits (read, never changed).
 fn read_settings(conn: &mut Conn) -> Result<BTreeMap<String, String>, mysql::Error> {
-    let names = ["innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin", "innodb_doublewrite", "innodb_flush_method", "innodb_log_file_size", "innodb_buffer_pool_size"];
+    let names = [
+        "innodb_flush_log_at_trx_commit",
+        "sync_binlog",
+        "log_bin",
+        "innodb_doublewrite",
+        "innodb_flush_method",
+        "innodb_log_file_size",
+        "innodb_buffer_pool_size",
+    ];
     let mut out = BTreeMap::new();
     for name in names {
         let value: Option<Option<String>> = conn.query_first(format!("SELECT CAST(@@global.{name} AS CHAR)")).ok();
@@ -211,7 +219,13 @@ fn read_settings(conn: &mut Conn) -> Result<BTreeMap<String, String>, mysql::Err
 /// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
-    let shared = Shared { endpoint: server::endpoint(&options, "mariadb", URI_ENV)?, connect_timeout: Nanos(5_000_000_000), statement_timeout: Nanos(0), table: String::new(), max_object_bytes: 0 };
+    let shared = Shared {
+        endpoint: server::endpoint(&options, "mariadb", URI_ENV)?,
+        connect_timeout: Nanos(5_000_000_000),
+        statement_timeout: Nanos(0),
+        table: String::new(),
+        max_object_bytes: 0,
+    };
     let mut conn = shared.connect().map_err(|e| e.message)?;
     let row: Option<(String, u64)> = conn.query_first("SELECT VERSION(), @@global.max_allowed_packet").map_err(|e| shared.error(e).message)?;
     let (version, packet) = row.unwrap_or_default();
@@ -220,7 +234,8 @@ pub fn probe(uri: &str) -> Result<String, String> {
 
 impl Shared {
     fn connect(&self) -> BResult<Conn> {
-        let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("mariadb", &self.endpoint, &format!("cannot connect: {e}")));
+        let fail =
+            |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("mariadb", &self.endpoint, &format!("cannot connect: {e}")));
         let opts = Opts::from_url(&self.endpoint.uri).map_err(|e| fail(&e))?;
         // TCP as the URI says: the crate would otherwise switch to the server's Unix socket when
         // it finds one, which measures a different transport than the other server backends.
@@ -323,8 +338,10 @@ impl Backend for MariaBackend {
         // bytes) and a version suffix fit in 2048 bytes.
         let columns = match self.file {
             None => "k VARBINARY(512) NOT NULL PRIMARY KEY, data LONGBLOB NOT NULL",
-            Some(_) => "k VARBINARY(512) NOT NULL PRIMARY KEY, size_bytes BIGINT UNSIGNED NOT NULL, \
-                        path VARBINARY(2048) NOT NULL, created_ns BIGINT NOT NULL",
+            Some(_) => {
+                "k VARBINARY(512) NOT NULL PRIMARY KEY, size_bytes BIGINT UNSIGNED NOT NULL, \
+                        path VARBINARY(2048) NOT NULL, created_ns BIGINT NOT NULL"
+            }
         };
         // The ownership note in the same statement: the table never exists without it.
         let sql = format!("CREATE TABLE IF NOT EXISTS `{}` ({columns}) ENGINE={} COMMENT='{}'", s.table, self.engine, self.owner);
@@ -370,7 +387,13 @@ impl Backend for MariaBackend {
         let mut usage = match &self.data_dir {
             Some(dir) => {
                 let base = dir.join(&self.database).join(&s.table);
-                server::usage_of_files(&[base.with_extension("ibd"), base.with_extension("MYD"), base.with_extension("MYI"), base.with_extension("MAD"), base.with_extension("MAI")])
+                server::usage_of_files(&[
+                    base.with_extension("ibd"),
+                    base.with_extension("MYD"),
+                    base.with_extension("MYI"),
+                    base.with_extension("MAD"),
+                    base.with_extension("MAI"),
+                ])
             }
             None => DiskUsage::default(),
         };
@@ -502,7 +525,8 @@ impl Session for MariaSession {
     fn head(&mut self, key: &str) -> BResult<u64> {
         revive(&mut self.conn, &self.sockets, &self.shared)?;
         let s = self.shared.clone();
-        let len: Option<u64> = self.conn.exec_first(format!("SELECT LENGTH(data) FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
+        let len: Option<u64> =
+            self.conn.exec_first(format!("SELECT LENGTH(data) FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         len.ok_or_else(|| BackendError::not_found(key))
     }
 
@@ -596,4 +620,3 @@ impl Rows for MariaRows {
         Some(self.sockets.cut_handle())
     }
 }
-

@@ -30,10 +30,7 @@ pub struct Namespace {
 
 /// Makes a name safe for SQL identifiers and object prefixes: lowercase [a-z0-9_], at most 48 chars.
 pub fn safe_name(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
-        .collect();
+    let mut out: String = text.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
     out.truncate(48);
     out
 }
@@ -143,12 +140,7 @@ pub fn remove(dir: &Path) -> Result<(), String> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             return Err(format!("cannot remove {}: stat of its marker {} failed: {e}", dir.display(), marker.display()))
         }
-        _ => {
-            return Err(format!(
-                "refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it",
-                dir.display()
-            ))
-        }
+        _ => return Err(format!("refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it", dir.display())),
     }
     refuse_if_pinned(dir)?;
     let failed = |e: String| format!("cannot remove {}: {e}", dir.display());
@@ -209,11 +201,7 @@ pub fn empty(dir: &Path) -> Result<(), String> {
             continue;
         }
         let path = entry.path();
-        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            fs::remove_dir_all(&path)
-        } else {
-            fs::remove_file(&path)
-        };
+        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
         result.map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
     }
     Ok(())

@@ -56,14 +56,8 @@ impl Options {
         let names: Vec<&str> = docs.iter().map(|d| d.name).collect();
         for key in self.table.keys() {
             if !names.contains(&key.as_str()) {
-                let hint = crate::suggest::did_you_mean(key, &names)
-                    .map(|s| format!(" Did you mean \"{s}\"?"))
-                    .unwrap_or_default();
-                return Err(format!(
-                    "{}: unknown option \"{key}\" for backend {backend}.{hint} Its options are: {}",
-                    self.context_of(key),
-                    names.join(", ")
-                ));
+                let hint = crate::suggest::did_you_mean(key, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+                return Err(format!("{}: unknown option \"{key}\" for backend {backend}.{hint} Its options are: {}", self.context_of(key), names.join(", ")));
             }
         }
         Ok(())

@@ -185,7 +185,18 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         ));
     }
     let waits = (wait_sample_ns > 0).then(|| WaitSampler::new(wait_sample_ns));
-    Ok(Box::new(PgBackend { shared: Arc::new(shared), files, external_storage, server_version, settings, server_pid, data_dir, waits, options: options.clone(), owner: server::owner_note(ns) }))
+    Ok(Box::new(PgBackend {
+        shared: Arc::new(shared),
+        files,
+        external_storage,
+        server_version,
+        settings,
+        server_pid,
+        data_dir,
+        waits,
+        options: options.clone(),
+        owner: server::owner_note(ns),
+    }))
 }
 
 /// The server's version and the settings that decide durability (read, never changed).
@@ -203,7 +214,19 @@ fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let endpoint = server::endpoint(&options, "postgres", URI_ENV)?;
-    let shared = Shared { endpoint, connect_timeout: Nanos(5_000_000_000), statement_timeout: Nanos(0), mode: Mode::Bytea, table: String::new(), layout: Layout::default(), lock_class: 0, chunk_bytes: 0, file_mode: super::fs::WriteMode::default(), files_root: PathBuf::new(), max_bytes: None };
+    let shared = Shared {
+        endpoint,
+        connect_timeout: Nanos(5_000_000_000),
+        statement_timeout: Nanos(0),
+        mode: Mode::Bytea,
+        table: String::new(),
+        layout: Layout::default(),
+        lock_class: 0,
+        chunk_bytes: 0,
+        file_mode: super::fs::WriteMode::default(),
+        files_root: PathBuf::new(),
+        max_bytes: None,
+    };
     let mut client = shared.connect().map_err(|e| e.message)?;
     let (version, _) = read_settings(&mut client).map_err(|e| shared.endpoint.secrets.scrub(&e.to_string()))?;
     Ok(format!("PostgreSQL {version}"))
@@ -211,7 +234,8 @@ pub fn probe(uri: &str) -> Result<String, String> {
 
 impl Shared {
     fn connect(&self) -> BResult<Client> {
-        let fail = |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
+        let fail =
+            |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
         let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
         config.connect_timeout(std::time::Duration::from_nanos(self.connect_timeout.0)).application_name("stowbench");
         config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))
@@ -239,7 +263,9 @@ impl Shared {
     fn error(&self, e: postgres::Error) -> BackendError {
         use postgres::error::SqlState;
         let kind = match e.code() {
-            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::LOCK_NOT_AVAILABLE => ErrorKind::Conflict,
+            Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::LOCK_NOT_AVAILABLE => {
+                ErrorKind::Conflict
+            }
             Some(c) if *c == SqlState::QUERY_CANCELED => ErrorKind::Timeout,
             Some(c) if *c == SqlState::PROGRAM_LIMIT_EXCEEDED || *c == SqlState::OUT_OF_MEMORY => ErrorKind::TooLarge,
             Some(c) if c.code().starts_with("53") || c.code().starts_with("58") => ErrorKind::Io,
@@ -257,7 +283,9 @@ impl Shared {
     /// Refuses a put above the declared limit before reading any of its body.
     fn check_size(&self, len: u64) -> BResult<()> {
         match self.max_bytes {
-            Some(max) if len > max => Err(BackendError::new(ErrorKind::TooLarge, format!("postgres {:?} mode stores at most {max} bytes per object; this one has {len}", self.mode))),
+            Some(max) if len > max => {
+                Err(BackendError::new(ErrorKind::TooLarge, format!("postgres {:?} mode stores at most {max} bytes per object; this one has {len}", self.mode)))
+            }
             _ => Ok(()),
         }
     }
@@ -313,7 +341,11 @@ impl Backend for PgBackend {
         let fsync = self.settings.get("fsync").map(String::as_str).unwrap_or("?");
         let mut durability = format!("commit of one transaction per put; server synchronous_commit = {sync}, fsync = {fsync}");
         if s.mode == Mode::File {
-            durability += if s.file_mode.fsync { "; content file fsynced with its directory before the row commits" } else { "; content file NOT fsynced (page cache only)" };
+            durability += if s.file_mode.fsync {
+                "; content file fsynced with its directory before the row commits"
+            } else {
+                "; content file NOT fsynced (page cache only)"
+            };
         }
         let mut data_paths: Vec<PathBuf> = self.data_dir.iter().cloned().collect();
         if s.mode == Mode::File {

@@ -7,9 +7,9 @@
 //! to a temporary name and renamed (`fs::write_file_atomically`), so no reader ever sees a
 //! half-written file. A row names its file by a path relative to that directory.
 
+use super::fs::WriteMode;
 use super::options::{OptionDoc, Options};
 use super::{BResult, BackendError, ErrorKind};
-use super::fs::WriteMode;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -70,7 +70,9 @@ pub fn durability(order: Order, mode: WriteMode) -> String {
         (false, false) => "content file not fsynced (page cache; a power cut can lose it even after the row commits)",
         // O_DIRECT skips the page cache, not the device's cache, and the file's metadata and
         // directory entry still wait for writeback.
-        (false, true) => "content file written with O_DIRECT but not fsynced (device cache and metadata unflushed; a power cut can lose it even after the row commits)",
+        (false, true) => {
+            "content file written with O_DIRECT but not fsynced (device cache and metadata unflushed; a power cut can lose it even after the row commits)"
+        }
     };
     let order = match order {
         Order::FileThenRow => "file written, then row committed",
@@ -280,9 +282,7 @@ impl ContentFiles {
                      (order = row-then-file: written after the commit, or lost in a crash)"
                 ),
             ),
-            Order::FileThenRow => {
-                BackendError::new(ErrorKind::Corrupt, format!("key \"{key}\": its row names file {path}, which is missing"))
-            }
+            Order::FileThenRow => BackendError::new(ErrorKind::Corrupt, format!("key \"{key}\": its row names file {path}, which is missing")),
         }
     }
 }

@@ -107,7 +107,9 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let mut endpoint = server::endpoint(options, "s3", URI_ENV)?;
     let key_env = options.string("access_key_env", "AWS_ACCESS_KEY_ID")?;
     let secret_env = options.string("secret_key_env", "AWS_SECRET_ACCESS_KEY")?;
-    let missing = |name: &str| format!("target \"{}\": backend s3 needs the environment variable {name} (credentials are read only from the environment)", options.target);
+    let missing = |name: &str| {
+        format!("target \"{}\": backend s3 needs the environment variable {name} (credentials are read only from the environment)", options.target)
+    };
     let access_key = std::env::var(&key_env).map_err(|_| missing(&key_env))?;
     let secret_key = std::env::var(&secret_env).map_err(|_| missing(&secret_env))?;
     endpoint.secrets.add(&secret_key);
@@ -143,7 +145,11 @@ pub fn probe(uri: &str) -> Result<String, String> {
     let ns = Namespace { run_id: "probe".into(), dir, name: "probe".into() };
     let backend = construct(&options, &ns)?;
     let info = backend.describe();
-    Ok(format!("S3 endpoint answers as \"{}\"; bucket \"{}\" is reachable", info.versions.get("server").cloned().unwrap_or_default(), info.options["bucket"].as_str().unwrap_or("")))
+    Ok(format!(
+        "S3 endpoint answers as \"{}\"; bucket \"{}\" is reachable",
+        info.versions.get("server").cloned().unwrap_or_default(),
+        info.options["bucket"].as_str().unwrap_or("")
+    ))
 }
 
 impl Client {
@@ -213,7 +219,11 @@ impl Client {
         use object_store::signer::{Method, Signer};
         let s = &self.settings;
         let url = self.store.signed_url(Method::PUT, &ObjectPath::from(""), Duration::from_secs(300)).await.map_err(|e| self.error(e))?;
-        let response = reqwest::Client::new().put(url.as_str()).send().await.map_err(|e| BackendError::new(ErrorKind::Connection, s.endpoint.secrets.scrub(&e.to_string())))?;
+        let response = reqwest::Client::new()
+            .put(url.as_str())
+            .send()
+            .await
+            .map_err(|e| BackendError::new(ErrorKind::Connection, s.endpoint.secrets.scrub(&e.to_string())))?;
         let status = response.status();
         if !status.is_success() && status.as_u16() != 409 {
             let body = response.text().await.unwrap_or_default();
@@ -263,7 +273,10 @@ impl Backend for S3Backend {
         let max = S3_MAX_OBJECT_BYTES.min(s.part_bytes.saturating_mul(10_000));
         Capabilities {
             max_object_bytes: Some(max),
-            max_object_hint: Some(format!("S3 allows 10,000 parts per upload and 5 TiB per object; with part_size = {} bytes that is {max} bytes; raise part_size", s.part_bytes)),
+            max_object_hint: Some(format!(
+                "S3 allows 10,000 parts per upload and 5 TiB per object; with part_size = {} bytes that is {max} bytes; raise part_size",
+                s.part_bytes
+            )),
             ..Capabilities::default()
         }
     }

@@ -69,7 +69,10 @@ impl Endpoint {
     /// `discovered` (a backend-specific guess), else the local process listening on the URI's port.
     pub fn server_pid(&self, options: &Options, pid_env: &str, default_port: u16, discovered: Option<u32>) -> Result<Option<u32>, String> {
         if let Some(pid) = options.table.get("server_pid") {
-            let pid = pid.as_integer().filter(|p| *p > 0).ok_or_else(|| format!("target \"{}\": option \"server_pid\" must be a positive integer", options.target))?;
+            let pid = pid
+                .as_integer()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("target \"{}\": option \"server_pid\" must be a positive integer", options.target))?;
             if !pid_alive(pid as u32) {
                 return Err(format!("target \"{}\": option \"server_pid\" = {pid}: no such process", options.target));
             }
@@ -327,10 +330,7 @@ pub fn owner_note(ns: &Namespace) -> String {
 pub fn locked_version(name: &str) -> String {
     const LOCK: &str = include_str!("../../Cargo.lock");
     let needle = format!("name = \"{name}\"\nversion = \"");
-    LOCK.find(&needle)
-        .and_then(|i| LOCK[i + needle.len()..].split('"').next())
-        .unwrap_or("?")
-        .to_string()
+    LOCK.find(&needle).and_then(|i| LOCK[i + needle.len()..].split('"').next()).unwrap_or("?").to_string()
 }
 
 /// Allocated bytes, apparent bytes and file count of `files` (missing files count zero).
@@ -406,10 +406,7 @@ pub fn unconfigured(backend: &str, options: &Options) -> Option<(String, String)
     }
     Some((
         format!("no {backend} server configured: {env_name} is not set"),
-        format!(
-            "scripts/services.sh start && eval \"$(scripts/services.sh env)\" (local test servers), or export {env_name}={}...",
-            probe.schemes[0]
-        ),
+        format!("scripts/services.sh start && eval \"$(scripts/services.sh env)\" (local test servers), or export {env_name}={}...", probe.schemes[0]),
     ))
 }
 

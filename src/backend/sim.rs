@@ -32,11 +32,19 @@ const OPTIONS: &[OptionDoc] = &[
     OptionDoc { name: "fail_every", default: "0", help: "every Nth operation of a session fails (0: never)" },
     OptionDoc { name: "fail_kind", default: "timeout", help: "error kind of injected faults" },
     OptionDoc { name: "corrupt_every", default: "0", help: "every Nth put of a session stores one flipped byte: damage at rest (0: never)" },
-    OptionDoc { name: "garble_every", default: "0", help: "every Nth get of a session returns one flipped byte, the stored copy intact: damage in transfer (0: never)" },
+    OptionDoc {
+        name: "garble_every",
+        default: "0",
+        help: "every Nth get of a session returns one flipped byte, the stored copy intact: damage in transfer (0: never)",
+    },
     OptionDoc { name: "max_object_bytes", default: "", help: "refuse objects larger than this (to test limits)" },
     OptionDoc { name: "growth_per_object", default: "0ns", help: "extra put time per object already stored (to test growth curves)" },
     OptionDoc { name: "panic_at", default: "0", help: "the Nth operation of a session panics, like a backend bug (0: never)" },
-    OptionDoc { name: "stall_at", default: "0", help: "the Nth operation of a session stalls for `stall` on top of its latency, like a server pause (0: never)" },
+    OptionDoc {
+        name: "stall_at",
+        default: "0",
+        help: "the Nth operation of a session stalls for `stall` on top of its latency, like a server pause (0: never)",
+    },
     OptionDoc { name: "stall", default: "1s", help: "how long the stall of stall_at lasts" },
 ];
 
@@ -72,11 +80,8 @@ fn parse_kind(name: &str) -> Option<ErrorKind> {
 fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("sim", OPTIONS)?;
     let latency = options.duration("latency", Nanos(1_000_000))?;
-    let kind_name = options.choice(
-        "fail_kind",
-        &["not_found", "too_large", "timeout", "conflict", "connection", "io", "corrupt", "unsupported", "other"],
-        "timeout",
-    )?;
+    let kind_name =
+        options.choice("fail_kind", &["not_found", "too_large", "timeout", "conflict", "connection", "io", "corrupt", "unsupported", "other"], "timeout")?;
     let max = options.size("max_object_bytes", crate::units::ByteSize(u64::MAX))?.0;
     let config = SimConfig {
         virtual_clock: options.choice("clock", &["virtual", "real"], "virtual")? == "virtual",
@@ -106,12 +111,7 @@ impl Backend for SimBackend {
     }
 
     fn describe(&self) -> BackendInfo {
-        BackendInfo {
-            backend: "sim".into(),
-            options: self.options.redacted_json(),
-            durability: "none: in-memory test tool".into(),
-            ..Default::default()
-        }
+        BackendInfo { backend: "sim".into(), options: self.options.redacted_json(), durability: "none: in-memory test tool".into(), ..Default::default() }
     }
 
     fn prepare(&self) -> BResult<()> {

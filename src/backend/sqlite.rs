@@ -437,10 +437,8 @@ impl Session for SqliteSession {
             let stmt = self.small_get_statement(row)?;
             let found = stmt.query(row.id, (!row.exact).then_some(key), threshold).context("get: find row")?;
             let found = found.ok_or_else(|| BackendError::not_found(key))?;
-            let size_bytes = found
-                .integer(0)
-                .and_then(|n| u64::try_from(n).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, n)))
-                .context("get: read size")?;
+            let size_bytes =
+                found.integer(0).and_then(|n| u64::try_from(n).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, n))).context("get: read size")?;
             if size_bytes <= threshold_bytes {
                 let body = found.blob(1).context("get: read body")?;
                 check_length(key, size_bytes, body.len() as u64)?;
@@ -482,10 +480,7 @@ impl Session for SqliteSession {
 /// The stored BLOB must be as long as the row says; anything else is corruption, not a short read.
 fn check_length(key: &str, size_bytes: u64, stored_bytes: u64) -> BResult<()> {
     if stored_bytes != size_bytes {
-        return Err(BackendError::new(
-            ErrorKind::Corrupt,
-            format!("key \"{key}\": row says {size_bytes} bytes but its BLOB holds {stored_bytes}"),
-        ));
+        return Err(BackendError::new(ErrorKind::Corrupt, format!("key \"{key}\": row says {size_bytes} bytes but its BLOB holds {stored_bytes}")));
     }
     Ok(())
 }
@@ -507,8 +502,7 @@ mod tests {
             let max = 1_000_000 - ROW_OVERHEAD_BYTES - KEY_BYTES_AT_LIMIT;
             conn.query_row(schema.upsert(), params![id, key, max as i64, ZeroBlob(max)], |r| r.get::<_, i64>(0)).unwrap();
             let too_big = 1_000_000 - key.len() as u64;
-            let err = conn.query_row(schema.upsert(), params![id, key, too_big as i64, ZeroBlob(too_big)], |r| r.get::<_, i64>(0))
-                .unwrap_err();
+            let err = conn.query_row(schema.upsert(), params![id, key, too_big as i64, ZeroBlob(too_big)], |r| r.get::<_, i64>(0)).unwrap_err();
             assert_eq!(connection::sql_error(err, "put").kind, ErrorKind::TooLarge, "{schema:?}");
         }
         assert!(check_row_fits(&"k".repeat(KEY_BYTES_AT_LIMIT as usize), MAX_OBJECT_BYTES).is_ok());

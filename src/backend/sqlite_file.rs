@@ -155,9 +155,7 @@ struct SqliteRows {
 /// `key`'s row, if there is one (inside a transaction, the transaction's view of it).
 fn read_row(conn: &Connection, key: &str) -> BResult<Option<Row>> {
     conn.prepare_cached("SELECT size_bytes, path, created_ns FROM objects WHERE key = ?1")
-        .and_then(|mut stmt| {
-            stmt.query_row([key], |r| Ok(Row { size_bytes: unsigned(r, 0)?, path: r.get(1)?, created_ns: r.get(2)? })).optional()
-        })
+        .and_then(|mut stmt| stmt.query_row([key], |r| Ok(Row { size_bytes: unsigned(r, 0)?, path: r.get(1)?, created_ns: r.get(2)? })).optional())
         .context("read row")
 }
 
@@ -169,9 +167,7 @@ impl Rows for SqliteRows {
     fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
         let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
         let old = read_row(&tx, key)?;
-        tx.prepare_cached(UPSERT)
-            .and_then(|mut stmt| stmt.execute(params![key, row.size_bytes as i64, row.path, row.created_ns]))
-            .context("put: write row")?;
+        tx.prepare_cached(UPSERT).and_then(|mut stmt| stmt.execute(params![key, row.size_bytes as i64, row.path, row.created_ns])).context("put: write row")?;
         tx.commit().context("put: commit")?;
         Ok(old)
     }

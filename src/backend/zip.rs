@@ -152,8 +152,10 @@ impl Archive {
         for i in 0..archive.len() {
             let entry = archive.by_index_raw(i).map_err(|e| zip_error(e, &context))?;
             let name = entry.name().map_err(|e| zip_error(e, &context))?.to_string();
-            let key = key_of(&name).ok_or_else(|| BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" was not written by stowbench")))?;
-            let data_start = entry.data_start().ok_or_else(|| BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" has no data offset")))?;
+            let key =
+                key_of(&name).ok_or_else(|| BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" was not written by stowbench")))?;
+            let data_start =
+                entry.data_start().ok_or_else(|| BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" has no data offset")))?;
             if entry.compression() != CompressionMethod::Stored {
                 return Err(BackendError::new(ErrorKind::Corrupt, format!("{context}: entry \"{name}\" is compressed; stowbench writes stored entries only")));
             }
@@ -375,7 +377,11 @@ impl Write for CrcWriter<'_> {
 impl ZipSession {
     fn writer(&mut self) -> BResult<std::sync::MutexGuard<'_, Writer>> {
         let started = Instant::now();
-        let guard = self.archive.writer.lock().map_err(|_| BackendError::new(ErrorKind::Other, "zip writer unusable: an earlier operation panicked while holding it"))?;
+        let guard = self
+            .archive
+            .writer
+            .lock()
+            .map_err(|_| BackendError::new(ErrorKind::Other, "zip writer unusable: an earlier operation panicked while holding it"))?;
         self.wait_ns += started.elapsed().as_nanos() as u64;
         Ok(guard)
     }

@@ -105,14 +105,8 @@ struct Axes {
 
 fn make_case(sweep: &FioSweep, target: &TargetSpec, axes: Axes) -> FioCase {
     let Axes { size, nrfiles, bs, rw, numjobs, iodepth, repeat_index } = axes;
-    let mut id = format!(
-        "fio/{}/{}/{}/bs{}/j{numjobs}/qd{iodepth}/f{nrfiles}/s{}",
-        sweep.name,
-        target.label(),
-        rw.label(sweep.rwmixread),
-        bs.label(),
-        size.label()
-    );
+    let mut id =
+        format!("fio/{}/{}/{}/bs{}/j{numjobs}/qd{iodepth}/f{nrfiles}/s{}", sweep.name, target.label(), rw.label(sweep.rwmixread), bs.label(), size.label());
     if sweep.repeat > 1 {
         id.push_str(&format!("/r{repeat_index}"));
     }

@@ -10,7 +10,7 @@ use super::case::{expand, FioCase};
 use super::error::FioError;
 use super::render::render_job;
 use super::run::{fio_version, parse_only, RunOptions};
-use super::series::{charts_csv, chart_threads, iops_vs_iodepth};
+use super::series::{chart_threads, charts_csv, iops_vs_iodepth};
 use super::spec::{FioSweep, FsKind, IoEngine, RwMode, TargetSpec};
 use crate::units::{ByteSize, Nanos};
 use std::collections::BTreeMap;
@@ -151,7 +151,11 @@ impl FioArgs {
     /// The sweep these flags describe (not yet validated).
     pub fn to_sweep(&self) -> Result<FioSweep, FioError> {
         let bad = |field: &str, message: String| FioError::Invalid { sweep: self.name.clone(), field: format!("--{field}"), message };
-        let sizes = |field: &str, text: &str| parse_list(text, |t| ByteSize::parse(t).map(|b| b.0).map_err(|e| e.0), |b| ByteSize(b).label()).map(|v| v.into_iter().map(ByteSize).collect::<Vec<_>>()).map_err(|e| bad(field, e));
+        let sizes = |field: &str, text: &str| {
+            parse_list(text, |t| ByteSize::parse(t).map(|b| b.0).map_err(|e| e.0), |b| ByteSize(b).label())
+                .map(|v| v.into_iter().map(ByteSize).collect::<Vec<_>>())
+                .map_err(|e| bad(field, e))
+        };
         let counts = |field: &str, text: &str| {
             parse_list(text, |t| t.parse::<u64>().map_err(|_| format!("\"{t}\" is not a whole number")), |n| n.to_string())
                 .and_then(|v| v.into_iter().map(|n| u32::try_from(n).map_err(|_| format!("{n} is too large"))).collect::<Result<Vec<u32>, String>>())
@@ -197,7 +201,10 @@ impl FioArgs {
         match (&self.device, &self.confirm_device) {
             (Some(device), Some(confirm)) => targets.push(TargetSpec::device(device.clone(), confirm.clone())),
             (Some(device), None) => {
-                return Err(bad("confirm-device", format!("writing to {} destroys its contents; repeat the path with --confirm-device {}", device.display(), device.display())))
+                return Err(bad(
+                    "confirm-device",
+                    format!("writing to {} destroys its contents; repeat the path with --confirm-device {}", device.display(), device.display()),
+                ))
             }
             (None, Some(_)) => return Err(bad("confirm-device", "given without --device".into())),
             (None, None) => {}

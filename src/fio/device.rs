@@ -52,15 +52,11 @@ pub fn check_device(device: &Path, confirm: &Path) -> Result<DeviceFacts, FioErr
         check_unused(&name, &dir).map_err(&refuse)?;
     }
     // Last word from the kernel: a mounted or claimed device refuses an exclusive open.
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_EXCL)
-        .open(device)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::EBUSY) => refuse(format!("the kernel refuses exclusive access, so something uses it ({e})")),
-            Some(libc::EACCES) | Some(libc::EPERM) => refuse(format!("cannot open it ({e}); run as root or as a user with access to it")),
-            _ => refuse(format!("cannot open it exclusively ({e})")),
-        })?;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(device).map_err(|e| match e.raw_os_error() {
+        Some(libc::EBUSY) => refuse(format!("the kernel refuses exclusive access, so something uses it ({e})")),
+        Some(libc::EACCES) | Some(libc::EPERM) => refuse(format!("cannot open it ({e}); run as root or as a user with access to it")),
+        _ => refuse(format!("cannot open it exclusively ({e})")),
+    })?;
     let size_bytes = crate::host::sysfs(sys_dir.join("size")).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) * 512;
     let disk_dir = if sys_dir.join("partition").exists() { sys_dir.parent().map(Path::to_path_buf) } else { Some(sys_dir.clone()) };
     let disk_dir = disk_dir.unwrap_or_else(|| sys_dir.clone());

@@ -120,11 +120,7 @@ pub fn parse_fio_json(text: &str) -> Result<FioOutput, String> {
     }
     let jobs_value = value.get("jobs").and_then(Value::as_array).ok_or("fio's output has no `jobs` array")?;
     let jobs = jobs_value.iter().map(parse_job).collect();
-    let disk_util = value
-        .get("disk_util")
-        .and_then(Value::as_array)
-        .map(|list| list.iter().map(parse_disk_util).collect())
-        .unwrap_or_default();
+    let disk_util = value.get("disk_util").and_then(Value::as_array).map(|list| list.iter().map(parse_disk_util).collect()).unwrap_or_default();
     let mut raw_jobs = Value::Array(jobs_value.clone());
     strip_bins(&mut raw_jobs);
     Ok(FioOutput {
@@ -168,8 +164,7 @@ fn parse_direction(dir: &Value) -> DirectionStats {
     } else {
         ("none", None)
     };
-    let percentiles_ns: BTreeMap<String, u64> =
-        source.and_then(|s| s.get("percentile")).map(parse_percentiles).unwrap_or_default();
+    let percentiles_ns: BTreeMap<String, u64> = source.and_then(|s| s.get("percentile")).map(parse_percentiles).unwrap_or_default();
     let pick = |key: &str| percentiles_ns.get(key).copied();
     DirectionStats {
         lat_ns_p50: pick("50"),
@@ -213,11 +208,7 @@ pub fn percentile_key(key: &str) -> String {
 fn parse_bins(bins: &Value) -> Vec<HistogramBin> {
     let mut out: Vec<HistogramBin> = bins
         .as_object()
-        .map(|map| {
-            map.iter()
-                .filter_map(|(k, v)| Some(HistogramBin { lat_ns: k.parse().ok()?, count: as_u64(v)? }))
-                .collect()
-        })
+        .map(|map| map.iter().filter_map(|(k, v)| Some(HistogramBin { lat_ns: k.parse().ok()?, count: as_u64(v)? })).collect())
         .unwrap_or_default();
     out.sort_by_key(|b| b.lat_ns);
     out

@@ -220,11 +220,7 @@ fn remove_namespace(ns_dir: &Path) -> Result<(), FioError> {
     let canonical = ns_dir.canonicalize().unwrap_or_else(|_| ns_dir.to_path_buf());
     if let Some(entry) = crate::host::mounts().into_iter().find(|m| m.mount_point.starts_with(&canonical)) {
         return Err(FioError::Cleanup {
-            message: format!(
-                "{} is still mounted inside {}; not removing the directory",
-                entry.mount_point.display(),
-                ns_dir.display()
-            ),
+            message: format!("{} is still mounted inside {}; not removing the directory", entry.mount_point.display(), ns_dir.display()),
         });
     }
     namespace::remove(ns_dir).map_err(|message| FioError::Cleanup { message })
@@ -253,9 +249,7 @@ pub fn leftovers(dir: &Path) -> Result<Vec<Owned>, FioError> {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        let is_candidate = entry.file_name().to_string_lossy().starts_with("stowbench-fio-")
-            && namespace::is_owned(&path)
-            && !live.contains(&path);
+        let is_candidate = entry.file_name().to_string_lossy().starts_with("stowbench-fio-") && namespace::is_owned(&path) && !live.contains(&path);
         if !is_candidate {
             continue;
         }

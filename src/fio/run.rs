@@ -58,12 +58,8 @@ pub fn fio_version(program: &Path) -> Result<String, FioError> {
 
 /// Checks a job file with `fio --parse-only`; the error carries fio's message and the file text.
 pub fn parse_only(program: &Path, job_path: &Path, case_id: &str, job_file: &str) -> Result<(), FioError> {
-    let output = Command::new(program)
-        .arg("--parse-only")
-        .arg(job_path)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| FioError::FioMissing { detail: e.to_string() })?;
+    let output =
+        Command::new(program).arg("--parse-only").arg(job_path).stdin(Stdio::null()).output().map_err(|e| FioError::FioMissing { detail: e.to_string() })?;
     let mut message = String::from_utf8_lossy(&output.stderr).trim().to_string();
     let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
     if !stdout.is_empty() {
@@ -251,13 +247,7 @@ pub type CaseOutcome<'a> = (&'a FioCase, Result<FioCaseResult, FioError>);
 /// Validates, expands and runs a whole sweep, target by target; `on_case` sees each outcome at once
 /// (so the caller can append it to the report file) and returns false to stop early. Targets are
 /// cleaned up after their cases; an interrupt stops the sweep with `FioError::Interrupted`.
-pub fn run_sweep(
-    sweep: &FioSweep,
-    work_dir: &Path,
-    run_id: &str,
-    options: &RunOptions,
-    mut on_case: impl FnMut(CaseOutcome) -> bool,
-) -> Result<(), FioError> {
+pub fn run_sweep(sweep: &FioSweep, work_dir: &Path, run_id: &str, options: &RunOptions, mut on_case: impl FnMut(CaseOutcome) -> bool) -> Result<(), FioError> {
     sweep.validate()?;
     fio_version(&options.fio_program)?;
     let cases = super::case::expand(sweep);

@@ -119,15 +119,7 @@ fn make_series(members: &[&FioCaseResult], sizes_vary: bool, files_vary: bool) -
         by_depth.entry(r.iodepth).or_default().push(r);
     }
     let points: Vec<Point> = by_depth.into_iter().map(|(iodepth, runs)| make_point(iodepth, &runs)).collect();
-    Series {
-        name,
-        target_label: first.target_label.clone(),
-        fs,
-        rw: first.rw.clone(),
-        size_bytes: first.size_bytes,
-        nrfiles: first.nrfiles,
-        points,
-    }
+    Series { name, target_label: first.target_label.clone(), fs, rw: first.rw.clone(), size_bytes: first.size_bytes, nrfiles: first.nrfiles, points }
 }
 
 fn make_point(iodepth: u32, runs: &[&FioCaseResult]) -> Point {
@@ -157,11 +149,8 @@ pub fn render_table(results: &[FioCaseResult]) -> String {
 /// One result's cells, in `TABLE_HEADER`'s order (latencies "read / write" for mixes).
 pub fn table_row(r: &FioCaseResult) -> Vec<String> {
     let lat = |pick: fn(&super::parse::DirectionStats) -> Option<u64>| {
-        let parts: Vec<String> = [r.read.as_ref(), r.write.as_ref()]
-            .into_iter()
-            .flatten()
-            .map(|d| pick(d).map(format_nanos).unwrap_or_else(|| "-".into()))
-            .collect();
+        let parts: Vec<String> =
+            [r.read.as_ref(), r.write.as_ref()].into_iter().flatten().map(|d| pick(d).map(format_nanos).unwrap_or_else(|| "-".into())).collect();
         parts.join(" / ")
     };
     vec![
@@ -198,13 +187,7 @@ pub fn render_charts(charts: &[Chart]) -> String {
             .map(|depth| {
                 let mut row = vec![depth.to_string()];
                 row.extend(chart.series.iter().map(|s| match s.points.iter().find(|p| p.iodepth == *depth) {
-                    Some(p) if p.repeats > 1 => format!(
-                        "{:.0} [{:.0}–{:.0}] ({})",
-                        p.iops,
-                        p.iops_min,
-                        p.iops_max,
-                        format_rate_bytes(p.bw_bytes_per_s as f64)
-                    ),
+                    Some(p) if p.repeats > 1 => format!("{:.0} [{:.0}–{:.0}] ({})", p.iops, p.iops_min, p.iops_max, format_rate_bytes(p.bw_bytes_per_s as f64)),
                     Some(p) => format!("{:.0} ({})", p.iops, format_rate_bytes(p.bw_bytes_per_s as f64)),
                     None => "-".into(),
                 }));
@@ -229,8 +212,22 @@ pub fn charts_csv(charts: &[Chart]) -> String {
                 let _ = writeln!(
                     out,
                     "{},{},\"{}\",{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{}",
-                    chart.bs_bytes, chart.numjobs, s.name, s.target_label, s.fs, s.rw, s.size_bytes, s.nrfiles,
-                    p.iodepth, p.outstanding_io_total, p.repeats, p.iops, p.iops_min, p.iops_max, p.bw_bytes_per_s, p99
+                    chart.bs_bytes,
+                    chart.numjobs,
+                    s.name,
+                    s.target_label,
+                    s.fs,
+                    s.rw,
+                    s.size_bytes,
+                    s.nrfiles,
+                    p.iodepth,
+                    p.outstanding_io_total,
+                    p.repeats,
+                    p.iops,
+                    p.iops_min,
+                    p.iops_max,
+                    p.bw_bytes_per_s,
+                    p99
                 );
             }
         }
@@ -257,7 +254,11 @@ fn align(header: &[&str], rows: &[Vec<String>]) -> String {
             .enumerate()
             .map(|(i, c)| {
                 let pad = widths[i].saturating_sub(c.chars().count());
-                if numeric[i] { format!("{}{c}", " ".repeat(pad)) } else { format!("{c}{}", " ".repeat(pad)) }
+                if numeric[i] {
+                    format!("{}{c}", " ".repeat(pad))
+                } else {
+                    format!("{c}{}", " ".repeat(pad))
+                }
             })
             .collect();
         out.push_str(line.join("  ").trim_end());

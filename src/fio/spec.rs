@@ -159,9 +159,7 @@ impl FsKind {
 
     /// Parses "ext4", "xfs", "btrfs" or "tmpfs".
     pub fn parse(text: &str) -> Result<FsKind, String> {
-        FsKind::ALL.into_iter().find(|k| k.name() == text.trim()).ok_or_else(|| {
-            format!("unknown filesystem \"{text}\"; use one of ext4, xfs, btrfs, tmpfs")
-        })
+        FsKind::ALL.into_iter().find(|k| k.name() == text.trim()).ok_or_else(|| format!("unknown filesystem \"{text}\"; use one of ext4, xfs, btrfs, tmpfs"))
     }
 
     /// The smallest filesystem size its mkfs accepts (bytes), rounded up to a safe value.
@@ -216,9 +214,9 @@ impl IoEngine {
     /// Parses an engine name.
     pub fn parse(text: &str) -> Result<IoEngine, String> {
         let all = [IoEngine::Libaio, IoEngine::IoUring, IoEngine::Psync, IoEngine::Sync, IoEngine::Posixaio, IoEngine::Null];
-        all.into_iter().find(|e| e.name() == text.trim()).ok_or_else(|| {
-            format!("unknown ioengine \"{text}\"; use one of libaio, io_uring, psync, sync, posixaio, null")
-        })
+        all.into_iter()
+            .find(|e| e.name() == text.trim())
+            .ok_or_else(|| format!("unknown ioengine \"{text}\"; use one of libaio, io_uring, psync, sync, posixaio, null"))
     }
 
     /// Whether the engine keeps at most one I/O in flight per thread, whatever iodepth says.
@@ -293,9 +291,7 @@ impl RwMode {
         };
         let read_percent = match mix {
             None => None,
-            Some(_) if !pattern.is_mixed() => {
-                return Err(format!("rw mode \"{text}\": only rw and randrw take a read percentage"))
-            }
+            Some(_) if !pattern.is_mixed() => return Err(format!("rw mode \"{text}\": only rw and randrw take a read percentage")),
             Some(m) => match m.trim().parse::<u8>() {
                 Ok(p) if p <= 100 => Some(p),
                 _ => return Err(format!("rw mode \"{text}\": the read percentage must be 0 to 100")),
@@ -384,11 +380,7 @@ impl TargetSpec {
                 return Err("a `device` target takes only `confirm_device` and `label`; `size` is the sweep's".into());
             }
             let confirm = raw.confirm_device.ok_or_else(|| {
-                format!(
-                    "writing to raw device {} destroys its contents: add `confirm_device = \"{}\"` to confirm",
-                    device.display(),
-                    device.display()
-                )
+                format!("writing to raw device {} destroys its contents: add `confirm_device = \"{}\"` to confirm", device.display(), device.display())
             })?;
             TargetSpec::device(device, confirm)
         };
@@ -445,11 +437,7 @@ fn extra_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>
                 serde_json::Value::String(s) => s,
                 serde_json::Value::Number(n) if n.is_u64() || n.is_i64() => n.to_string(),
                 serde_json::Value::Bool(b) => u8::from(b).to_string(),
-                other => {
-                    return Err(de::Error::custom(format!(
-                        "extra.{k} = {other}: use a string, an integer or a boolean"
-                    )))
-                }
+                other => return Err(de::Error::custom(format!("extra.{k} = {other}: use a string, an integer or a boolean"))),
             };
             Ok((k, text))
         })

@@ -9,11 +9,11 @@ use std::process::{Command, Stdio};
 /// Runs `program args…` with no stdin and returns its stdout; a failure carries stderr.
 pub fn run_tool(program: &str, args: &[&str]) -> Result<String, FioError> {
     let command_line = command_line(program, args);
-    let output = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| FioError::Command { command: command_line.clone(), status: "not started".into(), stderr: e.to_string() })?;
+    let output = Command::new(program).args(args).stdin(Stdio::null()).output().map_err(|e| FioError::Command {
+        command: command_line.clone(),
+        status: "not started".into(),
+        stderr: e.to_string(),
+    })?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
@@ -43,4 +43,3 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 pub fn free_bytes(path: &Path) -> Result<u64, FioError> {
     crate::host::filesystem_space(path).map(|s| s.free_bytes).map_err(|e| FioError::io(path, e))
 }
-

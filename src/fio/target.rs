@@ -95,9 +95,7 @@ impl PreparedTarget {
         let _ = std::fs::remove_file(&probe);
         match result {
             Ok(_) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                Err(FioError::DirectUnsupported { target: self.facts.label.clone(), detail: e.to_string() })
-            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(FioError::DirectUnsupported { target: self.facts.label.clone(), detail: e.to_string() }),
             Err(e) => Err(FioError::io(&probe, e)),
         }
     }
@@ -232,12 +230,7 @@ fn prepare_made_fs(made: &MadeFs, work_dir: &Path, run_id: &str) -> Result<Prepa
     tools.iter().try_for_each(|t| require_tool(t))?;
     let (id, ns_dir) = create_namespace(work_dir, run_id, made.label, true)?;
     // From here on the registry knows the namespace: any error below is undone by dropping `target`.
-    let mut target = PreparedTarget {
-        facts: made_fs_facts(made, &ns_dir),
-        control_dir: ns_dir.clone(),
-        registry_id: id,
-        cleaned: false,
-    };
+    let mut target = PreparedTarget { facts: made_fs_facts(made, &ns_dir), control_dir: ns_dir.clone(), registry_id: id, cleaned: false };
     let mount_point = ns_dir.join("mnt");
     std::fs::create_dir_all(&mount_point).map_err(|e| FioError::io(&mount_point, e))?;
     let source = if made.fs == FsKind::Tmpfs {
@@ -283,10 +276,7 @@ fn check_memory(made: &MadeFs) -> Result<(), FioError> {
         return Err(FioError::Invalid {
             sweep: made.label.into(),
             field: "target.size".into(),
-            message: format!(
-                "a tmpfs of {} bytes would use more than 80 % of the {available} bytes of available memory; make it smaller",
-                made.size_bytes
-            ),
+            message: format!("a tmpfs of {} bytes would use more than 80 % of the {available} bytes of available memory; make it smaller", made.size_bytes),
         });
     }
     Ok(())

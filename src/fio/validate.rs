@@ -9,10 +9,34 @@ use std::collections::BTreeSet;
 
 /// fio options stowbench sets itself; `extra` may not override them.
 pub const MANAGED_OPTIONS: &[&str] = &[
-    "name", "filename", "directory", "filename_format", "opendir", "size", "filesize", "nrfiles", "bs",
-    "blocksize", "rw", "readwrite", "rwmixread", "rwmixwrite", "numjobs", "iodepth", "runtime", "ramp_time",
-    "direct", "buffered", "time_based", "ioengine", "group_reporting", "percentile_list", "lat_percentiles",
-    "clat_percentiles", "output", "output-format",
+    "name",
+    "filename",
+    "directory",
+    "filename_format",
+    "opendir",
+    "size",
+    "filesize",
+    "nrfiles",
+    "bs",
+    "blocksize",
+    "rw",
+    "readwrite",
+    "rwmixread",
+    "rwmixwrite",
+    "numjobs",
+    "iodepth",
+    "runtime",
+    "ramp_time",
+    "direct",
+    "buffered",
+    "time_based",
+    "ioengine",
+    "group_reporting",
+    "percentile_list",
+    "lat_percentiles",
+    "clat_percentiles",
+    "output",
+    "output-format",
 ];
 
 /// Upper bound on cases per sweep: a typo like `iodepth = [1, 2, …, 4096]` × 6 modes should not
@@ -29,8 +53,14 @@ impl FioSweep {
         self.check_engine()?;
         self.check_targets()?;
         self.check_extra()?;
-        let cases = self.target.len() * self.size.len() * self.nrfiles.len() * self.bs.len() * self.rw.len()
-            * self.numjobs.len() * self.iodepth.len() * self.repeat.max(1) as usize;
+        let cases = self.target.len()
+            * self.size.len()
+            * self.nrfiles.len()
+            * self.bs.len()
+            * self.rw.len()
+            * self.numjobs.len()
+            * self.iodepth.len()
+            * self.repeat.max(1) as usize;
         if cases > MAX_CASES {
             return Err(self.invalid(
                 "rw/bs/numjobs/iodepth/nrfiles/size/target",
@@ -45,9 +75,7 @@ impl FioSweep {
     }
 
     fn check_name(&self) -> Result<(), FioError> {
-        let ok = !self.name.is_empty()
-            && self.name.len() <= 64
-            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        let ok = !self.name.is_empty() && self.name.len() <= 64 && self.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if ok {
             Ok(())
         } else {
@@ -69,11 +97,7 @@ impl FioSweep {
                 return Err(self.invalid(field, "is empty; give at least one value"));
             }
         }
-        for (field, values, max) in [
-            ("numjobs", &self.numjobs, 1024u32),
-            ("iodepth", &self.iodepth, 65_535),
-            ("nrfiles", &self.nrfiles, 100_000),
-        ] {
+        for (field, values, max) in [("numjobs", &self.numjobs, 1024u32), ("iodepth", &self.iodepth, 65_535), ("nrfiles", &self.nrfiles, 100_000)] {
             if let Some(bad) = values.iter().find(|v| **v == 0 || **v > max) {
                 return Err(self.invalid(field, format!("{bad} is out of range; use 1 to {max}")));
             }
@@ -107,8 +131,11 @@ impl FioSweep {
             if self.direct && bs.bytes() % 512 != 0 {
                 return Err(self.invalid(
                     "bs",
-                    format!("{bs} ({} bytes) is not a multiple of 512: direct I/O needs whole sectors; \
-                             use e.g. 4KiB, or set direct = false", bs.bytes()),
+                    format!(
+                        "{bs} ({} bytes) is not a multiple of 512: direct I/O needs whole sectors; \
+                             use e.g. 4KiB, or set direct = false",
+                        bs.bytes()
+                    ),
                 ));
             }
         }
@@ -119,15 +146,21 @@ impl FioSweep {
                 if size.bytes() % n != 0 {
                     return Err(self.invalid(
                         "size",
-                        format!("{size} ({} bytes) does not split evenly over nrfiles = {nrfiles}; choose a size \
-                                 that is a multiple of {nrfiles}", size.bytes()),
+                        format!(
+                            "{size} ({} bytes) does not split evenly over nrfiles = {nrfiles}; choose a size \
+                                 that is a multiple of {nrfiles}",
+                            size.bytes()
+                        ),
                     ));
                 }
                 if size.bytes() / n < max_bs {
                     return Err(self.invalid(
                         "size",
-                        format!("{size} over {nrfiles} files gives files smaller than the block size {}; \
-                                 raise size or lower nrfiles", crate::units::ByteSize(max_bs)),
+                        format!(
+                            "{size} over {nrfiles} files gives files smaller than the block size {}; \
+                                 raise size or lower nrfiles",
+                            crate::units::ByteSize(max_bs)
+                        ),
                     ));
                 }
             }
@@ -152,9 +185,11 @@ impl FioSweep {
             if let Some(depth) = self.iodepth.iter().find(|d| **d > 1) {
                 return Err(self.invalid(
                     "iodepth",
-                    format!("{depth} has no effect with the synchronous ioengine {} (one I/O in flight per thread); \
+                    format!(
+                        "{depth} has no effect with the synchronous ioengine {} (one I/O in flight per thread); \
                              use ioengine = \"libaio\" or \"io_uring\" for a queue-depth sweep, or iodepth = [1]",
-                            self.ioengine.name()),
+                        self.ioengine.name()
+                    ),
                 ));
             }
         }
@@ -165,17 +200,14 @@ impl FioSweep {
         let mut labels = BTreeSet::new();
         for target in &self.target {
             let label = target.label();
-            let label_ok = !label.is_empty()
-                && label.len() <= 32
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            let label_ok = !label.is_empty() && label.len() <= 32 && label.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
             if !label_ok {
                 return Err(self.invalid("target.label", format!("\"{label}\" must be 1 to 32 letters, digits, '-', '_' or '.'")));
             }
             if !labels.insert(label.to_string()) {
-                return Err(self.invalid(
-                    "target",
-                    format!("two targets have the label \"{label}\"; give each its own, e.g. {{ dir = \"/mnt/a\", label = \"nvme\" }}"),
-                ));
+                return Err(
+                    self.invalid("target", format!("two targets have the label \"{label}\"; give each its own, e.g. {{ dir = \"/mnt/a\", label = \"nvme\" }}"))
+                );
             }
             self.check_target(target)?;
         }
@@ -192,17 +224,18 @@ impl FioSweep {
             }
             TargetSpec::Fs { fs, size, mkfs_options, mount_options, .. } => {
                 if size.bytes() < fs.min_size_bytes() {
-                    return Err(self.invalid(
-                        "target.size",
-                        format!("{size} is too small for {fs}; use at least {}", crate::units::ByteSize(fs.min_size_bytes())),
-                    ));
+                    return Err(
+                        self.invalid("target.size", format!("{size} is too small for {fs}; use at least {}", crate::units::ByteSize(fs.min_size_bytes())))
+                    );
                 }
                 // Leave room for the journal and metadata: data may use at most 85 % of the filesystem.
                 if max_data > size.bytes() / 100 * 85 {
                     return Err(self.invalid(
                         "target.size",
-                        format!("the {fs} filesystem of {size} cannot hold the largest case's {max_data} bytes of files \
-                                 (size × numjobs, at most 85 % of the filesystem); make it larger or the files smaller"),
+                        format!(
+                            "the {fs} filesystem of {size} cannot hold the largest case's {max_data} bytes of files \
+                                 (size × numjobs, at most 85 % of the filesystem); make it larger or the files smaller"
+                        ),
                     ));
                 }
                 if *fs == FsKind::Tmpfs && !mkfs_options.trim().is_empty() {
@@ -218,9 +251,12 @@ impl FioSweep {
                 if device != confirm_device {
                     return Err(self.invalid(
                         "target.confirm_device",
-                        format!("\"{}\" does not repeat the device \"{}\" exactly; writing to a raw device destroys \
+                        format!(
+                            "\"{}\" does not repeat the device \"{}\" exactly; writing to a raw device destroys \
                                  its contents, so the confirmation must match character for character",
-                                confirm_device.display(), device.display()),
+                            confirm_device.display(),
+                            device.display()
+                        ),
                     ));
                 }
                 if self.nrfiles.iter().any(|n| *n != 1) {
@@ -253,8 +289,10 @@ impl FioSweep {
             if let Some(trap) = fractional_with_suffix(value) {
                 return Err(self.invalid(
                     &field,
-                    format!("\"{trap}\" has a fraction before a unit; fio truncates it (2.6m is 2 bytes). \
-                             Write the exact integer, e.g. 2726298"),
+                    format!(
+                        "\"{trap}\" has a fraction before a unit; fio truncates it (2.6m is 2 bytes). \
+                             Write the exact integer, e.g. 2726298"
+                    ),
                 ));
             }
         }
@@ -267,10 +305,7 @@ fn fractional_with_suffix(value: &str) -> Option<&str> {
     value.split([',', ':', '-', '/', ' ']).find(|token| {
         let Some((whole, rest)) = token.split_once('.') else { return false };
         let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
-        !whole.is_empty()
-            && whole.chars().all(|c| c.is_ascii_digit())
-            && digits > 0
-            && rest[digits..].starts_with(|c: char| c.is_ascii_alphabetic())
+        !whole.is_empty() && whole.chars().all(|c| c.is_ascii_digit()) && digits > 0 && rest[digits..].starts_with(|c: char| c.is_ascii_alphabetic())
     })
 }
 

@@ -8,12 +8,12 @@
 //! (`stowbench validate`, the runner's preflight).
 
 use super::plan::*;
-use crate::workload::keys::KeyOrder;
-use crate::workload::op::Op;
-use crate::workload::size::SizeSpec;
 use super::spec::{line_col, JobSpec, Parsed, PhaseSpec, WorkloadSpec, JOB_VERSION};
 use super::Mistake;
 use crate::backend::options::Options;
+use crate::workload::keys::KeyOrder;
+use crate::workload::op::Op;
+use crate::workload::size::SizeSpec;
 use std::sync::Arc;
 
 type Span = std::ops::Range<usize>;
@@ -280,8 +280,7 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
         bad(field, None, m);
         false
     });
-    let first_is_put =
-        phases.first().map(|p| p.mix.iter().all(|(op, _)| *op == Op::Put) || p.reads_only_its_own_puts()).unwrap_or(true);
+    let first_is_put = phases.first().map(|p| p.mix.iter().all(|(op, _)| *op == Op::Put) || p.reads_only_its_own_puts()).unwrap_or(true);
     ok.then(|| WorkloadPlan {
         name: w.name.clone(),
         phases,
@@ -423,7 +422,13 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
     };
     let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0) };
     if stop.count == Some(0) || stop.duration_ns == Some(0) || stop.bytes == Some(0) {
-        let field = if stop.count == Some(0) { "count" } else if stop.duration_ns == Some(0) { "duration" } else { "bytes" };
+        let field = if stop.count == Some(0) {
+            "count"
+        } else if stop.duration_ns == Some(0) {
+            "duration"
+        } else {
+            "bytes"
+        };
         return Err((field, "a stop condition of 0 would measure nothing; remove it or give a positive value".into()));
     }
     let warmup = match (p.warmup_count, p.warmup) {
@@ -441,19 +446,26 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
             ))
         }
         Some("even") => true,
-        Some(other) => return Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)"))),
+        Some(other) => {
+            return Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)")))
+        }
     };
     let rate = match (&p.rate, p.arrivals.as_deref()) {
         (None, None) => None,
         (None, Some(_)) => return Err(("arrivals", "arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into())),
         (Some(_), _) if sequence => {
-            return Err(("rate", "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into()))
+            return Err((
+                "rate",
+                "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into(),
+            ))
         }
         (Some(text), arrivals) => {
             let arrivals = match arrivals.unwrap_or("uniform") {
                 "uniform" => Arrivals::Uniform,
                 "poisson" => Arrivals::Poisson,
-                other => return Err(("arrivals", format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)"))),
+                other => {
+                    return Err(("arrivals", format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)")))
+                }
             };
             Some(Rate { per_s: parse_rate(text).map_err(|m| ("rate", m))?, arrivals })
         }
@@ -560,13 +572,17 @@ mod tests {
     #[test]
     fn a_huge_matrix_is_refused_not_expanded() {
         let threads = vec!["1"; 1000].join(", ");
-        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1, 2]\nthreads = [{threads}]\nrepeats = 1000\nobjects = 1\nphases = [\"put\"]\n")).unwrap_err();
+        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1, 2]\nthreads = [{threads}]\nrepeats = 1000\nobjects = 1\nphases = [\"put\"]\n"))
+            .unwrap_err();
         assert!(err.contains("field \"repeats\": the job expands to more than 100000 cases"), "{err}");
     }
 
     #[test]
     fn matrix_expands_with_stable_ids() {
-        let p = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"2.6MB\"]\nthreads = [1, 4]\nrepeats = 2\nobjects = 10\nphases = [\"put\", \"get\"]\n")).unwrap();
+        let p = plan(&format!(
+            "{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"2.6MB\"]\nthreads = [1, 4]\nrepeats = 2\nobjects = 10\nphases = [\"put\", \"get\"]\n"
+        ))
+        .unwrap();
         assert_eq!(p.cases.len(), 2 * 2 * 2 * 2);
         assert_eq!(p.cases[0].id, "sim/w/4KiB/t1/r1");
         assert_eq!(p.cases[15].id, "fs2/w/2.6MB/t4/r2");
@@ -575,7 +591,9 @@ mod tests {
 
     #[test]
     fn dataset_derives_clamped_object_counts() {
-        let p = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"16MiB\"]\ndataset = \"64MiB\"\nmax_objects = 1000\nphases = [\"get\"]\n")).unwrap();
+        let p =
+            plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"16MiB\"]\ndataset = \"64MiB\"\nmax_objects = 1000\nphases = [\"get\"]\n"))
+                .unwrap();
         assert_eq!(p.cases[0].objects, 1000);
         assert_eq!(p.cases[1].objects, 16);
         assert!(p.workloads[0].preload, "a get-first workload preloads");
@@ -601,7 +619,9 @@ mod tests {
 
     #[test]
     fn an_even_split_needs_a_count() {
-        let phase = |extra: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\nthreads = [2]\n[[workload.phase]]\nmix = {{ put = 1 }}\n{extra}"));
+        let phase = |extra: &str| {
+            plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\nthreads = [2]\n[[workload.phase]]\nmix = {{ put = 1 }}\n{extra}"))
+        };
         assert!(phase("split = \"even\"\n").unwrap().workloads[0].phases[0].even_split);
         assert!(!phase("split = \"shared\"\n").unwrap().workloads[0].phases[0].even_split);
         let err = phase("split = \"even\"\nduration = \"1s\"\n").unwrap_err();
@@ -612,7 +632,8 @@ mod tests {
 
     #[test]
     fn a_rate_makes_an_open_loop_phase() {
-        let phase = |extra: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nmix = {{ get = 1 }}\n{extra}"));
+        let phase =
+            |extra: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nmix = {{ get = 1 }}\n{extra}"));
         let rate = |extra: &str| phase(extra).unwrap().workloads[0].phases[0].rate;
         assert_eq!(rate("rate = \"500/s\"\n"), Some(Rate { per_s: 500.0, arrivals: Arrivals::Uniform }));
         assert_eq!(rate("rate = \"2.5k/s\"\narrivals = \"poisson\"\n"), Some(Rate { per_s: 2500.0, arrivals: Arrivals::Poisson }));
@@ -629,7 +650,9 @@ mod tests {
             let err = phase(bad).unwrap_err();
             assert!(err.starts_with(at) && err.contains(says), "{bad}: {err}");
         }
-        let seq = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n")).unwrap_err();
+        let seq =
+            plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n"))
+                .unwrap_err();
         assert!(seq.contains("sequence phase runs its operations back to back"), "{seq}");
     }
 

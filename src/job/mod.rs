@@ -64,11 +64,8 @@ pub fn render_mistakes(source: &str, mut mistakes: Vec<Mistake>) -> String {
 /// Parses and checks job text, collecting every mistake; the plan holds what checked out.
 pub fn check_text(text: &str, source: &str) -> (Option<Plan>, Vec<Mistake>) {
     let parsed = spec::parse_all(text);
-    let mut mistakes: Vec<Mistake> = parsed
-        .mistakes
-        .iter()
-        .map(|l| Mistake { line: l.line.unwrap_or(1), column: l.column.unwrap_or(1), message: l.message.clone() })
-        .collect();
+    let mut mistakes: Vec<Mistake> =
+        parsed.mistakes.iter().map(|l| Mistake { line: l.line.unwrap_or(1), column: l.column.unwrap_or(1), message: l.message.clone() }).collect();
     let Some(job) = &parsed.job else { return (None, mistakes) };
     let (plan, more) = check::check(job, source, text, Some(&parsed));
     mistakes.extend(more);

@@ -57,9 +57,7 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     match digits.parse::<f64>().map(|v| v * scale) {
         // The product, not the digits, is checked: "1e308k/s" overflows to infinity only after scaling.
         Ok(v) if (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&v) => Ok(v),
-        Ok(v) if v.is_finite() && v > 0.0 => {
-            Err(format!("rate \"{text}\" is out of range; use {MIN_RATE_PER_S}/s to {}/s", MAX_RATE_PER_S as u64))
-        }
+        Ok(v) if v.is_finite() && v > 0.0 => Err(format!("rate \"{text}\" is out of range; use {MIN_RATE_PER_S}/s to {}/s", MAX_RATE_PER_S as u64)),
         _ => Err(format!("rate \"{text}\" is not a positive number per second: {fix}")),
     }
 }
@@ -129,7 +127,9 @@ impl PhasePlan {
     /// Whether every read of this phase reads a key the phase itself put before (a sequence that
     /// starts with a put and reads only recent puts): such a phase needs no preload.
     pub fn reads_only_its_own_puts(&self) -> bool {
-        self.sequence && self.read_recent.is_some() && self.mix.first().is_some_and(|(op, _)| op.writes())
+        self.sequence
+            && self.read_recent.is_some()
+            && self.mix.first().is_some_and(|(op, _)| op.writes())
             && self.mix.iter().all(|(op, _)| op.writes() || op.reads())
     }
 }

@@ -110,8 +110,7 @@ pub fn plan(recipe: &Recipe, scale: f64) -> Result<Plan, String> {
         }
     }
     if !skipped.is_empty() {
-        let keep: Vec<String> =
-            plan.targets.iter().map(|t| t.name.clone()).filter(|name| !skipped.iter().any(|s| s.target == *name)).collect();
+        let keep: Vec<String> = plan.targets.iter().map(|t| t.name.clone()).filter(|name| !skipped.iter().any(|s| s.target == *name)).collect();
         plan.retain_targets(&keep)?;
     }
     plan.recipe = Some(RecipeRun { name: recipe.name.to_string(), scale, skipped_targets: skipped });
@@ -187,8 +186,10 @@ pub fn list() -> String {
         }
         out.push_str(&format!("{}\n    {}\n    needs {}; {} at scale 1\n", r.name, r.question, needs.join(", "), r.time_at_scale_1));
     }
-    out.push_str("\nstowbench recipe show NAME prints a recipe's job file (copy and edit it); \
-                  stowbench recipe run NAME [--scale F] [--targets a,b] runs it.\n");
+    out.push_str(
+        "\nstowbench recipe show NAME prints a recipe's job file (copy and edit it); \
+                  stowbench recipe run NAME [--scale F] [--targets a,b] runs it.\n",
+    );
     out
 }
 

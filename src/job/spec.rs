@@ -435,7 +435,8 @@ mod tests {
 
     #[test]
     fn every_parsing_mistake_is_collected_and_the_good_tables_kept() {
-        let text = "version = 1\nnmae = \"x\"\n[[target]]\nbackend = 5\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"1XB\"]\nthread = [1]\n";
+        let text =
+            "version = 1\nnmae = \"x\"\n[[target]]\nbackend = 5\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"1XB\"]\nthread = [1]\n";
         let parsed = parse_all(text);
         let at: Vec<(Option<usize>, Option<usize>)> = parsed.mistakes.iter().map(|m| (m.line, m.column)).collect();
         assert_eq!(at, vec![(Some(2), Some(1)), (Some(4), Some(11)), (Some(9), Some(9)), (Some(10), Some(1))], "{:?}", parsed.mistakes);

@@ -10,10 +10,10 @@
 //! `docs/formats/pack.md`.
 
 use super::record::{RecordHeader, RecordKind, MAX_KEY_BYTES};
+use crate::hash::Xxh3;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use crate::hash::Xxh3;
 
 /// First 8 bytes of an index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"STOWPIDX";
@@ -55,12 +55,7 @@ pub struct Snapshot {
 
 /// Writes the snapshot of generation `generation` atomically (temporary file, fsync, rename,
 /// directory fsync): a file under the final name is always complete.
-pub fn write<'a>(
-    dir: &Path,
-    generation: u64,
-    snapshot: &Snapshot,
-    records: impl ExactSizeIterator<Item = (&'a str, u32, RecordHeader)>,
-) -> io::Result<()> {
+pub fn write<'a>(dir: &Path, generation: u64, snapshot: &Snapshot, records: impl ExactSizeIterator<Item = (&'a str, u32, RecordHeader)>) -> io::Result<()> {
     let final_path = dir.join(index_file_name(generation));
     let tmp = PathBuf::from(format!("{}.tmp", final_path.display()));
     let result = write_to(&tmp, generation, snapshot, records).and_then(|()| fs::rename(&tmp, &final_path));
@@ -71,12 +66,7 @@ pub fn write<'a>(
     File::open(dir)?.sync_all()
 }
 
-fn write_to<'a>(
-    path: &Path,
-    generation: u64,
-    snapshot: &Snapshot,
-    records: impl ExactSizeIterator<Item = (&'a str, u32, RecordHeader)>,
-) -> io::Result<()> {
+fn write_to<'a>(path: &Path, generation: u64, snapshot: &Snapshot, records: impl ExactSizeIterator<Item = (&'a str, u32, RecordHeader)>) -> io::Result<()> {
     let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
     let mut out = HashingWriter { inner: BufWriter::with_capacity(1 << 20, file), hasher: Xxh3::new() };
     let mut head = [0u8; HEADER_BYTES];
@@ -115,11 +105,7 @@ fn write_to<'a>(
 /// Reads the snapshot of generation `generation` in `dir`, handing each record to `on_record`
 /// (key, stripe id, header) as it goes. `Ok(None)`: there is no index file. `Err(reason)`: the
 /// file is unusable, and everything handed out must be thrown away (the checksum is checked last).
-pub fn read(
-    dir: &Path,
-    generation: u64,
-    mut on_record: impl FnMut(String, u32, RecordHeader),
-) -> Result<Option<Snapshot>, String> {
+pub fn read(dir: &Path, generation: u64, mut on_record: impl FnMut(String, u32, RecordHeader)) -> Result<Option<Snapshot>, String> {
     let path = dir.join(index_file_name(generation));
     let file = match File::open(&path) {
         Ok(file) => file,
@@ -163,8 +149,7 @@ pub fn read(
             body_hash: le_u64(&b, 32),
         };
         let mark = stripes.iter().find(|m| m.id == stripe_id).ok_or_else(|| fail("record in a stripe the index does not list"))?;
-        let inside = header.key_len <= MAX_KEY_BYTES
-            && header.offset.checked_add(header.total_bytes()).is_some_and(|end| end <= mark.tail_bytes);
+        let inside = header.key_len <= MAX_KEY_BYTES && header.offset.checked_add(header.total_bytes()).is_some_and(|end| end <= mark.tail_bytes);
         if !inside {
             return Err(fail("record beyond its stripe's indexed length"));
         }

@@ -123,14 +123,8 @@ impl RecordHeader {
         if b[5..8] != [0, 0, 0] || b[12..16] != [0, 0, 0, 0] {
             return None;
         }
-        let header = RecordHeader {
-            kind,
-            key_len: u32_at(b, 8),
-            value_len: u64_at(b, 16),
-            seq: u64_at(b, 24),
-            offset: u64_at(b, 32),
-            body_hash: u64_at(b, 40),
-        };
+        let header =
+            RecordHeader { kind, key_len: u32_at(b, 8), value_len: u64_at(b, 16), seq: u64_at(b, 24), offset: u64_at(b, 32), body_hash: u64_at(b, 40) };
         let sane = header.offset == offset
             && header.key_len <= MAX_KEY_BYTES
             && (kind == RecordKind::Put || header.value_len == 0)

@@ -5,10 +5,10 @@
 //! body hash does not match: anything it returns is exactly what a writer once wrote.
 
 use super::record::{RecordHeader, RecordKind, RECORD_HEADER_BYTES, RECORD_MAGIC};
+use crate::hash::Xxh3;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use crate::hash::Xxh3;
 
 /// Bytes read at a time while hashing bodies and searching for the next record.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;

@@ -7,10 +7,11 @@
 //! pack directory's LOCK file, so two processes (or two backends) never append to the same pack.
 //! It must never return bytes whose hash it has not checked, and never delete files it did not name.
 
-use super::record::{FileHeader, RecordHeader, RecordKind, FILE_HEADER_BYTES, MAX_KEY_BYTES, RECORD_HEADER_BYTES};
 use super::index_file::{self, parse_index_file_name, Snapshot, StripeMark};
+use super::record::{FileHeader, RecordHeader, RecordKind, FILE_HEADER_BYTES, MAX_KEY_BYTES, RECORD_HEADER_BYTES};
 use super::scan::{scan, FoundRecord};
 use crate::backend::{copy_exact, BResult, BackendError, ErrorKind, COPY_BUFFER_BYTES};
+use crate::hash::Xxh3;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -19,7 +20,6 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use crate::hash::Xxh3;
 
 /// Name of the lock file inside a pack directory.
 pub const LOCK_FILE: &str = "LOCK";
@@ -202,10 +202,8 @@ impl PackStore {
             marks.push(StripeMark { id: stripe.id, salt: stripe.salt, tail_bytes: stripe.tail_bytes() });
         }
         let index = self.index.read().expect("pack index lock");
-        let live: Vec<(&str, u32, RecordHeader)> = index
-            .iter()
-            .filter_map(|(key, entry)| entry.live.map(|loc| (key.as_str(), stripes[loc.stripe_slot].id, loc.header)))
-            .collect();
+        let live: Vec<(&str, u32, RecordHeader)> =
+            index.iter().filter_map(|(key, entry)| entry.live.map(|loc| (key.as_str(), stripes[loc.stripe_slot].id, loc.header))).collect();
         let snapshot = Snapshot { next_seq: self.next_seq.load(Ordering::Acquire), stripes: marks };
         index_file::write(&self.dir, self.generation, &snapshot, live.into_iter())?;
         Ok(())
@@ -234,8 +232,7 @@ impl PackStore {
     /// Every live key with its location, ordered by file and offset (for sequential copying).
     pub fn live_locations(&self) -> Vec<(String, Location)> {
         let index = self.index.read().expect("pack index lock");
-        let mut live: Vec<(String, Location)> =
-            index.iter().filter_map(|(k, e)| e.live.map(|loc| (k.clone(), loc))).collect();
+        let mut live: Vec<(String, Location)> = index.iter().filter_map(|(k, e)| e.live.map(|loc| (k.clone(), loc))).collect();
         live.sort_by_key(|(_, loc)| (loc.stripe_slot, loc.header.offset));
         live
     }
@@ -333,7 +330,8 @@ fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mu
         let got = super::scan::read_up_to(file, &mut buf[..n], at)?;
         sink.write_all(&buf[..got])?;
         if got < n {
-            let why = format!("pack value at offset {offset}: the file ends {} bytes into its {len} bytes (the pack file was cut short)", at + got as u64 - offset);
+            let why =
+                format!("pack value at offset {offset}: the file ends {} bytes into its {len} bytes (the pack file was cut short)", at + got as u64 - offset);
             return Err(BackendError::new(ErrorKind::Corrupt, why));
         }
         at += n as u64;
@@ -471,25 +469,14 @@ impl StripeLease {
 
 fn check_key(key: &str) -> BResult<()> {
     if key.len() > MAX_KEY_BYTES as usize {
-        return Err(BackendError::new(
-            ErrorKind::Other,
-            format!("key is {} bytes; pack keys are at most {MAX_KEY_BYTES} bytes", key.len()),
-        ));
+        return Err(BackendError::new(ErrorKind::Other, format!("key is {} bytes; pack keys are at most {MAX_KEY_BYTES} bytes", key.len())));
     }
     Ok(())
 }
 
 /// Writes key and value after the header slot, then the header last, so a header on disk whose
 /// body is incomplete fails the body hash. Returns the header written.
-pub fn write_record(
-    stripe: &Stripe,
-    offset: u64,
-    kind: RecordKind,
-    seq: u64,
-    key: &str,
-    body: &mut dyn Read,
-    len: u64,
-) -> BResult<RecordHeader> {
+pub fn write_record(stripe: &Stripe, offset: u64, kind: RecordKind, seq: u64, key: &str, body: &mut dyn Read, len: u64) -> BResult<RecordHeader> {
     let mut writer = PositionedWriter { file: &stripe.file, pos: offset + RECORD_HEADER_BYTES, hasher: Xxh3::new() };
     writer.write_all(key.as_bytes())?;
     copy_exact(body, &mut writer, len)?;
@@ -547,7 +534,8 @@ impl Write for PositionedWriter<'_> {
 /// Takes the exclusive lock of a pack directory, or says who to close.
 fn lock_directory(dir: &Path) -> BResult<File> {
     let path = dir.join(LOCK_FILE);
-    let lock = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| crate::backend::fs::call_error("open", &path, e))?;
+    let lock =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| crate::backend::fs::call_error("open", &path, e))?;
     // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
     let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
@@ -567,9 +555,7 @@ fn current_generation(dir: &Path, recovery: &mut Recovery) -> BResult<(u64, Vec<
     let listing = |e| crate::backend::fs::call_error("listing (open, readdir)", dir, e);
     for entry in fs::read_dir(dir).map_err(listing)? {
         let name = entry.map_err(listing)?.file_name().to_string_lossy().into_owned();
-        let leftover_tmp = name
-            .strip_suffix(".tmp")
-            .is_some_and(|stem| parse_data_file_name(stem).is_some() || parse_index_file_name(stem).is_some());
+        let leftover_tmp = name.strip_suffix(".tmp").is_some_and(|stem| parse_data_file_name(stem).is_some() || parse_index_file_name(stem).is_some());
         if leftover_tmp {
             fs::remove_file(dir.join(&name))?;
         } else if let Some(generation) = parse_index_file_name(&name) {
@@ -669,8 +655,7 @@ fn load_index(dir: &Path, generation: u64, files: &[DataFile], recovery: &mut Re
         match slot_of.get(&mark.id).filter(|&&slot| files[slot].salt == mark.salt && files[slot].len >= mark.tail_bytes) {
             Some(&slot) => resume_at[slot] = Some(mark.tail_bytes),
             None => {
-                recovery.index_ignored =
-                    Some(format!("the data file of stripe {} is missing, replaced or shorter than the index says", mark.id));
+                recovery.index_ignored = Some(format!("the data file of stripe {} is missing, replaced or shorter than the index says", mark.id));
                 return full_scan();
             }
         }

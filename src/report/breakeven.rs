@@ -48,10 +48,8 @@ pub fn compute(report: &RunReport) -> Vec<BreakEven> {
 fn crossings(series: &Series) -> Vec<BreakEven> {
     let mut found = Vec::new();
     for ((workload, phase, threads, op), targets) in series {
-        let medians: Vec<(&String, BTreeMap<u64, f64>)> = targets
-            .iter()
-            .map(|(t, sizes)| (t, sizes.iter().filter_map(|(s, v)| median(&mut v.clone()).map(|m| (*s, m))).collect()))
-            .collect();
+        let medians: Vec<(&String, BTreeMap<u64, f64>)> =
+            targets.iter().map(|(t, sizes)| (t, sizes.iter().filter_map(|(s, v)| median(&mut v.clone()).map(|m| (*s, m))).collect())).collect();
         for (i, (a, a_times)) in medians.iter().enumerate() {
             for (b, b_times) in &medians[i + 1..] {
                 let common: Vec<(u64, f64, f64)> =

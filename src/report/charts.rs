@@ -35,7 +35,11 @@ pub struct ChartGroup {
 /// The table's rows as data: the report's own, or computed from its cases while a run is still
 /// adding them (the headlines are stored at the end).
 pub fn headlines(report: &RunReport) -> Vec<Headline> {
-    if report.headlines.is_empty() { super::table::headlines(report) } else { report.headlines.clone() }
+    if report.headlines.is_empty() {
+        super::table::headlines(report)
+    } else {
+        report.headlines.clone()
+    }
 }
 
 /// Every chart group, in page order.
@@ -72,7 +76,10 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
     for ((workload, phase, threads), sizes) in rows {
         if sizes.len() < 2 {
             let label = sizes.first().map_or("", |h| h.size_label.as_str());
-            notes.push(format!("{phase} · {} · workload {workload}: one object size only ({label}), so no line to draw; its figures are in the headlines.", threads_text(threads)));
+            notes.push(format!(
+                "{phase} · {} · workload {workload}: one object size only ({label}), so no line to draw; its figures are in the headlines.",
+                threads_text(threads)
+            ));
             continue;
         }
         let mut by_target: BTreeMap<&str, Vec<Point>> = BTreeMap::new();
@@ -97,11 +104,19 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
             },
             caption: format!(
                 "Steady-state window; each point is the mean of a target's repeats{}.",
-                if with_bars { format!("; {INTERVAL_NOTE} (an interval reaching zero is cut at the axis' bottom)") } else { "; one run each: no error bars".into() }
+                if with_bars {
+                    format!("; {INTERVAL_NOTE} (an interval reaching zero is cut at the axis' bottom)")
+                } else {
+                    "; one run each: no error bars".into()
+                }
             ),
         });
     }
-    let mut group = group("Throughput against object size", figures, "No workload measured two or more fixed object sizes (empty objects and size distributions are in the headlines).");
+    let mut group = group(
+        "Throughput against object size",
+        figures,
+        "No workload measured two or more fixed object sizes (empty objects and size distributions are in the headlines).",
+    );
     group.notes = notes;
     group
 }
@@ -172,7 +187,10 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                     series: lines.collect(),
                     kind: Kind::Lines,
                 },
-                caption: format!("Latency of successful operations {from}; one line per target and size, the median of {} over the repeats.", if repeats > 1 { "each percentile" } else { "the run (one repeat)" }),
+                caption: format!(
+                    "Latency of successful operations {from}; one line per target and size, the median of {} over the repeats.",
+                    if repeats > 1 { "each percentile" } else { "the run (one repeat)" }
+                ),
             });
         }
     }
@@ -249,7 +267,12 @@ fn growth(report: &RunReport) -> ChartGroup {
             // One colour per target, one dash per repeat.
             let series = cases.iter().map(|(case, p)| Series {
                 name: member_name(case, false),
-                points: p.timeline_by_op_index.iter().filter(|b| b.ops > 0).map(|b| Point { x: b.first_op_index as f64, y: b.mean_ns, interval: None }).collect(),
+                points: p
+                    .timeline_by_op_index
+                    .iter()
+                    .filter(|b| b.ops > 0)
+                    .map(|b| Point { x: b.first_op_index as f64, y: b.mean_ns, interval: None })
+                    .collect(),
                 look: Some((index_of(&targets, &case.target), case.repeat.saturating_sub(1) as usize)),
             });
             figures.push(Figure {
@@ -278,7 +301,10 @@ fn fio(report: &RunReport) -> ChartGroup {
     let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);
     let mut figures = Vec::new();
     for chart in series::iops_vs_iodepth(&report.fio_cases, threads) {
-        for (quantity, label, unit, pick) in [("IOPS", "read + write operations", Unit::Plain("IOPS"), iops as fn(&FioCaseResult) -> f64), ("bandwidth", "read + write bandwidth", Unit::BytesPerSecond, bandwidth)] {
+        for (quantity, label, unit, pick) in [
+            ("IOPS", "read + write operations", Unit::Plain("IOPS"), iops as fn(&FioCaseResult) -> f64),
+            ("bandwidth", "read + write bandwidth", Unit::BytesPerSecond, bandwidth),
+        ] {
             let lines = chart.series.iter().map(|s| Series {
                 name: s.name.clone(),
                 points: s
@@ -306,7 +332,10 @@ fn fio(report: &RunReport) -> ChartGroup {
                     series: lines.collect(),
                     kind: Kind::Lines,
                 },
-                caption: format!("Reads plus writes, summed over {}; each point is the mean of its runs; {INTERVAL_NOTE}. Other thread counts are in the fio table.", threads_text(threads)),
+                caption: format!(
+                    "Reads plus writes, summed over {}; each point is the mean of its runs; {INTERVAL_NOTE}. Other thread counts are in the fio table.",
+                    threads_text(threads)
+                ),
             });
         }
     }
@@ -372,7 +401,10 @@ fn resources(report: &RunReport) -> ChartGroup {
     let mut figures = vec![
         Figure { chart: memory, caption: format!("Peak resident memory during each case (server: its process tree summed).{server_note}") },
         Figure { chart: cpu, caption: format!("CPU time used during each case.{server_note}") },
-        Figure { chart: amplification, caption: "Bytes allocated under the backend's data paths after the load, over the bytes of live objects (1 = no overhead).".into() },
+        Figure {
+            chart: amplification,
+            caption: "Bytes allocated under the backend's data paths after the load, over the bytes of live objects (1 = no overhead).".into(),
+        },
     ];
     figures.retain(|f| !f.chart.series.is_empty());
     group("Resources per case", figures, "No resource figures were recorded.")

@@ -108,7 +108,8 @@ fn identity(run_id: &str, case_id: &str, phase: &str, op: &str) -> Row {
 
 /// The object without the named fields (placed elsewhere on the row, or not figures).
 fn without(value: &Value, fields: &[&str]) -> Value {
-    let kept: Map<String, Value> = value.as_object().into_iter().flatten().filter(|(k, _)| !fields.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let kept: Map<String, Value> =
+        value.as_object().into_iter().flatten().filter(|(k, _)| !fields.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
     Value::Object(kept)
 }
 
@@ -167,10 +168,8 @@ fn table(rows: Vec<Row>) -> String {
     }
     let mut out = columns.iter().map(|(_, c)| field(c)).collect::<Vec<_>>().join(",") + "\n";
     for row in &rows {
-        let cells: Vec<String> = columns
-            .iter()
-            .map(|(_, column)| row.iter().find(|(_, c, _)| c == column).map(|(_, _, cell)| field(cell)).unwrap_or_default())
-            .collect();
+        let cells: Vec<String> =
+            columns.iter().map(|(_, column)| row.iter().find(|(_, c, _)| c == column).map(|(_, _, cell)| field(cell)).unwrap_or_default()).collect();
         out += &cells.join(",");
         out.push('\n');
     }

@@ -9,10 +9,7 @@ fn read_trimmed(path: &str) -> String {
 
 fn os_name() -> String {
     let text = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-        .map(|v| v.trim_matches('"').to_string())
-        .unwrap_or_else(|| std::env::consts::OS.to_string())
+    text.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).map(|v| v.trim_matches('"').to_string()).unwrap_or_else(|| std::env::consts::OS.to_string())
 }
 
 /// Reads the environment; `work_dir` is where the run stores data.

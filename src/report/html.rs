@@ -66,7 +66,11 @@ fn summary(report: &RunReport) -> String {
     let mut out = format!("<p class=\"summary\">{}</p>\n<p>Command: <code>{}</code></p>\n", escape(&line), escape(&report.command.join(" ")));
     // The list is at the end of a long page; its size belongs at the top, where people start.
     if !report.warnings.is_empty() {
-        let _ = writeln!(out, "<p class=\"warning-count\"><a href=\"#warnings\">{} warning(s)</a> about these numbers, listed at the end.</p>", report.warnings.len());
+        let _ = writeln!(
+            out,
+            "<p class=\"warning-count\"><a href=\"#warnings\">{} warning(s)</a> about these numbers, listed at the end.</p>",
+            report.warnings.len()
+        );
     }
     out
 }
@@ -111,7 +115,11 @@ fn table_of(rows: &[Vec<String>], class: &str) -> String {
 }
 
 fn headline_value(h: &Headline, value: f64) -> String {
-    if h.metric == "ops_per_s" { format!("{} op/s", three_digits(value)) } else { format_rate_bytes(value) }
+    if h.metric == "ops_per_s" {
+        format!("{} op/s", three_digits(value))
+    } else {
+        format_rate_bytes(value)
+    }
 }
 
 /// The winner column in words: a ratio stands as a win only when the intervals do not overlap.
@@ -133,7 +141,10 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
         f.target.clone(),
         f.mean.map(|m| headline_value(h, m)).unwrap_or_else(|| "failed".into()),
         f.cv.map(|cv| format!("±{}%", three_digits(cv * 100.0))).unwrap_or_else(dash),
-        f.ci95_low.zip(f.ci95_high).map(|(low, high)| format!("{} – {}", if low > 0.0 { headline_value(h, low) } else { "0".into() }, headline_value(h, high))).unwrap_or_else(dash),
+        f.ci95_low
+            .zip(f.ci95_high)
+            .map(|(low, high)| format!("{} – {}", if low > 0.0 { headline_value(h, low) } else { "0".into() }, headline_value(h, high)))
+            .unwrap_or_else(dash),
         repeats,
         f.p99_ns_median.map(|p| format_nanos(p as u64)).unwrap_or_else(dash),
     ]
@@ -182,7 +193,12 @@ fn break_even_section(report: &RunReport) -> String {
         super::table::break_even_lines(&crossings, &mut text);
         // The table's lines after its heading line, one list item each.
         for line in text.lines().skip(1) {
-            let _ = writeln!(out, "<li>workload {} · {phase} · {threads} thread(s): {}</li>", escape(&workload), escape(&line.split_whitespace().collect::<Vec<_>>().join(" ")));
+            let _ = writeln!(
+                out,
+                "<li>workload {} · {phase} · {threads} thread(s): {}</li>",
+                escape(&workload),
+                escape(&line.split_whitespace().collect::<Vec<_>>().join(" "))
+            );
         }
     }
     out + "</ul>\n"
@@ -223,7 +239,8 @@ fn tables_section(report: &RunReport) -> String {
         out += "<h3>Across repeats</h3>\n<p>Each phase's whole time over the repeats (mean, min–max, coefficient of variation) and the mean writer wait.</p>\n";
         out += &table(&repeats);
     }
-    let failed: Vec<Vec<String>> = report.cases.iter().filter(|c| c.status != "ok").map(|c| vec![c.case_id.clone(), c.status.clone(), c.failure.clone().unwrap_or_default()]).collect();
+    let failed: Vec<Vec<String>> =
+        report.cases.iter().filter(|c| c.status != "ok").map(|c| vec![c.case_id.clone(), c.status.clone(), c.failure.clone().unwrap_or_default()]).collect();
     if !failed.is_empty() {
         out += "<h3>Failed cases</h3>\n";
         out += &table_of(&[vec!["case".to_string(), "status".into(), "why".into()]].into_iter().chain(failed).collect::<Vec<_>>(), "wrap");
@@ -347,7 +364,13 @@ fn cache_rows(report: &RunReport) -> Vec<Vec<String>> {
                 || "-".to_string(),
                 |o| {
                     let kept = if o.kept_up { "kept up" } else { "fell behind" };
-                    format!("{} arrivals at {} op/s, {kept}; end lag {}, max lag {}", o.arrivals, three_digits(o.rate_per_s), format_nanos(o.end_lag_ns), format_nanos(o.max_lag_ns))
+                    format!(
+                        "{} arrivals at {} op/s, {kept}; end lag {}, max lag {}",
+                        o.arrivals,
+                        three_digits(o.rate_per_s),
+                        format_nanos(o.end_lag_ns),
+                        format_nanos(o.max_lag_ns)
+                    )
                 },
             );
             rows.push(vec![case.case_id.clone(), phase.phase.clone(), cache, schedule]);

@@ -25,12 +25,7 @@ pub struct Reporter {
 
 /// Every output format, the default first.
 pub const REPORTERS: &[Reporter] = &[
-    Reporter {
-        name: "table",
-        summary: "text tables for people",
-        report: Some(super::table::render),
-        comparison: Some(compare::render::table),
-    },
+    Reporter { name: "table", summary: "text tables for people", report: Some(super::table::render), comparison: Some(compare::render::table) },
     Reporter { name: "json", summary: "the data as JSON", report: Some(json::<RunReport>), comparison: Some(json::<Comparison>) },
     Reporter {
         name: "csv",

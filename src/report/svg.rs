@@ -184,7 +184,11 @@ fn number(value: f64) -> String {
     } else {
         format!("{value:.3}")
     };
-    if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
 }
 
 /// Whether each tick carries its own unit: log axes of bytes, rates and times span several
@@ -216,7 +220,11 @@ fn data_range(chart: &Chart, pick: fn(&Point) -> [f64; 3], log: bool) -> (f64, f
     let values: Vec<f64> = values.filter(|v| v.is_finite() && (!log || *v > 0.0)).collect();
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if values.is_empty() { (1.0, 1.0) } else { (min, max) }
+    if values.is_empty() {
+        (1.0, 1.0)
+    } else {
+        (min, max)
+    }
 }
 
 /// The chart as a standalone SVG document (also valid inline in HTML).
@@ -241,7 +249,13 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
         let (colour, dash) = look(chart, i);
         let (x, y) = (20.0 + (i % per_row) as f64 * entry, top + (i / per_row) as f64 * 18.0);
         if with_lines {
-            let _ = write!(out, "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", x + 24.0, colour, dash);
+            let _ = write!(
+                out,
+                "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>",
+                x + 24.0,
+                colour,
+                dash
+            );
             let _ = write!(out, "<circle class=\"key\" cx=\"{}\" cy=\"{y}\" r=\"3\" fill=\"{}\"/>", x + 12.0, colour);
         } else {
             let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" fill=\"{}\"/>", y - 5.0, colour);
@@ -275,7 +289,14 @@ fn value_axis(axis: &Axis, map: &Mapping, ticks: &[f64], divisor: f64, unit_name
         if horizontal {
             let _ = writeln!(out, "<line x1=\"{p:.1}\" y1=\"{TOP}\" x2=\"{p:.1}\" y2=\"{y_edge}\" stroke=\"#e4e4e4\"/><text x=\"{p:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>", y_edge + 14.0, escape(&label));
         } else {
-            let _ = writeln!(out, "<line x1=\"{x_edge}\" y1=\"{p:.1}\" x2=\"{}\" y2=\"{p:.1}\" stroke=\"#e4e4e4\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>", WIDTH - 20.0, x_edge - 5.0, p + 4.0, escape(&label));
+            let _ = writeln!(
+                out,
+                "<line x1=\"{x_edge}\" y1=\"{p:.1}\" x2=\"{}\" y2=\"{p:.1}\" stroke=\"#e4e4e4\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+                WIDTH - 20.0,
+                x_edge - 5.0,
+                p + 4.0,
+                escape(&label)
+            );
         }
     }
     let title = escape(&axis_title(axis, unit_name));
@@ -314,14 +335,28 @@ fn lines(chart: &Chart) -> String {
     for (i, series) in chart.series.iter().enumerate() {
         let (colour, dash) = look(chart, i);
         let path: Vec<String> = series.points.iter().map(|p| format!("{:.1},{:.1}", x_map.px(p.x), y_map.px(p.y))).collect();
-        let _ = writeln!(out, "<g class=\"series\">\n<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", path.join(" "), colour, dash);
+        let _ = writeln!(
+            out,
+            "<g class=\"series\">\n<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>",
+            path.join(" "),
+            colour,
+            dash
+        );
         // Dense lines get small markers, which would otherwise hide the line itself.
         let radius = if series.points.len() > 40 { 1.5 } else { 3.0 };
         for p in &series.points {
             let (x, y) = (x_map.px(p.x), y_map.px(p.y));
             if let Some((low, high)) = p.interval {
                 let (top, foot) = (y_map.px(high), y_map.px(low));
-                let _ = write!(out, "<path class=\"error-bar\" d=\"M{x:.1},{top:.1}V{foot:.1}M{:.1},{top:.1}H{:.1}M{:.1},{foot:.1}H{:.1}\" stroke=\"{}\"/>", x - 4.0, x + 4.0, x - 4.0, x + 4.0, colour);
+                let _ = write!(
+                    out,
+                    "<path class=\"error-bar\" d=\"M{x:.1},{top:.1}V{foot:.1}M{:.1},{top:.1}H{:.1}M{:.1},{foot:.1}H{:.1}\" stroke=\"{}\"/>",
+                    x - 4.0,
+                    x + 4.0,
+                    x - 4.0,
+                    x + 4.0,
+                    colour
+                );
             }
             let tip = format!("{}: {} → {}", series.name, tip_value(&chart.x, p.x), tip_value(&chart.y, p.y));
             let _ = writeln!(out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{radius}\" fill=\"{}\"><title>{}</title></circle>", colour, escape(&tip));
@@ -462,6 +497,7 @@ mod tests {
     #[test]
     fn the_data_uri_is_percent_encoded() {
         assert_eq!(data_uri("<a href=\"#\">µ</a>"), "data:image/svg+xml;charset=utf-8,%3Ca%20href=%22%23%22%3E%C2%B5%3C%2Fa%3E");
-        assert!(data_uri("<svg width=\"1\"></svg>").starts_with("data:image/svg+xml;charset=utf-8,%3Csvg%20xmlns=%22http%3A%2F%2Fwww.w3.org%2F2000%2Fsvg%22%20width"));
+        assert!(data_uri("<svg width=\"1\"></svg>")
+            .starts_with("data:image/svg+xml;charset=utf-8,%3Csvg%20xmlns=%22http%3A%2F%2Fwww.w3.org%2F2000%2Fsvg%22%20width"));
     }
 }

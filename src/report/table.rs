@@ -4,8 +4,8 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::spread::{verdict, Spread, Verdict};
 use super::model::{CaseResult, Headline, HeadlineFigure, PhaseResult, RunReport};
+use super::spread::{verdict, Spread, Verdict};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -66,7 +66,13 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                 group_order.push(key.clone());
                 group_order.len() - 1
             });
-            let cell = groups.entry((pos, key)).or_default().entry((case.size_bytes_max, case.size_label.clone())).or_default().entry(case.target.clone()).or_default();
+            let cell = groups
+                .entry((pos, key))
+                .or_default()
+                .entry((case.size_bytes_max, case.size_label.clone()))
+                .or_default()
+                .entry(case.target.clone())
+                .or_default();
             match (case.status.as_str(), case.phases.get(i)) {
                 ("ok", Some(p)) => {
                     let (b, o) = headline_throughput(p);
@@ -157,8 +163,7 @@ pub fn render(report: &RunReport) -> String {
             sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
         }
         file_server_times(report, (workload, phase, *threads), &targets, &mut out);
-        let crossings: Vec<&BreakEven> =
-            break_evens.iter().filter(|b| b.workload == *workload && b.phase == *phase && b.threads == *threads).collect();
+        let crossings: Vec<&BreakEven> = break_evens.iter().filter(|b| b.workload == *workload && b.phase == *phase && b.threads == *threads).collect();
         break_even_lines(&crossings, &mut out);
     }
     footer(report, &mut out);
@@ -361,7 +366,14 @@ type RepeatsByTarget = BTreeMap<String, Vec<f64>>;
 
 /// A table of times: one row per entry of `rows`, one column per target, per size; each cell
 /// the median over repeats.
-fn step_times(report: &RunReport, (workload, phase, threads): (&str, &str, u32), (title, row_header): (&str, &str), rows: &[(String, RowValue)], targets: &[String], out: &mut String) {
+fn step_times(
+    report: &RunReport,
+    (workload, phase, threads): (&str, &str, u32),
+    (title, row_header): (&str, &str),
+    rows: &[(String, RowValue)],
+    targets: &[String],
+    out: &mut String,
+) {
     // (size bytes, label) → row → target → value of each repeat, in ns.
     let mut values: BTreeMap<(u64, String), BTreeMap<&str, RepeatsByTarget>> = BTreeMap::new();
     for case in report.cases.iter().filter(|c| c.status == "ok" && c.workload == workload && c.threads == threads) {
@@ -432,7 +444,8 @@ fn cell_text(cell: &Cell, empty_objects: bool) -> String {
 /// phase time, growth, writer wait, disk allocated and stored, own-work share). The HTML page
 /// shows the same rows.
 pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
-    let mut lines: Vec<Vec<String>> = vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
+    let mut lines: Vec<Vec<String>> =
+        vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
     for c in report.cases.iter().filter(|c| c.status == "ok") {
         let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
         let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());

@@ -135,9 +135,8 @@ fn ids<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<String> {
 }
 
 fn few_samples(report: &RunReport) -> Option<Warning> {
-    let few = ids(report.cases.iter().filter(|c| {
-        c.phases.iter().any(|p| p.ops.values().any(|o| o.latency.samples > 0 && o.latency.samples < FEW_SAMPLES_FOR_P99))
-    }));
+    let few =
+        ids(report.cases.iter().filter(|c| c.phases.iter().any(|p| p.ops.values().any(|o| o.latency.samples > 0 && o.latency.samples < FEW_SAMPLES_FOR_P99))));
     (!few.is_empty()).then(|| {
         Warning::new(
             WarningKind::FewSamples,
@@ -320,7 +319,11 @@ fn verification(report: &RunReport) -> Vec<Warning> {
         out.push(
             Warning::new(
                 WarningKind::NotVerified,
-                format!("the data was not verified: {} case(s) read with verify = false (e.g. {}), so damaged or wrong objects would pass unseen", unchecked.len(), unchecked[0]),
+                format!(
+                    "the data was not verified: {} case(s) read with verify = false (e.g. {}), so damaged or wrong objects would pass unseen",
+                    unchecked.len(),
+                    unchecked[0]
+                ),
                 "Leave verify on (the default) to check every get; its cost is kept out of the timings",
             )
             .cases(unchecked),
@@ -344,9 +347,10 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
             .cases(warm),
         );
     }
-    let server_warm = ids(report.cases.iter().filter(|c| {
-        crate::backend::server::is_server_backend(&c.backend) && c.phases.iter().any(|p| p.cache_state == "cold" && !p.server_restarted)
-    }));
+    let server_warm = ids(report
+        .cases
+        .iter()
+        .filter(|c| crate::backend::server::is_server_backend(&c.backend) && c.phases.iter().any(|p| p.cache_state == "cold" && !p.server_restarted)));
     if !server_warm.is_empty() {
         out.push(
             Warning::new(

@@ -94,7 +94,15 @@ mod tests {
     use super::*;
 
     fn clean() -> FileServerResult {
-        FileServerResult { uploads: 10, contents_written: 8, duplicate_uploads: 2, catalog_files: 8, catalog_names: 10, objects_checked: 8, ..Default::default() }
+        FileServerResult {
+            uploads: 10,
+            contents_written: 8,
+            duplicate_uploads: 2,
+            catalog_files: 8,
+            catalog_names: 10,
+            objects_checked: 8,
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -17,8 +17,8 @@
 use super::ops::{is_not_found, SelfTimed, Worker};
 use crate::backend::catalog::{Catalog, Content, Registration};
 use crate::backend::{BResult, BackendError, ErrorKind};
-use crate::workload::op::Op;
 use crate::workload::keys::unit;
+use crate::workload::op::Op;
 use crate::workload::payload::{DigestSink, Mismatch};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;

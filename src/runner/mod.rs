@@ -15,16 +15,16 @@ pub mod phase;
 pub mod progress;
 pub mod retry;
 pub mod schedule;
-pub mod watchdog;
 mod space;
+pub mod watchdog;
 
 use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, Namespace, Session};
 use crate::clock::{Clock, MonotonicClock};
 use crate::job::{CasePlan, PhasePlan, Plan, Stop};
-use crate::workload::op::Op;
 use crate::report::model::{CaseResult, DiskResult, PhaseResult, PreloadResult, RunReport, Verification};
 use crate::sampler::ResourceSampler;
+use crate::workload::op::Op;
 use crate::workload::payload::PayloadSpec;
 use keytable::KeyTable;
 use phase::PhaseContext;
@@ -147,7 +147,16 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     }
     let was_timed_out = timed_out.load(Ordering::Relaxed);
     let was_interrupted = !was_timed_out && (interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
-    report.status = if was_timed_out { "timed_out" } else if was_interrupted { "interrupted" } else if failed { "failed" } else { "complete" }.into();
+    report.status = if was_timed_out {
+        "timed_out"
+    } else if was_interrupted {
+        "interrupted"
+    } else if failed {
+        "failed"
+    } else {
+        "complete"
+    }
+    .into();
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
@@ -157,7 +166,13 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     // The report is complete by now: a directory that cannot be removed fails the run (exit 1),
     // it does not turn it into a refusal (exit 2) or lose what was measured.
     let cleanup_error = if opts.keep { None } else { remove_run_directory(&root.dir).err() };
-    let exit_code = if was_interrupted { 130 } else if failed || was_timed_out || cleanup_error.is_some() { 1 } else { 0 };
+    let exit_code = if was_interrupted {
+        130
+    } else if failed || was_timed_out || cleanup_error.is_some() {
+        1
+    } else {
+        0
+    };
     Ok(RunOutcome { report, exit_code, cleanup_error })
 }
 
@@ -350,7 +365,14 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
 type Workers = (Vec<Box<dyn Session>>, Vec<Box<dyn Catalog>>);
 
 /// Opens every worker's session (and file catalog), noting each worker's connect time.
-fn open_workers(backend: &dyn Backend, case: &CasePlan, file_server: bool, case_dir: &Path, clock: &dyn Clock, connect_ns: &mut Vec<u64>) -> Result<Workers, String> {
+fn open_workers(
+    backend: &dyn Backend,
+    case: &CasePlan,
+    file_server: bool,
+    case_dir: &Path,
+    clock: &dyn Clock,
+    connect_ns: &mut Vec<u64>,
+) -> Result<Workers, String> {
     let (mut sessions, mut catalogs): Workers = (Vec::new(), Vec::new());
     for w in 0..case.threads as usize {
         // Connections, the catalog's included, are made before any phase: set-up is never timed.
@@ -437,7 +459,14 @@ fn measure_case(
         }
         let stop = phase::effective_stop(phase.stop, case.objects);
         let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
-        measured.cache_state = if direct { "direct" } else if dropped { "cold" } else { "warm" }.into();
+        measured.cache_state = if direct {
+            "direct"
+        } else if dropped {
+            "cold"
+        } else {
+            "warm"
+        }
+        .into();
         measured.server_restarted = server_restarted;
         let gave_up = measured.gave_up_workers;
         result.phases.push(measured);
@@ -546,7 +575,8 @@ impl CaseRun<'_> {
         let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::workload::keys::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
         let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
-        let workers = phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
+        let workers =
+            phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
         Ok(PreloadResult {
@@ -563,7 +593,11 @@ impl CaseRun<'_> {
         if v.mismatches > 0 {
             // Every listed object on its own line: "which objects and what damage" is the answer.
             let lines: Vec<String> = v.mismatched.iter().map(|m| format!("\n    {}", m.line())).collect();
-            let more = if v.mismatched_cut { format!("\n    … and {} more (see verification.mismatches)", v.mismatches - v.mismatched.len() as u64) } else { String::new() };
+            let more = if v.mismatched_cut {
+                format!("\n    … and {} more (see verification.mismatches)", v.mismatches - v.mismatched.len() as u64)
+            } else {
+                String::new()
+            };
             return Err(format!("verification failed: {} of {} gets differ from what was put:{}{more}", v.mismatches, v.checked, lines.concat()));
         }
         let budget = self.case.workload.max_error_ratio;

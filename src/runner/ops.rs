@@ -9,9 +9,9 @@ use super::keytable::{Miss, Snapshot};
 use super::phase::PhaseContext;
 use crate::backend::{BResult, BackendError, ErrorKind, Session};
 use crate::clock::Clock;
-use crate::workload::op::Op;
 use crate::stats::WorkerStats;
 use crate::workload::keys::write_key_name;
+use crate::workload::op::Op;
 use crate::workload::payload::{DamageKind, DigestSink, Mismatch, HEADER_BYTES};
 use std::cell::Cell;
 use std::io::{Read, Write};
@@ -82,7 +82,6 @@ pub struct Worker<'a, 'c> {
 pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
     matches!(r, Err(e) if e.kind == ErrorKind::NotFound)
 }
-
 
 impl Worker<'_, '_> {
     /// One operation; returns false when a bytes stop says the phase is over.

@@ -10,9 +10,9 @@ use crate::backend::catalog::Catalog;
 use crate::backend::Session;
 use crate::clock::Clock;
 use crate::job::{PhasePlan, Stop};
-use crate::workload::op::Op;
 use crate::stats::WorkerStats;
 use crate::workload::keys::{unit, KeyChooser};
+use crate::workload::op::Op;
 use crate::workload::payload::PayloadSpec;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -175,7 +175,8 @@ fn worker(
     };
     worker.last_success_ns = worker.own.now_ns(ctx.clock);
     // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).
-    let mut schedule = ctx.phase.rate.filter(|_| !ctx.warmup).map(|rate| super::schedule::Schedule::new(rate, w, workers, worker.stats.start_ns, stream_of(ctx, w)));
+    let mut schedule =
+        ctx.phase.rate.filter(|_| !ctx.warmup).map(|rate| super::schedule::Schedule::new(rate, w, workers, worker.stats.start_ns, stream_of(ctx, w)));
     if schedule.is_some() && !ctx.clock.is_virtual() {
         super::schedule::precise_sleeps();
     }

@@ -20,11 +20,7 @@ impl Progress {
         let terminal = std::io::stderr().is_terminal();
         let bar = (enabled && terminal).then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} cases  {msg}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
-            );
+            bar.set_style(ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} cases  {msg}").expect("valid template").progress_chars("=> "));
             bar
         });
         Progress { bar, lines: enabled && !terminal, current: Mutex::new(String::new()) }

@@ -35,7 +35,16 @@ impl Schedule {
     /// Worker `w` of `workers`, whose phase started at `start_ns` (storage clock); `stream` seeds
     /// its random gaps.
     pub fn new(rate: Rate, w: u64, workers: u64, start_ns: u64, stream: u64) -> Schedule {
-        Schedule { rate, start_ns, worker: w, workers, started: 0, last_ns: start_ns as f64, rng: Xoshiro256PlusPlus::seed_from_u64(stream ^ 0x6f70_656e_6c6f_6f70), oversleep_ns: 0 }
+        Schedule {
+            rate,
+            start_ns,
+            worker: w,
+            workers,
+            started: 0,
+            last_ns: start_ns as f64,
+            rng: Xoshiro256PlusPlus::seed_from_u64(stream ^ 0x6f70_656e_6c6f_6f70),
+            oversleep_ns: 0,
+        }
     }
 
     /// The intended start of this worker's next operation.

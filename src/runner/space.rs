@@ -4,8 +4,8 @@
 //! way, and a full disk hurts whatever else lives on it.
 
 use super::existing_ancestor;
-use crate::job::CasePlan;
 use crate::host::filesystem_space;
+use crate::job::CasePlan;
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;

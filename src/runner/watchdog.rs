@@ -97,9 +97,12 @@ mod tests {
     fn counting_cut() -> (Arc<AtomicU32>, CutHandle) {
         let cuts = Arc::new(AtomicU32::new(0));
         let counter = cuts.clone();
-        (cuts, Arc::new(move || {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }))
+        (
+            cuts,
+            Arc::new(move || {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }),
+        )
     }
 
     #[test]

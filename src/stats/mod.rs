@@ -5,9 +5,9 @@
 //! Workers record into their own `WorkerStats` without locks; `merge` runs once per phase.
 
 use crate::backend::ErrorKind;
-use crate::workload::op::Op;
 use crate::job::Arrivals;
-use crate::report::model::{ERRORS_LISTED, IndexPoint, LatencySummary, OpResult, OpenLoop, PhaseResult, SecondPoint, Throughput};
+use crate::report::model::{IndexPoint, LatencySummary, OpResult, OpenLoop, PhaseResult, SecondPoint, Throughput, ERRORS_LISTED};
+use crate::workload::op::Op;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
@@ -349,7 +349,12 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             .iter()
             .enumerate()
             .filter(|(_, b)| b.ops > 0)
-            .map(|(i, b)| IndexPoint { first_op_index: i as u64 * index_width, ops: b.ops, mean_ns: b.latency_sum_ns as f64 / b.ops as f64, max_ns: b.latency_max_ns })
+            .map(|(i, b)| IndexPoint {
+                first_op_index: i as u64 * index_width,
+                ops: b.ops,
+                mean_ns: b.latency_sum_ns as f64 / b.ops as f64,
+                max_ns: b.latency_max_ns,
+            })
             .collect(),
         lock_wait_ns,
         payload_generation_ns,
@@ -507,7 +512,20 @@ mod tests {
     fn growth_ratio_compares_last_and_first_tenth() {
         let mut w = WorkerStats::new(0, 1);
         for i in 0..100u64 {
-            w.success(Op::Put, i, i * 10, if i < 10 { 100 } else if i >= 90 { 300 } else { 200 }, 1, 0);
+            w.success(
+                Op::Put,
+                i,
+                i * 10,
+                if i < 10 {
+                    100
+                } else if i >= 90 {
+                    300
+                } else {
+                    200
+                },
+                1,
+                0,
+            );
         }
         let r = merge("put", vec![w], 0);
         assert!((r.growth_ratio.unwrap() - 3.0).abs() < 1e-9);

@@ -79,4 +79,3 @@ impl Op {
         Op::ALL.into_iter().find(|op| op.name() == name)
     }
 }
-

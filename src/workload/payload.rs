@@ -15,14 +15,14 @@
 //! got a version other than the one recorded, regenerates the expected bytes (`Verifier`), which
 //! also tells at which byte and how the object differs (`verify`).
 
+pub use super::verify::{DamageKind, Mismatch, Verifier};
+use crate::hash::{xxh3_64, Xxh3};
 use crate::workload::size::SizeSpec;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
-use crate::hash::{xxh3_64, Xxh3};
-pub use super::verify::{DamageKind, Mismatch, Verifier};
 
 /// Bytes of the header at the start of every block.
 pub const HEADER_BYTES: usize = 16;

@@ -45,7 +45,11 @@ impl SizeSpec {
             SizeSpec::Uniform { min_bytes, max_bytes } => min_bytes / 2 + max_bytes / 2 + (min_bytes % 2 + max_bytes % 2) / 2,
             SizeSpec::LogUniform { min_bytes, max_bytes } => {
                 let (lo, hi) = ((min_bytes.max(1)) as f64, (max_bytes.max(1)) as f64);
-                if hi <= lo { lo as u64 } else { ((hi - lo) / (hi / lo).ln()) as u64 }
+                if hi <= lo {
+                    lo as u64
+                } else {
+                    ((hi - lo) / (hi / lo).ln()) as u64
+                }
             }
         }
     }
@@ -59,4 +63,3 @@ impl SizeSpec {
         }
     }
 }
-

@@ -123,7 +123,18 @@ impl<'s> Verifier<'s> {
     /// A checker for `key`; `generation_hint` (the version recorded at put time) is compared
     /// against when the object does not carry a readable header of its own.
     pub fn new(spec: &'s PayloadSpec, key: u64, generation_hint: u32) -> Self {
-        Verifier { spec, key, generation_hint, head: Vec::with_capacity(HEADER_BYTES), expected: None, seen: 0, first: None, last: 0, differing: 0, all_zero: true }
+        Verifier {
+            spec,
+            key,
+            generation_hint,
+            head: Vec::with_capacity(HEADER_BYTES),
+            expected: None,
+            seen: 0,
+            first: None,
+            last: 0,
+            differing: 0,
+            all_zero: true,
+        }
     }
 
     /// Decides what to compare against once the header (or the whole small object) is in: this

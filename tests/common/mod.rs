@@ -160,7 +160,12 @@ pub fn wait_for_finished_cases(dir: &std::path::Path, cases: usize) {
                 candidates.extend(inner.flatten().map(|e| e.path().join("report.json")));
             }
         }
-        candidates.iter().filter_map(|p| std::fs::read(p).ok()).filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()).filter_map(|r| r["cases"].as_array().map(|c| c.len())).max()
+        candidates
+            .iter()
+            .filter_map(|p| std::fs::read(p).ok())
+            .filter_map(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .filter_map(|r| r["cases"].as_array().map(|c| c.len()))
+            .max()
     };
     // The deadline only turns a hang into a failure; it is not what the test measures.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);

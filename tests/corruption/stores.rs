@@ -123,7 +123,11 @@ impl Store for SqliteRows {
         self.db.query_row("SELECT body FROM objects WHERE key = ?1", [key], |r| r.get(0)).unwrap()
     }
     fn write(&mut self, key: &str, bytes: &[u8]) {
-        let sql = if self.set_length { "UPDATE objects SET body = ?2, size_bytes = length(?2) WHERE key = ?1" } else { "UPDATE objects SET body = ?2 WHERE key = ?1" };
+        let sql = if self.set_length {
+            "UPDATE objects SET body = ?2, size_bytes = length(?2) WHERE key = ?1"
+        } else {
+            "UPDATE objects SET body = ?2 WHERE key = ?1"
+        };
         assert_eq!(self.db.execute(sql, rusqlite::params![key, bytes]).unwrap(), 1);
     }
 }

@@ -66,10 +66,7 @@ end_to_end!(end_to_end_gridfs, Server::Mongo, "backend = \"gridfs\"");
 /// A size over a backend's limit stops the run in preflight with a message naming what to use.
 #[test]
 fn limits_stop_the_run_before_any_data() {
-    let cases = [
-        (Server::Pg, "backend = \"postgres\"\nmode = \"bytea\"", "mode = \\\"lo\\\""),
-        (Server::Maria, "backend = \"mariadb\"", "max_allowed_packet"),
-    ];
+    let cases = [(Server::Pg, "backend = \"postgres\"\nmode = \"bytea\"", "mode = \\\"lo\\\""), (Server::Maria, "backend = \"mariadb\"", "max_allowed_packet")];
     for (server, target, hint) in cases {
         if !available(server.env()) {
             continue;

@@ -92,7 +92,10 @@ impl Server {
                 let names = vec![format!("{owned}_objects_keep"), format!("keep_{owned}")];
                 let mut c = pg();
                 for n in &names {
-                    c.batch_execute(&format!("CREATE TABLE \"{n}\" (key bytea PRIMARY KEY, loid oid); INSERT INTO \"{n}\" VALUES ('\\x6b', lo_from_bytea(0, 'keep'))")).unwrap();
+                    c.batch_execute(&format!(
+                        "CREATE TABLE \"{n}\" (key bytea PRIMARY KEY, loid oid); INSERT INTO \"{n}\" VALUES ('\\x6b', lo_from_bytea(0, 'keep'))"
+                    ))
+                    .unwrap();
                 }
                 names
             }

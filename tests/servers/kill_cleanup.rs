@@ -100,7 +100,11 @@ fn password_of(uri: &str) -> Option<String> {
 }
 
 fn secrets() -> Vec<String> {
-    let mut s: Vec<String> = ["STOWBENCH_PG_URI", "STOWBENCH_MARIADB_URI", "STOWBENCH_MONGO_URI"].iter().filter_map(|v| std::env::var(v).ok()).filter_map(|u| password_of(&u)).collect();
+    let mut s: Vec<String> = ["STOWBENCH_PG_URI", "STOWBENCH_MARIADB_URI", "STOWBENCH_MONGO_URI"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .filter_map(|u| password_of(&u))
+        .collect();
     s.extend(std::env::var("AWS_SECRET_ACCESS_KEY").ok().filter(|k| !k.is_empty()));
     s.push(PASSWORD.to_string());
     s
@@ -180,7 +184,8 @@ impl Drop for Guard {
 
 /// The killed run's case directory (holding the record).
 fn case_dir(work: &Path) -> PathBuf {
-    let run = std::fs::read_dir(work).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("stowbench-")).unwrap();
+    let run =
+        std::fs::read_dir(work).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("stowbench-")).unwrap();
     run.join("case-0000")
 }
 
@@ -211,7 +216,10 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
     assert_eq!(oids.is_empty(), !v.options.contains("\"lo\""), "{what}: large objects left: {oids:?}");
     let foreign = v.server.make_foreign(&owned);
     let uploads = match v.backend {
-        "s3" => vec![(format!("{owned}/obj-0000000001"), start_upload(&format!("{owned}/obj-0000000001"))), (format!("{owned}_keep/x"), start_upload(&format!("{owned}_keep/x")))],
+        "s3" => vec![
+            (format!("{owned}/obj-0000000001"), start_upload(&format!("{owned}/obj-0000000001"))),
+            (format!("{owned}_keep/x"), start_upload(&format!("{owned}_keep/x"))),
+        ],
         _ => Vec::new(),
     };
 
@@ -252,12 +260,21 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
     let listed = lines(&dry, "would remove ");
     let expected = match (v.backend, v.options) {
         ("postgres", o) if o.contains("tablespaces") => {
-            vec![format!("postgres table \"{owned}_bytea\" ("), format!("postgres tablespace sb_{owned}_ts0 at "), format!("postgres tablespace sb_{owned}_ts1 at ")]
+            vec![
+                format!("postgres table \"{owned}_bytea\" ("),
+                format!("postgres tablespace sb_{owned}_ts0 at "),
+                format!("postgres tablespace sb_{owned}_ts1 at "),
+            ]
         }
-        ("postgres", o) if o.contains("\"lo\"") => vec![format!("postgres table \"{owned}_lo\" ("), format!("postgres large objects of \"{owned}_lo\": {}", oids.len())],
+        ("postgres", o) if o.contains("\"lo\"") => {
+            vec![format!("postgres table \"{owned}_lo\" ("), format!("postgres large objects of \"{owned}_lo\": {}", oids.len())]
+        }
         ("postgres", o) => vec![format!("postgres table \"{owned}_{}\" (", o.split('"').nth(1).unwrap())],
         ("mariadb", o) => vec![format!("mariadb table `{owned}_{}` (", o.split('"').nth(1).unwrap())],
-        ("s3", _) => vec![format!("s3 objects under s3://{}/{owned}/: ", super::env("STOWBENCH_S3_BUCKET")), format!("s3 incomplete multipart uploads under s3://{}/{owned}/: ", super::env("STOWBENCH_S3_BUCKET"))],
+        ("s3", _) => vec![
+            format!("s3 objects under s3://{}/{owned}/: ", super::env("STOWBENCH_S3_BUCKET")),
+            format!("s3 incomplete multipart uploads under s3://{}/{owned}/: ", super::env("STOWBENCH_S3_BUCKET")),
+        ],
         _ => vec![format!("gridfs collection stowbench.{owned}.files ("), format!("gridfs collection stowbench.{owned}.chunks (")],
     };
     for e in &expected {

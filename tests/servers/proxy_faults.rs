@@ -105,7 +105,15 @@ fn reset_on_close(stream: &TcpStream) {
     use std::os::fd::AsRawFd;
     let linger = libc::linger { l_onoff: 1, l_linger: 0 };
     // SAFETY: setsockopt with a valid fd and a correctly sized value.
-    unsafe { libc::setsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, (&linger as *const libc::linger).cast(), std::mem::size_of::<libc::linger>() as u32) };
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as u32,
+        )
+    };
 }
 
 fn relay(client: TcpStream, upstream: u16, shared: Arc<Shared>) {
@@ -374,8 +382,8 @@ fn a_retried_put_whose_first_attempt_committed_leaves_no_duplicate() {
 /// How many objects a kept case holds on its server (rows, S3 objects, GridFS files); then
 /// removes them, as the case's cleanup would have.
 fn count_and_remove_kept(t: &Target, case: &serde_json::Value) -> u64 {
-    use mysql::prelude::Queryable;
     use super::inspect;
+    use mysql::prelude::Queryable;
     let opts = &case["backend_info"]["options"];
     let text = |key: &str| opts[key].as_str().unwrap_or_else(|| panic!("backend_info has {key}: {opts}")).to_string();
     match t.backend {

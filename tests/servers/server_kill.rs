@@ -84,7 +84,11 @@ fn killing_a_server_mid_run_fails_fast_counts_every_error_and_keeps_what_was_mea
         let report = common::assert_valid_report(&report_path);
         let case = &report["cases"][0];
         let (put, get) = (&case["phases"][0]["ops"]["put"], &case["phases"][1]["ops"]["get"]);
-        assert_eq!((put["count"].as_u64(), put["errors"].as_object().map(|e| e.len())), (Some(t.objects), Some(0)), "{what}: the puts before the kill are kept: {put}");
+        assert_eq!(
+            (put["count"].as_u64(), put["errors"].as_object().map(|e| e.len())),
+            (Some(t.objects), Some(0)),
+            "{what}: the puts before the kill are kept: {put}"
+        );
         let errors = get["errors"].as_object().unwrap();
         let failed: u64 = errors.values().map(|v| v.as_u64().unwrap()).sum();
         assert_eq!((get["count"].as_u64(), failed), (Some(0), t.objects), "{what}: every get failed and is counted by kind: {get}");
@@ -176,7 +180,11 @@ fn leftovers(service: &str, services: &PrivateServices, owned: &str) -> Vec<(&'s
         _ => {
             let db = mongodb::sync::Client::with_uri_str(&uri).unwrap().database("stowbench");
             let ours: Vec<String> = db.list_collection_names().run().unwrap().into_iter().filter(|n| n.starts_with(owned)).collect();
-            let chunks: u64 = ours.iter().filter(|n| n.ends_with(".chunks")).map(|n| db.collection::<mongodb::bson::Document>(n).count_documents(mongodb::bson::doc! {}).run().unwrap()).sum();
+            let chunks: u64 = ours
+                .iter()
+                .filter(|n| n.ends_with(".chunks"))
+                .map(|n| db.collection::<mongodb::bson::Document>(n).count_documents(mongodb::bson::doc! {}).run().unwrap())
+                .sum();
             vec![("collections", ours.len() as u64), ("chunks", chunks)]
         }
     }

@@ -87,9 +87,7 @@ impl Catalog for MariaCatalog {
 
     fn resolve(&mut self, name: &str) -> BResult<Option<StoredFile>> {
         let (files, names) = (&self.files, &self.names);
-        let sql = format!(
-            "SELECT f.hash, f.object_key, f.size_bytes FROM `{names}` n JOIN `{files}` f ON f.hash = n.hash WHERE n.name = :name AND f.stored"
-        );
+        let sql = format!("SELECT f.hash, f.object_key, f.size_bytes FROM `{names}` n JOIN `{files}` f ON f.hash = n.hash WHERE n.name = :name AND f.stored");
         let row: Option<(String, String, u64)> = self.conn.exec_first(sql, params! { "name" => name }).map_err(&self.error)?;
         Ok(row.map(stored_file))
     }

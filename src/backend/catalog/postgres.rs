@@ -69,11 +69,8 @@ impl Catalog for PgCatalog {
                 found = tx.query_opt(&lookup, &[&content.hash]).map_err(error)?.map(|r| r.get(0));
             }
         }
-        tx.execute(
-            &format!("INSERT INTO {names} (name, hash) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET hash = EXCLUDED.hash"),
-            &[&name, &content.hash],
-        )
-        .map_err(error)?;
+        tx.execute(&format!("INSERT INTO {names} (name, hash) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET hash = EXCLUDED.hash"), &[&name, &content.hash])
+            .map_err(error)?;
         tx.commit().map_err(error)?;
         Ok(Registration::from_lookup(found))
     }

@@ -107,9 +107,8 @@ impl Catalog for SqliteCatalog {
     fn stored_files(&mut self) -> BResult<Vec<StoredFile>> {
         let files = &self.files;
         let mut stmt = self.conn.prepare(&format!("SELECT hash, object_key, size_bytes FROM {files} WHERE stored = 1 ORDER BY hash")).context("list files")?;
-        let rows = stmt
-            .query_map([], |row| Ok(StoredFile { hash: row.get(0)?, object_key: row.get(1)?, size_bytes: unsigned(row, 2)? }))
-            .context("list files")?;
+        let rows =
+            stmt.query_map([], |row| Ok(StoredFile { hash: row.get(0)?, object_key: row.get(1)?, size_bytes: unsigned(row, 2)? })).context("list files")?;
         rows.collect::<Result<Vec<_>, _>>().context("list files")
     }
 
@@ -121,7 +120,9 @@ impl Catalog for SqliteCatalog {
                     (SELECT count(*) FROM {names} n WHERE NOT EXISTS (SELECT 1 FROM {files} f WHERE f.hash = n.hash))"
         );
         self.conn
-            .query_row(&sql, [], |row| Ok(CatalogCounts { files: unsigned(row, 0)?, names: unsigned(row, 1)?, unfinished: unsigned(row, 2)?, dangling_names: unsigned(row, 3)? }))
+            .query_row(&sql, [], |row| {
+                Ok(CatalogCounts { files: unsigned(row, 0)?, names: unsigned(row, 1)?, unfinished: unsigned(row, 2)?, dangling_names: unsigned(row, 3)? })
+            })
             .context("count the catalog rows")
     }
 

@@ -114,7 +114,11 @@ impl Layout {
 
     /// The clause that makes the parent table partitioned (empty for a plain table).
     pub fn partition_clause(&self) -> &'static str {
-        if self.partitioned() { " PARTITION BY HASH (key)" } else { "" }
+        if self.partitioned() {
+            " PARTITION BY HASH (key)"
+        } else {
+            ""
+        }
     }
 
     /// Records the effective values in the report's options.
@@ -169,7 +173,10 @@ impl Layout {
             if Path::new(&location) == ts.dir {
                 return Ok(());
             }
-            return Err(BackendError::new(ErrorKind::Other, format!("tablespace {} exists at {location}, not {}; not ours: left alone", ts.name, ts.dir.display())));
+            return Err(BackendError::new(
+                ErrorKind::Other,
+                format!("tablespace {} exists at {location}, not {}; not ours: left alone", ts.name, ts.dir.display()),
+            ));
         }
         let root = ts.dir.parent().unwrap_or(Path::new("/"));
         let marked = self.roots.iter().any(|(r, m)| r == root && *m);

@@ -50,12 +50,7 @@ pub(crate) struct WaitSampler {
 impl WaitSampler {
     /// A sampler that will sample every `interval_ns` once a session registers.
     pub fn new(interval_ns: u64) -> WaitSampler {
-        WaitSampler {
-            interval: Duration::from_nanos(interval_ns),
-            sessions: Arc::default(),
-            stop: Arc::default(),
-            thread: Mutex::new(None),
-        }
+        WaitSampler { interval: Duration::from_nanos(interval_ns), sessions: Arc::default(), stop: Arc::default(), thread: Mutex::new(None) }
     }
 
     /// The sampling interval in whole milliseconds, for the report.
@@ -89,7 +84,6 @@ impl WaitSampler {
         }
         Ok(counter)
     }
-
 }
 
 impl Drop for WaitSampler {
@@ -105,10 +99,7 @@ impl Drop for WaitSampler {
 /// lock or latch right now.
 fn sample_once(client: &mut Client, sessions: &Sessions, interval: Duration) -> Result<(), postgres::Error> {
     let pids: Vec<i32> = sessions.pids.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(pid, _)| *pid).collect();
-    let rows = client.query(
-        "SELECT pid FROM pg_stat_activity WHERE pid = ANY($1) AND state = 'active' AND wait_event_type IN ('Lock', 'LWLock')",
-        &[&pids],
-    )?;
+    let rows = client.query("SELECT pid FROM pg_stat_activity WHERE pid = ANY($1) AND state = 'active' AND wait_event_type IN ('Lock', 'LWLock')", &[&pids])?;
     let registered = sessions.pids.lock().unwrap_or_else(|p| p.into_inner());
     for row in rows {
         let pid: i32 = row.get(0);

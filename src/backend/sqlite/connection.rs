@@ -38,17 +38,11 @@ pub(crate) const PAGE_SIZE_OPTION: OptionDoc = OptionDoc {
     help: "database page size in bytes (power of two, 512 to 65536; SQLite's default); fixed when the database is created",
 };
 /// Option `cache_size`.
-pub(crate) const CACHE_SIZE_OPTION: OptionDoc = OptionDoc {
-    name: "cache_size",
-    default: "2000KiB",
-    help: "page cache of each connection, a whole number of KiB (SQLite's default: 2000KiB)",
-};
+pub(crate) const CACHE_SIZE_OPTION: OptionDoc =
+    OptionDoc { name: "cache_size", default: "2000KiB", help: "page cache of each connection, a whole number of KiB (SQLite's default: 2000KiB)" };
 /// Option `busy_timeout`.
-pub(crate) const BUSY_TIMEOUT_OPTION: OptionDoc = OptionDoc {
-    name: "busy_timeout",
-    default: "30s",
-    help: "how long a session waits for a lock held by another before failing with a conflict",
-};
+pub(crate) const BUSY_TIMEOUT_OPTION: OptionDoc =
+    OptionDoc { name: "busy_timeout", default: "30s", help: "how long a session waits for a lock held by another before failing with a conflict" };
 
 /// The name of the database file inside a backend's namespace directory.
 pub(crate) const DATABASE_FILE: &str = "objects.db";
@@ -169,9 +163,7 @@ impl Tuning {
     /// Sets the per-connection settings and checks that the journal mode really took effect.
     fn apply(&self, conn: &Connection) -> BResult<()> {
         conn.busy_timeout(Nanos(self.busy_timeout_ns).duration()).context("set busy_timeout")?;
-        let mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", &self.journal_mode, |row| row.get(0))
-            .context("set journal_mode")?;
+        let mode: String = conn.pragma_update_and_check(None, "journal_mode", &self.journal_mode, |row| row.get(0)).context("set journal_mode")?;
         if !mode.eq_ignore_ascii_case(&self.journal_mode) {
             return Err(BackendError::new(
                 ErrorKind::Other,
@@ -191,10 +183,7 @@ impl Tuning {
 fn refuse_read_only(conn: &Connection, path: &Path) -> BResult<()> {
     match conn.is_readonly(rusqlite::MAIN_DB) {
         Ok(false) => Ok(()),
-        Ok(true) => Err(BackendError::new(
-            ErrorKind::Io,
-            format!("sqlite: open of {} for writing failed (SQLite fell back to read-only)", path.display()),
-        )),
+        Ok(true) => Err(BackendError::new(ErrorKind::Io, format!("sqlite: open of {} for writing failed (SQLite fell back to read-only)", path.display()))),
         Err(e) => Err(sql_error(e, &format!("open {}", path.display()))),
     }
 }

@@ -165,11 +165,10 @@ mod tests {
     #[test]
     fn rows_types_errors_and_reset() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, n, b); INSERT INTO t VALUES (1, 'a', 5, x'0102'), (2, 'b', 'x', x'')")
-            .unwrap();
+        conn.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, n, b); INSERT INTO t VALUES (1, 'a', 5, x'0102'), (2, 'b', 'x', x'')").unwrap();
         // SAFETY: dropped before `conn` (declared after it).
-        let mut held = unsafe { HeldStatement::prepare(&conn, "SELECT n, CASE WHEN n <= ?3 THEN b END FROM t WHERE id = ?1 AND (?2 IS NULL OR k = ?2)") }
-            .unwrap();
+        let mut held =
+            unsafe { HeldStatement::prepare(&conn, "SELECT n, CASE WHEN n <= ?3 THEN b END FROM t WHERE id = ?1 AND (?2 IS NULL OR k = ?2)") }.unwrap();
         {
             let row = held.query(1, Some("a"), 10).unwrap().expect("row 1");
             assert_eq!((row.integer(0).unwrap(), row.blob(1).unwrap()), (5, &[1u8, 2][..]));

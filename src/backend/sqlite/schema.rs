@@ -122,9 +122,7 @@ impl Schema {
         match (self, row.exact) {
             (Schema::TextKey, _) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE key = ?2",
             (Schema::Rowid, true) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1",
-            (Schema::Rowid, false) => {
-                "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1 AND key = ?2"
-            }
+            (Schema::Rowid, false) => "SELECT size_bytes, CASE WHEN size_bytes <= ?3 THEN body END FROM objects WHERE id = ?1 AND key = ?2",
         }
     }
 
@@ -159,13 +157,11 @@ impl Schema {
     /// The layout of the table `objects` in `conn`'s database, by its primary-key column (and, for
     /// `rowid`, the constraint that numbered keys rely on); else what the table is, in words.
     fn of_database(conn: &Connection) -> rusqlite::Result<Result<Schema, &'static str>> {
-        let primary_key: Option<String> =
-            conn.query_row("SELECT name FROM pragma_table_info('objects') WHERE pk = 1", [], |row| row.get(0)).optional()?;
+        let primary_key: Option<String> = conn.query_row("SELECT name FROM pragma_table_info('objects') WHERE pk = 1", [], |row| row.get(0)).optional()?;
         Ok(match primary_key.as_deref() {
             Some("key") => Ok(Schema::TextKey),
             Some("id") => {
-                let sql: String =
-                    conn.query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'objects'", [], |row| row.get(0))?;
+                let sql: String = conn.query_row("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'objects'", [], |row| row.get(0))?;
                 // A rowid table without the constraint was made by an older stowbench that kept every
                 // key under its hash: its rows under non-negative ids may hold any key, so reading it
                 // with this build (which trusts those ids) could hand out another key's value.
@@ -285,9 +281,22 @@ mod tests {
         assert_eq!(numbered_index(&key_name(i64::MAX as u64 + 1)), None);
         assert_eq!(numbered_index(&key_name(u64::MAX)), None);
         for key in [
-            "obj-1", "obj-000000001", "obj-00000000001", "obj-01234567890", "obj-+000000001", "obj- 000000001", "obj-000000001 ",
-            "Obj-0000000001", "obj_0000000001", "obj-", "obj-00000000x1", "obj-１２３４５６７８９０", "obj-99999999999999999999",
-            "obj-9223372036854775808", "xobj-0000000001", "obj-0000000001\0",
+            "obj-1",
+            "obj-000000001",
+            "obj-00000000001",
+            "obj-01234567890",
+            "obj-+000000001",
+            "obj- 000000001",
+            "obj-000000001 ",
+            "Obj-0000000001",
+            "obj_0000000001",
+            "obj-",
+            "obj-00000000x1",
+            "obj-１２３４５６７８９０",
+            "obj-99999999999999999999",
+            "obj-9223372036854775808",
+            "xobj-0000000001",
+            "obj-0000000001\0",
         ] {
             assert_eq!(numbered_index(key), None, "{key:?} is not how the runner spells a number");
         }

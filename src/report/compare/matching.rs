@@ -129,7 +129,8 @@ pub fn pair<'r, 'a>(baseline: &'r [Group<'a>], candidate: &'r [Group<'a>]) -> Pa
             _ => ambiguous.push(conditions.clone()),
         }
     }
-    let reason = |group: &Group, side: &'static str| if ambiguous.contains(&group.conditions) { "several cases measured the same; pair them by id" } else { side };
+    let reason =
+        |group: &Group, side: &'static str| if ambiguous.contains(&group.conditions) { "several cases measured the same; pair them by id" } else { side };
     Pairing {
         pairs: partner
             .iter()

@@ -3,9 +3,9 @@
 
 use super::matching::Measured;
 use crate::fio::parse::DirectionStats;
+use crate::fio::FioCaseResult;
 use crate::report::model::CaseResult;
 use crate::report::table::headline_throughput;
-use crate::fio::FioCaseResult;
 
 /// How a metric's values are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -249,7 +249,8 @@ fn gate_lines(c: &Comparison) -> Vec<String> {
     let threshold = format!("{}%", gate.slower_percent);
     let mut lines = Vec::new();
     if gate.passed {
-        lines.push(format!("gate --fail-if-slower {threshold}: passed — no throughput figure is slower by more than {threshold} with a significant difference"));
+        lines
+            .push(format!("gate --fail-if-slower {threshold}: passed — no throughput figure is slower by more than {threshold} with a significant difference"));
     } else {
         lines.push(format!("gate --fail-if-slower {threshold}: FAILED — {} throughput figure(s) slower by more than {threshold}:", gate.failures.len()));
         for failure in &gate.failures {

@@ -9,7 +9,17 @@ use std::collections::BTreeMap;
 fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
     let latency_ns = 1e9 / ops_per_s;
     let latency = LatencySummary { samples: 100, mean_ns: latency_ns, p50_ns: latency_ns as u64, p99_ns: latency_ns as u64, ..Default::default() };
-    let op = OpResult { count: 100, bytes: 409_600, errors: BTreeMap::new(), misses: 0, raced_misses: 0, retries: 0, latency, response_latency: None, first_errors: Vec::new() };
+    let op = OpResult {
+        count: 100,
+        bytes: 409_600,
+        errors: BTreeMap::new(),
+        misses: 0,
+        raced_misses: 0,
+        retries: 0,
+        latency,
+        response_latency: None,
+        first_errors: Vec::new(),
+    };
     let phase = PhaseResult {
         phase: "put".into(),
         ops: BTreeMap::from([("put".to_string(), op)]),

@@ -12,7 +12,8 @@
 //! Containers (pack, zip, cfb) get every damage but the cut: an entry's length lives in the
 //! container's own record or directory, so shortening the file would damage the next entry, not
 //! truncate this one. What truncation means for a container — its file cut short, a torn tail —
-//! is checked apart, for pack, where the last entry ends the file. pack and zip check a checksum themselves after streaming a value: the
+//! is checked apart, for pack and zip, cut inside the last entry put (zip's central directory,
+//! which follows it, goes too). cfb's allocation tables may follow any stream: not cut. pack and zip check a checksum themselves after streaming a value: the
 //! report still names the kind from the bytes (see docs/reports.md, Verification).
 //!
 //! Server backends skip loudly without their service, and fail with CI=true, as tests/servers.rs.
@@ -171,7 +172,17 @@ fn damage_is_reported(target: &str, cut: Cut) {
 /// back truncated at the cut, named with the bytes that survived, and nothing else is listed.
 #[test]
 fn a_pack_file_cut_short_reports_the_object_truncated() {
-    let (code, output, report) = run(&job("backend = \"pack\"", true), &[("CORRUPTION_CUT_FILE", "1")]);
+    container_cut_short("backend = \"pack\"");
+}
+
+/// The cut takes the archive's central directory with it; the backend still knows its entries.
+#[test]
+fn a_zip_file_cut_short_reports_the_object_truncated() {
+    container_cut_short("backend = \"zip\"");
+}
+
+fn container_cut_short(target: &str) {
+    let (code, output, report) = run(&job(target, true), &[("CORRUPTION_CUT_FILE", "1")]);
     let v = &report["cases"][0]["verification"];
     let listed = v["mismatched"].as_array().unwrap_or_else(|| panic!("no verification.mismatched: {v}\n{output}"));
     assert_eq!(listed.len(), 1, "{v:#}\n{output}");

@@ -248,6 +248,22 @@ pub trait Session: Send {
     }
 }
 
+/// Reads into `buf` at `at` until it is full or the file ends; returns the bytes read. (Containers
+/// stream what a cut file still holds before saying it ended early.)
+pub fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], at + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 /// Constructs a backend from its options table, inside a namespace owned by the run.
 pub type Constructor = fn(&options::Options, &Namespace) -> Result<Box<dyn Backend>, String>;
 

@@ -453,9 +453,19 @@ impl Session for ZipSession {
         let (mut at, mut left) = (entry.data_start, entry.len);
         while left > 0 {
             let n = self.buf.len().min(left as usize);
-            self.archive.reader.read_exact_at(&mut self.buf[..n], at)?;
-            crc.update(&self.buf[..n]);
-            sink.write_all(&self.buf[..n])?;
+            let got = crate::backend::read_up_to(&self.archive.reader, &mut self.buf[..n], at)?;
+            crc.update(&self.buf[..got]);
+            // What the file still holds goes out even when it ends early (a cut file, a torn
+            // tail): verification then names the object truncated where the bytes stop.
+            sink.write_all(&self.buf[..got])?;
+            if got < n {
+                let why = format!(
+                    "zip entry of key \"{key}\": the file ends {} bytes into its {} bytes (the archive was cut short)",
+                    at + got as u64 - entry.data_start,
+                    entry.len
+                );
+                return Err(BackendError::new(ErrorKind::Corrupt, why));
+            }
             at += n as u64;
             left -= n as u64;
         }

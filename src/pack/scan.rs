@@ -81,7 +81,7 @@ pub fn stream_value(file: &File, header: &RecordHeader, key: &[u8], buf: &mut [u
     let mut left = header.value_len;
     while left > 0 {
         let n = buf.len().min(left as usize);
-        let got = read_up_to(file, &mut buf[..n], at)?;
+        let got = crate::backend::read_up_to(file, &mut buf[..n], at)?;
         hasher.update(&buf[..got]);
         // What the file still holds goes to the sink even when it ends early: a reader checking
         // the bytes sees exactly how much of the value survived (a cut file, a torn tail).
@@ -97,20 +97,6 @@ pub fn stream_value(file: &File, header: &RecordHeader, key: &[u8], buf: &mut [u
         left -= n as u64;
     }
     Ok(hasher.digest())
-}
-
-/// Reads into `buf` at `at` until it is full or the file ends; returns the bytes read.
-pub(crate) fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read_at(&mut buf[filled..], at + filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 /// Reads the key and value of `header` and checks the body hash; the key if all is well.

@@ -327,7 +327,7 @@ fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mu
     let (mut at, mut left) = (offset, len);
     while left > 0 {
         let n = buf.len().min(left as usize);
-        let got = super::scan::read_up_to(file, &mut buf[..n], at)?;
+        let got = crate::backend::read_up_to(file, &mut buf[..n], at)?;
         sink.write_all(&buf[..got])?;
         if got < n {
             let why =

@@ -31,6 +31,7 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
+    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["mongodb://", "mongodb+srv://"], probe }),
 };
 
 const URI_ENV: &str = "STOWBENCH_MONGO_URI";

@@ -34,6 +34,7 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
+    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["mysql://", "mariadb://"], probe }),
 };
 
 const URI_ENV: &str = "STOWBENCH_MARIADB_URI";

@@ -16,6 +16,8 @@ pub mod null;
 pub mod options;
 pub mod pack;
 pub mod postgres;
+pub mod registry;
+pub use registry::{find, registry, BackendKind, Constructor};
 pub mod record;
 pub mod restart;
 pub(crate) mod row_file;
@@ -262,37 +264,6 @@ pub fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Res
         }
     }
     Ok(filled)
-}
-
-/// Constructs a backend from its options table, inside a namespace owned by the run.
-pub type Constructor = fn(&options::Options, &Namespace) -> Result<Box<dyn Backend>, String>;
-
-/// One entry in the registry: how `stowbench backends` lists a backend and how a run builds it.
-pub struct BackendKind {
-    /// Registry name used in job files (`backend = "fs"`).
-    pub name: &'static str,
-    /// One line saying what it stores where.
-    pub summary: &'static str,
-    /// Every option: name, default, meaning.
-    pub options: &'static [options::OptionDoc],
-    /// Builds the backend.
-    pub construct: Constructor,
-    /// Whether this backend is a test tool rather than a real store (shown in listings and reports).
-    pub is_test_tool: bool,
-}
-
-/// Every backend stowbench knows, in listing order. A new backend joins with one line here.
-pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, postgres::KIND, mariadb::KIND, s3::KIND, gridfs::KIND, null::KIND, sim::KIND]
-}
-
-/// Finds a backend by name, or says which names exist (with a did-you-mean).
-pub fn find(name: &str) -> Result<&'static BackendKind, String> {
-    registry().iter().find(|k| k.name == name).ok_or_else(|| {
-        let names: Vec<&str> = registry().iter().map(|k| k.name).collect();
-        let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
-        format!("unknown backend \"{name}\".{hint} Known backends: {}", names.join(", "))
-    })
 }
 
 /// Copies `len` bytes from `body` to `sink` through a bounded buffer; errors if `body` ends early.

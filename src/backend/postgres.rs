@@ -43,6 +43,7 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
+    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["postgres://", "postgresql://"], probe }),
 };
 
 const URI_ENV: &str = "STOWBENCH_PG_URI";

@@ -33,6 +33,7 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
+    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["http://", "https://"], probe }),
 };
 
 const URI_ENV: &str = "STOWBENCH_S3_ENDPOINT";

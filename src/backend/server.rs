@@ -366,37 +366,22 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// How `stowbench backends` checks a server backend: the URI schemes it takes and its probe.
-struct Probe {
-    backend: &'static str,
-    uri_env: &'static str,
-    schemes: &'static [&'static str],
-    probe: fn(&str) -> Result<String, String>,
-}
-
-const PROBES: &[Probe] = &[
-    Probe { backend: "postgres", uri_env: "STOWBENCH_PG_URI", schemes: &["postgres://", "postgresql://"], probe: super::postgres::probe },
-    Probe { backend: "mariadb", uri_env: "STOWBENCH_MARIADB_URI", schemes: &["mysql://", "mariadb://"], probe: super::mariadb::probe },
-    Probe { backend: "s3", uri_env: "STOWBENCH_S3_ENDPOINT", schemes: &["http://", "https://"], probe: super::s3::probe },
-    Probe { backend: "gridfs", uri_env: "STOWBENCH_MONGO_URI", schemes: &["mongodb://", "mongodb+srv://"], probe: super::gridfs::probe },
-];
-
 /// The environment variable a server backend reads its URI from by default (None for backends
 /// without a server).
 pub fn default_uri_env(backend: &str) -> Option<&'static str> {
-    PROBES.iter().find(|p| p.backend == backend).map(|p| p.uri_env)
+    super::registry::server_kind(backend).map(|s| s.uri_env)
 }
 
 /// Whether `backend` talks to a server (postgres, mariadb, s3, gridfs).
 pub fn is_server_backend(backend: &str) -> bool {
-    PROBES.iter().any(|p| p.backend == backend)
+    super::registry::server_kind(backend).is_some()
 }
 
 /// For a server backend whose target names no server (no `uri` option, and its URI variable is
 /// unset or empty): why, and the command that would enable it. `None` when configured, or not a
 /// server backend.
 pub fn unconfigured(backend: &str, options: &Options) -> Option<(String, String)> {
-    let probe = PROBES.iter().find(|p| p.backend == backend)?;
+    let probe = super::registry::server_kind(backend)?;
     if options.opt_string("uri").ok().flatten().is_some() {
         return None;
     }
@@ -414,7 +399,7 @@ pub fn unconfigured(backend: &str, options: &Options) -> Option<(String, String)
 /// the `uri` given on the command line when its scheme fits, else the default environment
 /// variable. None for backends without a server. Secrets never appear in the line.
 pub fn reachability(backend: &str, uri: Option<&str>) -> Option<String> {
-    let p = PROBES.iter().find(|p| p.backend == backend)?;
+    let p = super::registry::server_kind(backend)?;
     let given = uri.filter(|u| p.schemes.iter().any(|s| u.starts_with(s)));
     let (uri, source) = match given {
         Some(u) => (u.to_string(), "--uri".to_string()),

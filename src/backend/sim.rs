@@ -22,6 +22,7 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: true,
+    server: None,
 };
 
 const OPTIONS: &[OptionDoc] = &[

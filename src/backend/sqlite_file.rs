@@ -33,6 +33,7 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
+    server: None,
 };
 
 const OPTIONS: &[OptionDoc] = &[

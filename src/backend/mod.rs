@@ -9,18 +9,22 @@ pub mod catalog;
 pub mod cfb;
 pub mod direct;
 pub mod fs;
+#[cfg(feature = "gridfs")]
 pub mod gridfs;
+#[cfg(feature = "mariadb")]
 pub mod mariadb;
 pub mod namespace;
 pub mod null;
 pub mod options;
 pub mod pack;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod registry;
 pub use registry::{find, registry, BackendKind, Constructor};
 pub mod record;
 pub mod restart;
 pub(crate) mod row_file;
+#[cfg(feature = "s3")]
 pub mod s3;
 pub mod server;
 pub mod sim;

@@ -2,7 +2,15 @@
 //! a server backend how its server is found. A new backend joins with its `KIND` and one line in
 //! `registry()`.
 
-use super::{cfb, fs, gridfs, mariadb, null, options, pack, postgres, s3, sim, sqlite, sqlite_file, zip, Backend, Namespace};
+#[cfg(feature = "gridfs")]
+use super::gridfs;
+#[cfg(feature = "mariadb")]
+use super::mariadb;
+#[cfg(feature = "postgres")]
+use super::postgres;
+#[cfg(feature = "s3")]
+use super::s3;
+use super::{cfb, fs, null, options, pack, sim, sqlite, sqlite_file, zip, Backend, Namespace};
 
 /// Constructs a backend from its options table, inside a namespace owned by the run.
 pub type Constructor = fn(&options::Options, &Namespace) -> Result<Box<dyn Backend>, String>;
@@ -35,12 +43,47 @@ pub struct ServerKind {
 
 /// Every backend stowbench knows, in listing order.
 pub fn registry() -> &'static [BackendKind] {
-    &[fs::KIND, sqlite::KIND, sqlite_file::KIND, pack::KIND, cfb::KIND, zip::KIND, postgres::KIND, mariadb::KIND, s3::KIND, gridfs::KIND, null::KIND, sim::KIND]
+    &[
+        fs::KIND,
+        sqlite::KIND,
+        sqlite_file::KIND,
+        pack::KIND,
+        cfb::KIND,
+        zip::KIND,
+        #[cfg(feature = "postgres")]
+        postgres::KIND,
+        #[cfg(feature = "mariadb")]
+        mariadb::KIND,
+        #[cfg(feature = "s3")]
+        s3::KIND,
+        #[cfg(feature = "gridfs")]
+        gridfs::KIND,
+        null::KIND,
+        sim::KIND,
+    ]
+}
+
+/// Backends a build may leave out, with the cargo feature that brings each in.
+const LEFT_OUT: [(&str, &str); 4] = [("postgres", "postgres"), ("mariadb", "mariadb"), ("s3", "s3"), ("gridfs", "gridfs")];
+
+fn enabled(feature: &str) -> bool {
+    match feature {
+        "postgres" => cfg!(feature = "postgres"),
+        "mariadb" => cfg!(feature = "mariadb"),
+        "s3" => cfg!(feature = "s3"),
+        _ => cfg!(feature = "gridfs"),
+    }
 }
 
 /// Finds a backend by name, or says which names exist (with a did-you-mean).
 pub fn find(name: &str) -> Result<&'static BackendKind, String> {
     registry().iter().find(|k| k.name == name).ok_or_else(|| {
+        if let Some((_, feature)) = LEFT_OUT.iter().find(|(backend, feature)| *backend == name && !enabled(feature)) {
+            return format!(
+                "backend \"{name}\" is not in this build of stowbench (built without cargo feature \"{feature}\"); \
+                 rebuild with the default features, or with --features {feature}"
+            );
+        }
         let names: Vec<&str> = registry().iter().map(|k| k.name).collect();
         let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
         format!("unknown backend \"{name}\".{hint} Known backends: {}", names.join(", "))

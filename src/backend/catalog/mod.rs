@@ -9,8 +9,11 @@
 //! `files` row is inserted only when absent, and the content counts as stored only after the
 //! store acknowledged it (`mark_stored`). A catalog never times or retries: the runner does.
 
+#[cfg(feature = "mariadb")]
 pub mod mariadb;
+#[cfg(feature = "gridfs")]
 pub mod mongo;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
 

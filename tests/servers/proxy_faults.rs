@@ -212,6 +212,23 @@ const TARGETS: &[Target] = &[
     Target { backend: "gridfs", options: "connect_timeout = \"500ms\"", uri_var: "STOWBENCH_MONGO_URI", default_port: 27017, commit_marker: b".files\0" },
 ];
 
+/// A MongoDB URI whose driver checks the server every 500 ms (its least) instead of every 10 s, so
+/// a healed network is noticed within the test's phase; other URIs as they are.
+fn monitored(t: &Target, uri: String) -> String {
+    if t.backend != "gridfs" {
+        return uri;
+    }
+    let after_scheme = uri.find("://").map_or(0, |i| i + 3);
+    let separator = if uri.contains('?') {
+        "&"
+    } else if uri[after_scheme..].contains('/') {
+        "?"
+    } else {
+        "/?"
+    };
+    format!("{uri}{separator}heartbeatFrequencyMS=500")
+}
+
 /// The target's URI with its port replaced by the proxy's.
 fn proxied(uri: &str, default_port: u16, proxy_port: u16) -> String {
     let (_, port) = stowbench::backend::server::host_port(uri, default_port).unwrap();
@@ -254,14 +271,14 @@ fn set_fault(mode: &str, mode_file: &Path) -> String {
 }
 
 /// Puts 8 objects through a healthy proxy, then 4 gets (2 per worker) under `fault`, then heals
-/// the proxy for a last phase so the case's cleanup reaches the server.
+/// the proxy for a last phase of 20 heads (reconnecting) so the case's cleanup reaches the server.
 fn fault_workload(fault: &str, mode_file: &Path) -> String {
     let set = |mode: &str| set_fault(mode, mode_file);
     format!(
         "sizes = [\"4KiB\"]\nobjects = 8\nthreads = [2]\nop_timeout = \"1s\"\n\
          [[workload.phase]]\nmix = {{ put = 1 }}\ncount = 8\n\
          [[workload.phase]]\nmix = {{ get = 1 }}\ncount = 4\nsplit = \"even\"\n{}\n\
-         [[workload.phase]]\nmix = {{ head = 1 }}\ncount = 2\nsplit = \"even\"\n{}\n",
+         [[workload.phase]]\nmix = {{ head = 1 }}\ncount = 20\nsplit = \"even\"\n{}\n",
         set(fault),
         set("pass")
     )
@@ -279,7 +296,7 @@ fn every_operation_fails_within_its_deadline_behind_a_faulty_network() {
             let what = format!("{} {} behind a {fault} proxy", t.backend, t.options);
             let dir = tempfile::tempdir().unwrap();
             let proxy = Proxy::start(upstream, dir.path(), b"", 0);
-            let text = job(t, &proxied(&uri, t.default_port, proxy.port), &fault_workload(fault, &proxy.mode_file));
+            let text = job(t, &monitored(t, proxied(&uri, t.default_port, proxy.port)), &fault_workload(fault, &proxy.mode_file));
             let outcome = run(dir.path(), &text, &["--timeout", "60s"]);
             assert_eq!(outcome.code, Some(1), "{what}: {}", outcome.output);
             let phases = &outcome.report["cases"][0]["phases"];
@@ -298,24 +315,33 @@ fn every_operation_fails_within_its_deadline_behind_a_faulty_network() {
             if fault != "reset" {
                 assert!(window >= 0.9, "{what}: a silent server is waited for up to the deadline, not {window} s");
             }
-            assert_eq!(head["count"].as_u64(), Some(2), "{what}: the sessions reconnect once the network heals: {head}");
+            // A client notices the healed network on its own schedule (the MongoDB driver's monitor
+            // checks every 500 ms here): some heads may still fail, each within op_timeout.
+            assert!(head["count"].as_u64().unwrap_or(0) >= 1, "{what}: the sessions reconnect once the network heals: {head}");
             assert!(outcome.wall < Duration::from_secs(60), "{what}: the run took {:?}", outcome.wall);
         }
     }
 }
 
-/// Without op_timeout, a black-holed PostgreSQL connection would hold its worker for ever; the
-/// run's own --timeout still ends the run, with the report of what finished.
-#[test]
-fn the_run_ends_within_its_own_deadline_when_an_operation_never_returns() {
+/// PostgreSQL (bytea) behind a proxy of its own, in a directory of its own; None (after saying
+/// why) without the service.
+fn postgres_behind_a_proxy() -> Option<(&'static Target, String, tempfile::TempDir, Proxy)> {
     if !super::available("STOWBENCH_PG_URI") {
-        return;
+        return None;
     }
     let t = &TARGETS[0];
     let uri = std::env::var(t.uri_var).unwrap();
     let (_, upstream) = stowbench::backend::server::host_port(&uri, t.default_port).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let proxy = Proxy::start(upstream, dir.path(), b"", 0);
+    Some((t, uri, dir, proxy))
+}
+
+/// Without op_timeout, a black-holed PostgreSQL connection would hold its worker for ever; the
+/// run's own --timeout still ends the run, with the report of what finished.
+#[test]
+fn the_run_ends_within_its_own_deadline_when_an_operation_never_returns() {
+    let Some((t, uri, dir, proxy)) = postgres_behind_a_proxy() else { return };
     let workload = fault_workload("black-hole", &proxy.mode_file).replace("op_timeout = \"1s\"\n", "");
     let outcome = run(dir.path(), &job(t, &proxied(&uri, t.default_port, proxy.port), &workload), &["--timeout", "3s"]);
     assert_eq!(outcome.code, Some(1), "{}", outcome.output);
@@ -434,14 +460,7 @@ fn count_and_remove_kept(t: &Target, case: &serde_json::Value) -> u64 {
 /// spinning through connection errors for a minute.
 #[test]
 fn workers_give_up_on_a_server_that_refuses_everything() {
-    if !super::available("STOWBENCH_PG_URI") {
-        return;
-    }
-    let t = &TARGETS[0];
-    let uri = std::env::var(t.uri_var).unwrap();
-    let (_, upstream) = stowbench::backend::server::host_port(&uri, t.default_port).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(upstream, dir.path(), b"", 0);
+    let Some((t, uri, dir, proxy)) = postgres_behind_a_proxy() else { return };
     let workload = format!(
         "sizes = [\"4KiB\"]\nobjects = 8\nthreads = [2]\ngive_up_after = \"2s\"\nretries = 2\n\
          [[workload.phase]]\nmix = {{ put = 1 }}\ncount = 8\n\

@@ -284,8 +284,9 @@ impl Worker<'_, '_> {
         let cut = |dog: Option<(&super::watchdog::Watchdog, usize)>| dog.is_some_and(|(dog, w)| dog.fired(w));
         loop {
             match attempt(self) {
-                // The deadline covers the operation, retries included: a cut one is over.
-                Err(e) if !cut(dog) && self.retry.again(e.kind, retries, self.ctx.retries, clock) => retries += 1,
+                // The deadline covers the operation, retries and backoff included: a cut one (also
+                // one whose deadline passed while it backed off) is over.
+                Err(e) if !cut(dog) && self.retry.again(e.kind, retries, self.ctx.retries, clock) && !cut(dog) => retries += 1,
                 other => {
                     self.timed_end_ns = clock.now_ns();
                     let other = match other {

@@ -22,7 +22,6 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 /// Registry entry.
 pub const KIND: BackendKind = BackendKind {
@@ -259,9 +258,8 @@ struct CfbSession {
 impl CfbSession {
     /// Takes the single-writer lock, adding the time spent waiting to `wait_ns`.
     fn handle(&mut self) -> BResult<MutexGuard<'_, Option<Handle>>> {
-        let started = Instant::now();
-        let guard = lock(&self.shared)?;
-        self.wait_ns += started.elapsed().as_nanos() as u64;
+        let shared = &self.shared;
+        let guard = super::waiting_for_lock(&mut self.wait_ns, || lock(shared))?;
         if guard.is_none() {
             return Err(BackendError::new(ErrorKind::Other, "cfb backend was cleaned up; open a new session"));
         }

@@ -270,6 +270,15 @@ pub fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Res
     Ok(filled)
 }
 
+/// Runs `take` (which takes a single-writer lock: a mutex, SQLite's write lock) and adds the time
+/// it waited to `wait_ns`, the lock wait a session reports (`Session::wait_ns`).
+pub fn waiting_for_lock<T>(wait_ns: &mut u64, take: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let taken = take();
+    *wait_ns += started.elapsed().as_nanos() as u64;
+    taken
+}
+
 /// Copies `len` bytes from `body` to `sink` through a bounded buffer; errors if `body` ends early.
 /// The buffer is the calling thread's own and reused: allocating and zeroing 256 KiB for every
 /// operation would cost a measurable share of a fast get.

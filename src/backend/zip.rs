@@ -21,7 +21,6 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
@@ -377,14 +376,9 @@ impl Write for CrcWriter<'_> {
 
 impl ZipSession {
     fn writer(&mut self) -> BResult<std::sync::MutexGuard<'_, Writer>> {
-        let started = Instant::now();
-        let guard = self
-            .archive
-            .writer
-            .lock()
-            .map_err(|_| BackendError::new(ErrorKind::Other, "zip writer unusable: an earlier operation panicked while holding it"))?;
-        self.wait_ns += started.elapsed().as_nanos() as u64;
-        Ok(guard)
+        let writer = &self.archive.writer;
+        super::waiting_for_lock(&mut self.wait_ns, || writer.lock())
+            .map_err(|_| BackendError::new(ErrorKind::Other, "zip writer unusable: an earlier operation panicked while holding it"))
     }
 
     /// After a failed put (its partial entry already cut off): brings back the old value, if

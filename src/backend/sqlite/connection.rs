@@ -10,7 +10,6 @@ use crate::backend::{BResult, BackendError, ErrorKind};
 use crate::units::{ByteSize, Nanos};
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 /// Journal modes offered. `memory` and `off` are left out on purpose: with them a crash in the
 /// middle of a write can corrupt the database, and stowbench never risks the data it measures.
@@ -198,10 +197,7 @@ pub(crate) fn unsigned(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<
 /// writer goes through the busy timeout instead of failing on a lock upgrade; adds the time spent
 /// acquiring it to `wait_ns` (the session's reported lock wait).
 pub(crate) fn begin_write<'c>(conn: &'c mut Connection, wait_ns: &mut u64) -> BResult<Transaction<'c>> {
-    let started = Instant::now();
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).context("begin immediate");
-    *wait_ns += started.elapsed().as_nanos() as u64;
-    tx
+    crate::backend::waiting_for_lock(wait_ns, || conn.transaction_with_behavior(TransactionBehavior::Immediate).context("begin immediate"))
 }
 
 /// The database file and the journal files SQLite keeps beside it (`-wal`, `-shm`, `-journal`).

@@ -254,9 +254,27 @@ pub trait Session: Send {
     }
 }
 
-/// Reads into `buf` at `at` until it is full or the file ends; returns the bytes read. (Containers
-/// stream what a cut file still holds before saying it ended early.)
-pub fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+/// Streams the `len` bytes at `offset` of a container file into `sink` through `buf`, showing each
+/// chunk to `seen` first (a checksum); returns how many bytes it streamed. A file that ends early
+/// (cut short, a torn tail) still sends what it holds, so a reader checking the bytes sees exactly
+/// how much survived; the caller, seeing fewer than `len`, says where its entry stops.
+pub fn stream_range(file: &std::fs::File, offset: u64, len: u64, buf: &mut [u8], sink: &mut dyn Write, mut seen: impl FnMut(&[u8])) -> std::io::Result<u64> {
+    let mut sent = 0;
+    while sent < len {
+        let n = buf.len().min((len - sent) as usize);
+        let got = read_up_to(file, &mut buf[..n], offset + sent)?;
+        seen(&buf[..got]);
+        sink.write_all(&buf[..got])?;
+        sent += got as u64;
+        if got < n {
+            break;
+        }
+    }
+    Ok(sent)
+}
+
+/// Reads into `buf` at `at` until it is full or the file ends; returns the bytes read.
+fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
     use std::os::unix::fs::FileExt;
     let mut filled = 0;
     while filled < buf.len() {

@@ -445,24 +445,10 @@ impl Session for ZipSession {
         let entry = *self.archive.index.read().expect("zip index lock").get(key).ok_or_else(|| BackendError::not_found(key))?;
         self.buf.resize(super::COPY_BUFFER_BYTES, 0);
         let mut crc = crc32fast::Hasher::new();
-        let (mut at, mut left) = (entry.data_start, entry.len);
-        while left > 0 {
-            let n = self.buf.len().min(left as usize);
-            let got = crate::backend::read_up_to(&self.archive.reader, &mut self.buf[..n], at)?;
-            crc.update(&self.buf[..got]);
-            // What the file still holds goes out even when it ends early (a cut file, a torn
-            // tail): verification then names the object truncated where the bytes stop.
-            sink.write_all(&self.buf[..got])?;
-            if got < n {
-                let why = format!(
-                    "zip entry of key \"{key}\": the file ends {} bytes into its {} bytes (the archive was cut short)",
-                    at + got as u64 - entry.data_start,
-                    entry.len
-                );
-                return Err(BackendError::new(ErrorKind::Corrupt, why));
-            }
-            at += n as u64;
-            left -= n as u64;
+        let sent = super::stream_range(&self.archive.reader, entry.data_start, entry.len, &mut self.buf, sink, |chunk| crc.update(chunk))?;
+        if sent < entry.len {
+            let why = format!("zip entry of key \"{key}\": the file ends {sent} bytes into its {} bytes (the archive was cut short)", entry.len);
+            return Err(BackendError::new(ErrorKind::Corrupt, why));
         }
         if crc.finalize() != entry.crc32 {
             return Err(BackendError::new(ErrorKind::Corrupt, format!("zip entry of key \"{key}\" fails its CRC-32")));

@@ -77,24 +77,12 @@ pub fn header_at(file: &File, salt: u64, pos: u64, file_len: u64) -> io::Result<
 pub fn stream_value(file: &File, header: &RecordHeader, key: &[u8], buf: &mut [u8], sink: &mut dyn io::Write) -> io::Result<u64> {
     let mut hasher = Xxh3::new();
     hasher.update(key);
-    let mut at = header.value_offset();
-    let mut left = header.value_len;
-    while left > 0 {
-        let n = buf.len().min(left as usize);
-        let got = crate::backend::read_up_to(file, &mut buf[..n], at)?;
-        hasher.update(&buf[..got]);
-        // What the file still holds goes to the sink even when it ends early: a reader checking
-        // the bytes sees exactly how much of the value survived (a cut file, a torn tail).
-        sink.write_all(&buf[..got])?;
-        if got < n {
-            let streamed = at + got as u64 - header.value_offset();
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("the file ends {streamed} bytes into the record's {}-byte value (the pack file was cut short)", header.value_len),
-            ));
-        }
-        at += n as u64;
-        left -= n as u64;
+    let streamed = crate::backend::stream_range(file, header.value_offset(), header.value_len, buf, sink, |chunk| hasher.update(chunk))?;
+    if streamed < header.value_len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the file ends {streamed} bytes into the record's {}-byte value (the pack file was cut short)", header.value_len),
+        ));
     }
     Ok(hasher.digest())
 }

@@ -324,18 +324,10 @@ fn failed_call(e: BackendError, call: &str, path: &Path, offset: u64) -> Backend
 /// Streams `len` bytes at `offset` of `file` into `sink`, unchecked.
 fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<()> {
     buf.resize(COPY_BUFFER_BYTES, 0);
-    let (mut at, mut left) = (offset, len);
-    while left > 0 {
-        let n = buf.len().min(left as usize);
-        let got = crate::backend::read_up_to(file, &mut buf[..n], at)?;
-        sink.write_all(&buf[..got])?;
-        if got < n {
-            let why =
-                format!("pack value at offset {offset}: the file ends {} bytes into its {len} bytes (the pack file was cut short)", at + got as u64 - offset);
-            return Err(BackendError::new(ErrorKind::Corrupt, why));
-        }
-        at += n as u64;
-        left -= n as u64;
+    let sent = crate::backend::stream_range(file, offset, len, buf, sink, |_| {})?;
+    if sent < len {
+        let why = format!("pack value at offset {offset}: the file ends {sent} bytes into its {len} bytes (the pack file was cut short)");
+        return Err(BackendError::new(ErrorKind::Corrupt, why));
     }
     Ok(())
 }

@@ -483,7 +483,7 @@ impl Session for GridFsSession {
     /// The driver pools its connections (and monitors the server) in the background, so the cut
     /// reaches every connection of this process to the server's port.
     fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
-        let port = server::host_port(&self.shared.endpoint.uri, 27017).map_or(27017, |(_, port)| port);
+        let port = self.shared.endpoint.port(27017);
         Some(super::sockets::every_connection_to(port))
     }
 }

@@ -254,7 +254,7 @@ impl Shared {
 
     /// The server's TCP port (the URI's, else MariaDB's default).
     fn port(&self) -> u16 {
-        server::host_port(&self.endpoint.uri, 3306).map_or(3306, |(_, port)| port)
+        self.endpoint.port(3306)
     }
 
     fn error(&self, e: mysql::Error) -> BackendError {

@@ -257,7 +257,7 @@ impl Shared {
 
     /// The server's TCP port (the URI's, else PostgreSQL's default).
     fn port(&self) -> u16 {
-        server::host_port(&self.endpoint.uri, 5432).map_or(5432, |(_, port)| port)
+        self.endpoint.port(5432)
     }
 
     /// Maps a driver error to a kind, with secrets scrubbed from its message.

@@ -311,7 +311,7 @@ impl Backend for S3Backend {
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        let port = server::host_port(&self.settings.endpoint.uri, 80).map_or(80, |(_, port)| port);
+        let port = self.settings.endpoint.port(80);
         Ok(Box::new(S3Session { client: Client::new(self.settings.clone())?, port }))
     }
 

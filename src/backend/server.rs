@@ -65,6 +65,11 @@ impl Endpoint {
         host_port(&self.uri, default_port)
     }
 
+    /// The server's TCP port: the URI's, else `default_port`.
+    pub fn port(&self, default_port: u16) -> u16 {
+        self.host_port(default_port).map_or(default_port, |(_, port)| port)
+    }
+
     /// The server's root pid: option `server_pid`, else the companion `<PREFIX>_PID` variable, else
     /// `discovered` (a backend-specific guess), else the local process listening on the URI's port.
     pub fn server_pid(&self, options: &Options, pid_env: &str, default_port: u16, discovered: Option<u32>) -> Result<Option<u32>, String> {

@@ -289,17 +289,13 @@ impl Worker<'_, '_> {
                 Err(e) if !cut(dog) && self.retry.again(e.kind, retries, self.ctx.retries, clock) && !cut(dog) => retries += 1,
                 other => {
                     self.timed_end_ns = clock.now_ns();
+                    let was_cut = dog.is_some_and(|(dog, w)| dog.disarm(w));
                     let other = match other {
-                        Err(e) if dog.is_some_and(|(dog, w)| dog.disarm(w)) => Err(BackendError::new(
+                        Err(e) if was_cut => Err(BackendError::new(
                             ErrorKind::Timeout,
                             format!("no answer within op_timeout = {}; the connection was cut ({})", crate::units::Nanos(self.ctx.op_timeout_ns), e.message),
                         )),
-                        other => {
-                            if let Some((dog, w)) = dog {
-                                dog.disarm(w);
-                            }
-                            other
-                        }
+                        other => other,
                     };
                     return (other, self.timed_end_ns - self.own.total() - start, retries);
                 }

@@ -179,6 +179,11 @@ impl CfbBackend {
         if guard.is_some() {
             return Ok(());
         }
+        *guard = Some(self.open_handle()?);
+        Ok(())
+    }
+
+    fn open_handle(&self) -> BResult<Handle> {
         let path = self.file_path();
         let file = if path.exists() {
             cfb::open_rw(&path).map_err(|e| cfb_error(e, &format!("cannot open {}", path.display())))?
@@ -189,8 +194,7 @@ impl CfbBackend {
             created
         };
         let sync_file = fs::OpenOptions::new().read(true).write(true).open(&path)?;
-        *guard = Some(Handle { file, sync_file });
-        Ok(())
+        Ok(Handle { file, sync_file })
     }
 }
 
@@ -231,6 +235,18 @@ impl Backend for CfbBackend {
 
     fn prepare(&self) -> BResult<()> {
         self.ensure_open()
+    }
+
+    /// The crate reads the directory and allocation tables once, at open: a stream another
+    /// process shortened would still be read at its old length. Every write of ours is already
+    /// in the file (the crate writes through), so closing and opening again loses nothing.
+    fn reread_storage(&self) -> BResult<()> {
+        let mut guard = lock(&self.shared)?;
+        if let Some(mut old) = guard.take() {
+            old.file.flush()?;
+            *guard = Some(self.open_handle()?);
+        }
+        Ok(())
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {

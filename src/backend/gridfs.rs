@@ -233,7 +233,9 @@ impl Backend for GridFsBackend {
         let write_concern = s.journal.then(|| WriteConcern::builder().journal(true).build());
         let error = Box::new(move |e| s.error(e));
         let db = self.shared.database(&client);
-        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &self.shared.bucket, write_concern, error)))
+        // The driver pools connections and replaces dead ones itself: a cut reaches them all.
+        let cut = super::sockets::every_connection_to(self.shared.endpoint.port(27017));
+        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &self.shared.bucket, write_concern, error, cut)))
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {

@@ -359,7 +359,9 @@ impl Backend for MariaBackend {
     fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
         let shared = self.shared.clone();
         let error = Box::new(move |e| shared.error(e));
-        Ok(Box::new(super::catalog::mariadb::MariaCatalog::new(self.shared.connect()?, &self.shared.table, &self.engine, error)))
+        let connecting = self.shared.clone();
+        let conn = super::sockets::Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect()))?;
+        Ok(Box::new(super::catalog::mariadb::MariaCatalog::new(conn, &self.shared.table, &self.engine, error)))
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {

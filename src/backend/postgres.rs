@@ -397,7 +397,9 @@ impl Backend for PgBackend {
     fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
         let shared = self.shared.clone();
         let error = Box::new(move |e| shared.error(e));
-        Ok(Box::new(super::catalog::postgres::PgCatalog::new(self.shared.connect_worker()?, &self.shared.table, error)))
+        let connecting = self.shared.clone();
+        let client = super::sockets::Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect_worker()))?;
+        Ok(Box::new(super::catalog::postgres::PgCatalog::new(client, &self.shared.table, error)))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {

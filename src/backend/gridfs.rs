@@ -195,10 +195,8 @@ impl Backend for GridFsBackend {
 
     fn describe(&self) -> BackendInfo {
         let s = &self.shared;
-        let mut options = self.options.redacted_json();
+        let mut options = s.endpoint.report_options(&self.options);
         if let Some(map) = options.as_object_mut() {
-            map.insert("uri".into(), s.endpoint.shown.clone().into());
-            map.insert("uri_source".into(), s.endpoint.source.clone().into());
             map.insert("database".into(), s.database.clone().into());
             map.insert("bucket".into(), s.bucket.clone().into());
             map.insert("chunk_size".into(), s.chunk_bytes.into());

@@ -285,10 +285,8 @@ impl Backend for MariaBackend {
 
     fn describe(&self) -> BackendInfo {
         let s = &self.shared;
-        let mut options = self.options.redacted_json();
+        let mut options = s.endpoint.report_options(&self.options);
         if let Some(map) = options.as_object_mut() {
-            map.insert("uri".into(), s.endpoint.shown.clone().into());
-            map.insert("uri_source".into(), s.endpoint.source.clone().into());
             map.insert("engine".into(), self.engine.clone().into());
             map.insert("mode".into(), if self.file.is_some() { "file" } else { "inline" }.into());
             if let Some(file) = &self.file {

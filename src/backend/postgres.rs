@@ -320,10 +320,8 @@ impl Backend for PgBackend {
 
     fn describe(&self) -> BackendInfo {
         let s = &self.shared;
-        let mut options = self.options.redacted_json();
+        let mut options = s.endpoint.report_options(&self.options);
         if let Some(map) = options.as_object_mut() {
-            map.insert("uri".into(), s.endpoint.shown.clone().into());
-            map.insert("uri_source".into(), s.endpoint.source.clone().into());
             map.insert("mode".into(), format!("{:?}", s.mode).to_lowercase().into());
             map.insert("table".into(), s.table.clone().into());
             if s.mode == Mode::Bytea {

@@ -290,10 +290,8 @@ impl Backend for S3Backend {
 
     fn describe(&self) -> BackendInfo {
         let s = &self.settings;
-        let mut options = self.options.redacted_json();
+        let mut options = s.endpoint.report_options(&self.options);
         if let Some(map) = options.as_object_mut() {
-            map.insert("uri".into(), s.endpoint.shown.clone().into());
-            map.insert("uri_source".into(), s.endpoint.source.clone().into());
             map.insert("bucket".into(), s.bucket.clone().into());
             map.insert("region".into(), s.region.clone().into());
             map.insert("prefix".into(), format!("{}/", s.prefix).into());

@@ -100,6 +100,17 @@ impl Endpoint {
         self.from_default_env.then(|| std::env::var(name).ok()).flatten().filter(|v| !v.trim().is_empty())
     }
 
+    /// A server backend's options for the report: as the target gave them (secrets redacted), with
+    /// the URI in use (its password redacted) and where it came from.
+    pub fn report_options(&self, options: &Options) -> serde_json::Value {
+        let mut json = options.redacted_json();
+        if let Some(map) = json.as_object_mut() {
+            map.insert("uri".into(), self.shown.clone().into());
+            map.insert("uri_source".into(), self.source.clone().into());
+        }
+        json
+    }
+
     /// Host and port of the URI (`default_port` when none is written).
     pub fn host_port(&self, default_port: u16) -> Option<(String, u16)> {
         host_port(&self.uri, default_port)

@@ -5,7 +5,6 @@
 
 use std::cell::Cell;
 use std::sync::OnceLock;
-use std::time::Instant;
 
 /// A source of nanosecond timestamps; only differences between readings are meaningful.
 pub trait Clock: Send + Sync {
@@ -24,14 +23,26 @@ pub trait Clock: Send + Sync {
 /// The operating system's monotonic clock.
 pub struct MonotonicClock;
 
-fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
+/// CLOCK_MONOTONIC in nanoseconds. Read directly rather than through `Instant::elapsed`, whose
+/// checked subtraction and u128 conversion cost a third of a reading, and the runner reads the
+/// clock several times per operation (callgrind: 520 instructions per operation before).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the local we pass; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The first reading, so timestamps start near zero.
+fn origin_ns() -> u64 {
+    static ORIGIN: OnceLock<u64> = OnceLock::new();
+    *ORIGIN.get_or_init(monotonic_ns)
 }
 
 impl Clock for MonotonicClock {
     fn now_ns(&self) -> u64 {
-        origin().elapsed().as_nanos() as u64
+        // Never below the origin: CLOCK_MONOTONIC does not go back.
+        monotonic_ns().saturating_sub(origin_ns())
     }
 }
 

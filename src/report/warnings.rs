@@ -5,6 +5,7 @@
 
 use super::model::{CaseResult, Headline, RunReport};
 use super::table::{coefficient_of_variation, headline_throughput};
+use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -34,6 +35,9 @@ pub enum WarningKind {
     OwnWork,
     /// The client process kept every core its threads could use busy.
     ClientCpuBound,
+    /// Several threads wrote to a backend that admits one writer at a time: its write figures
+    /// measure that queue.
+    SerializedWrites,
     /// An open-loop phase could not keep its rate.
     BehindSchedule,
     /// Reads were served by a warm page cache.
@@ -112,6 +116,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(high_spread(report));
     warnings.extend(margins_inside_spread(&report.headlines));
     warnings.extend(client_limits(report));
+    warnings.extend(serialized_writes(report));
     warnings.extend(behind_schedule(report));
     warnings.extend(errors_or_retries(report));
     warnings.extend(conditions(report));
@@ -242,6 +247,33 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
         }
     }
     warnings
+}
+
+/// Cases that wrote from several threads to a backend declaring `concurrent_writers = false`
+/// (in `backend_info.capabilities`, absent from reports before it existed): the writes waited for
+/// each other inside the backend, which is not refused but must not pass for the store's speed.
+fn serialized_writes(report: &RunReport) -> Option<Warning> {
+    let single_writer = |c: &&CaseResult| c.backend_info.pointer("/capabilities/concurrent_writers").and_then(|v| v.as_bool()) == Some(false);
+    let writes = |c: &&CaseResult| c.phases.iter().flat_map(|p| p.ops.iter()).any(|(name, o)| o.count > 0 && Op::from_name(name).is_some_and(Op::writes));
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == "ok" && c.threads > 1).filter(single_writer).filter(writes).collect();
+    let first = cases.first()?;
+    let waited: u64 = first.phases.iter().map(|p| p.lock_wait_ns).sum();
+    Some(
+        Warning::new(
+            WarningKind::SerializedWrites,
+            format!(
+                "{} case(s) wrote from several threads to a backend that admits one writer at a time (concurrent_writers = false), \
+                 e.g. {} ({}) with {} threads, which waited {} for the writer lock in all",
+                cases.len(),
+                first.case_id,
+                first.backend,
+                first.threads,
+                crate::units::format_nanos(waited)
+            ),
+            "Its write figures measure that queue (lock_wait_ns per phase); compare with threads = 1, or with a backend that writes concurrently",
+        )
+        .cases(ids(cases.into_iter())),
+    )
 }
 
 /// Open-loop phases whose backend could not keep the rate: their latencies from the intended

@@ -268,14 +268,14 @@ fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &Atom
             let plan = recipes::find(&name).and_then(|recipe| recipes::plan(recipe, scale)).map_err(Error::bad_input)?;
             let skipped = plan.recipe.as_ref().map(|r| r.skipped_targets.clone()).unwrap_or_default();
             if let Some(s) = skipped.iter().find(|s| settings.targets.contains(&s.target)) {
-                // Asked for by name, it cannot run here: the servers it needs are not configured.
-                return Err(Error::environment(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable)));
+                // A server that is not configured is the job's (or its variables') to fix, as in a run.
+                return Err(Error::bad_input(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable)));
             }
             for s in &skipped {
                 eprintln!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
             }
             if plan.targets.is_empty() && plan.fio.is_empty() {
-                return Err(Error::environment(format!("recipe {name}: every target was skipped; nothing to run")));
+                return Err(Error::bad_input(format!("recipe {name}: every target was skipped; nothing to run")));
             }
             return run_command(plan, settings, command, interrupted);
         }

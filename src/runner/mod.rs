@@ -306,16 +306,20 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Err
 }
 
 /// Why a target could not be built, with its kind: wrong options are bad input, unless the
-/// backend's server does not answer — asked once more with the server's own probe, so the kind
-/// rests on the server's answer, never on the wording of a message.
+/// backend's server, at a URI that reads as one, does not answer — asked once more with the
+/// server's own probe, so the kind rests on the server's answer, never on a message's wording.
 fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
-    let server_answers = kind.server.as_ref().map(|server| {
-        // No URI at all is the job's (or the environment variables') mistake: bad input.
-        backend::server::endpoint(&target.options, kind.name, server.uri_env).map_or(true, |endpoint| (server.probe)(&endpoint.uri).is_ok())
+    let server_is_down = kind.server.as_ref().is_some_and(|server| {
+        // No URI, or one that is no URI of this backend, is the job's (or its variables') mistake.
+        backend::server::endpoint(&target.options, kind.name, server.uri_env).is_ok_and(|endpoint| {
+            let reads_as_uri = server.schemes.iter().any(|s| endpoint.uri.starts_with(s)) && endpoint.host_port(0).is_some();
+            reads_as_uri && (server.probe)(&endpoint.uri).is_err()
+        })
     });
-    match server_answers {
-        Some(false) => Error::environment(format!("{message} (the server does not answer: start it, or point the target's uri at one that runs)")),
-        _ => Error::bad_input(message),
+    if server_is_down {
+        Error::environment(format!("{message} (the server does not answer or refuses the connection: start it, or point the target's uri at one that runs)"))
+    } else {
+        Error::bad_input(message)
     }
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use stowbench::report::model::RunReport;
+use stowbench::report::model::{CaseStatus, RunReport};
 use stowbench::runner::{self, RunOptions};
 
 struct Run {
@@ -74,7 +74,7 @@ fn injected_faults_are_counted_by_kind_and_fail_the_error_budget() {
     let run = run_job(&sim_job("fail_every = 10\nfail_kind = \"timeout\"", "sizes = [10]\nobjects = 100\nphases = [\"put\"]\npreload = false")).unwrap();
     assert_eq!(run.exit_code, 1);
     let case = &run.report.cases[0];
-    assert_eq!(case.status, "failed");
+    assert_eq!(case.status, CaseStatus::Failed);
     assert!(case.failure.as_ref().unwrap().contains("10 of 100 operations failed"), "{:?}", case.failure);
     let put = &case.phases[0].ops["put"];
     assert_eq!((put.count, put.errors["timeout"]), (90, 10));
@@ -218,9 +218,9 @@ fn a_panicking_backend_fails_its_case_not_the_run() {
     let run = run_job(job).unwrap();
     assert_eq!(run.exit_code, 1);
     let buggy = &run.report.cases[0];
-    assert_eq!(buggy.status, "failed");
+    assert_eq!(buggy.status, CaseStatus::Failed);
     assert!(buggy.failure.as_ref().unwrap().contains("injected panic at operation 5"), "{:?}", buggy.failure);
-    assert_eq!(run.report.cases[1].status, "ok", "the next case still runs");
+    assert_eq!(run.report.cases[1].status, CaseStatus::Ok, "the next case still runs");
 }
 
 /// E5's rule: however often an upload is retried, each content ends with one catalog row and one

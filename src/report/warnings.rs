@@ -3,7 +3,7 @@
 //! cases it concerns, and its advice, so the table, the CSV reader and the HTML page all say the
 //! same thing.
 
-use super::model::{CaseResult, Headline, RunReport};
+use super::model::{CaseResult, CaseStatus, Headline, RunReport};
 use super::table::{coefficient_of_variation, headline_throughput};
 use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
@@ -121,7 +121,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(errors_or_retries(report));
     warnings.extend(conditions(report));
     warnings.extend(verification(report));
-    let failed = ids(report.cases.iter().filter(|c| c.status != "ok"));
+    let failed = ids(report.cases.iter().filter(|c| c.status != CaseStatus::Ok));
     if !failed.is_empty() {
         warnings.push(
             Warning::new(
@@ -160,7 +160,7 @@ fn few_samples(report: &RunReport) -> Option<Warning> {
 fn high_spread(report: &RunReport) -> Vec<Warning> {
     // Repeats of one case share its id up to the last "/".
     let mut spread: BTreeMap<(String, String), (Vec<f64>, Vec<String>)> = BTreeMap::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let base = c.case_id.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or_default();
         for p in &c.phases {
             let entry = spread.entry((base.clone(), p.phase.clone())).or_default();
@@ -213,8 +213,12 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
     let cores = f64::from(report.environment.cpu_count.max(1));
     let mut warnings = Vec::new();
     // One warning for every case over the threshold: in a default run that can be most of them.
-    let busy: Vec<(&str, f64)> =
-        report.cases.iter().filter(|c| c.status == "ok").filter_map(|c| Some((c.case_id.as_str(), c.own_work_share.filter(|s| *s > HIGH_OWN_WORK)?))).collect();
+    let busy: Vec<(&str, f64)> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Ok)
+        .filter_map(|c| Some((c.case_id.as_str(), c.own_work_share.filter(|s| *s > HIGH_OWN_WORK)?)))
+        .collect();
     if let Some(&(worst_case, worst)) = busy.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
         warnings.push(
             Warning::new(
@@ -231,7 +235,7 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
             .cases(busy.iter().map(|(id, _)| id.to_string()).collect()),
         );
     }
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let measured_ns: u64 = c.phases.iter().map(|p| p.window_total_ns).sum();
         let client_ns = (c.resources.client_cpu_user_ns + c.resources.client_cpu_system_ns) as f64;
         let usable = (c.threads as f64).min(cores) * c.wall_ns.max(measured_ns) as f64;
@@ -255,7 +259,7 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
 fn serialized_writes(report: &RunReport) -> Option<Warning> {
     let single_writer = |c: &&CaseResult| c.backend_info.pointer("/capabilities/concurrent_writers").and_then(|v| v.as_bool()) == Some(false);
     let writes = |c: &&CaseResult| c.phases.iter().flat_map(|p| p.ops.iter()).any(|(name, o)| o.count > 0 && Op::from_name(name).is_some_and(Op::writes));
-    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == "ok" && c.threads > 1).filter(single_writer).filter(writes).collect();
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == CaseStatus::Ok && c.threads > 1).filter(single_writer).filter(writes).collect();
     let first = cases.first()?;
     let waited: u64 = first.phases.iter().map(|p| p.lock_wait_ns).sum();
     Some(
@@ -280,7 +284,7 @@ fn serialized_writes(report: &RunReport) -> Option<Warning> {
 /// start grow with the run's length, not with any property of the storage.
 fn behind_schedule(report: &RunReport) -> Vec<Warning> {
     let mut out = Vec::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         for p in &c.phases {
             let Some(s) = p.open_loop.as_ref().filter(|s| !s.kept_up) else { continue };
             out.push(
@@ -346,7 +350,7 @@ fn verification(report: &RunReport) -> Vec<Warning> {
     }
     // A case that read nothing has nothing to verify; one that read with verify = false does.
     let reads = |c: &&CaseResult| c.phases.iter().any(|p| ["get", "download"].iter().any(|op| p.ops.contains_key(*op)));
-    let unchecked = ids(report.cases.iter().filter(|c| !c.verification.enabled && c.status != "skipped").filter(reads));
+    let unchecked = ids(report.cases.iter().filter(|c| !c.verification.enabled && c.status != CaseStatus::Skipped).filter(reads));
     if !unchecked.is_empty() {
         out.push(
             Warning::new(

@@ -25,7 +25,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED};
 use crate::job::plan::TargetPlan;
 use crate::job::{CasePlan, PhasePlan, Plan, Stop};
-use crate::report::model::{CaseResult, DiskResult, PhaseResult, PreloadResult, RunReport, Verification};
+use crate::report::model::{CaseResult, CaseStatus, DiskResult, PhaseResult, PreloadResult, RunReport, RunStatus, Verification};
 use crate::sampler::ResourceSampler;
 use crate::workload::op::Op;
 use crate::workload::payload::PayloadSpec;
@@ -119,7 +119,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         let mut result = run_case(plan, case, &root, opts, interrupted, &progress);
         if timed_out.load(Ordering::Relaxed) {
             // Unlike Ctrl-C, a deadline is part of the job: the case it cut short is reported.
-            result.status = "failed".into();
+            result.status = CaseStatus::Failed;
             result.failure = Some(deadline::cut_short(opts.timeout));
             failed = true;
             progress.finish_case(&result);
@@ -133,10 +133,10 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         let out_of_space = ran_out_of_space(&result);
         if out_of_space {
             let why = space::exhausted(&result.case_id, &data_paths(&result));
-            result.status = "failed".into();
+            result.status = CaseStatus::Failed;
             result.failure = Some(result.failure.take().map_or_else(|| why.clone(), |f| format!("{f}; {why}")));
         }
-        failed |= result.status != "ok";
+        failed |= result.status != CaseStatus::Ok;
         progress.finish_case(&result);
         report.cases.push(result);
         // A report that cannot be written would lose every later case: none starts.
@@ -155,15 +155,14 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     let was_timed_out = timed_out.load(Ordering::Relaxed);
     let was_interrupted = !was_timed_out && (interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
     report.status = if was_timed_out {
-        "timed_out"
+        RunStatus::TimedOut
     } else if was_interrupted {
-        "interrupted"
+        RunStatus::Interrupted
     } else if failed {
-        "failed"
+        RunStatus::Failed
     } else {
-        "complete"
-    }
-    .into();
+        RunStatus::Complete
+    };
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
@@ -342,7 +341,7 @@ struct CaseRun<'a> {
 
 fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
     let mut r = crate::report::empty_case(case, plan);
-    r.status = "failed".into();
+    r.status = CaseStatus::Failed;
     r.failure = Some(why);
     r.wall_ns = started.elapsed().as_nanos() as u64;
     r
@@ -375,13 +374,13 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         backend.cleanup().map_err(|e| e.to_string()).and_then(|()| backend::record::release(&ns.dir)).and_then(|()| namespace::remove(&ns.dir))
     };
     if let Err(e) = outcome {
-        result.status = "failed".into();
+        result.status = CaseStatus::Failed;
         result.failure = Some(e);
     }
     if let Err(e) = cleanup {
         // Data left behind (on a server that went away, say) is a failure of its own, told
         // after whatever failed first: `stowbench cleanup` is the way to remove it.
-        result.status = "failed".into();
+        result.status = CaseStatus::Failed;
         result.failure = Some(match result.failure.take() {
             Some(first) => format!("{first}; then cleanup failed: {e}"),
             None => format!("cleanup failed: {e}"),
@@ -651,7 +650,7 @@ impl CaseRun<'_> {
         if result.preload.as_ref().is_some_and(|p| p.errors > 0) {
             return Err("preload failed: some objects could not be stored before the measured phases".into());
         }
-        result.status = "ok".into();
+        result.status = CaseStatus::Ok;
         Ok(())
     }
 }

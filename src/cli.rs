@@ -340,19 +340,24 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     Ok(outcome)
 }
 
-/// Checks a job file: every loader mistake and every target's backend option mistake (found by
-/// constructing the backend, as the runner's preflight does) reported together, in file order.
+/// Checks a job file: every loader mistake, every target's backend option mistake (found by
+/// constructing the backend, as the runner's preflight does) and every case asking a backend for
+/// what it does not declare (`runner::contract`), reported together, in file order.
 fn validate(path: &Path) -> Result<i32, Error> {
     let source = path.display().to_string();
     let (plan, mut mistakes) = job::check_text(&job::read_file(path).map_err(Error::bad_input)?, &source);
     let Some(plan) = plan else { return Err(Error::bad_input(job::render_mistakes(&source, mistakes))) };
     let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
     let root = backend::Namespace::create(&dir, "validate", "validate").map_err(Error::environment)?;
-    for target in &plan.targets {
+    for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
         let ns = root.child(&namespace::safe_name(&target.name)).map_err(Error::environment)?;
         match (kind.construct)(&target.options, &ns) {
             Ok(b) => {
+                // What the run's preflight would refuse, validate refuses too.
+                if let Err(e) = runner::contract::check(&plan, i, &b.capabilities()) {
+                    mistakes.push(job::Mistake::from_message(&source, &e));
+                }
                 let _ = b.cleanup();
             }
             Err(e) => mistakes.push(job::Mistake::from_message(&source, &e)),

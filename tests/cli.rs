@@ -469,9 +469,12 @@ fn a_refused_capability_is_bad_input_naming_target_workload_and_fix() {
         std::fs::write(dir.path().join("caps.toml"), job).unwrap();
         let out = stowbench(dir.path(), &["run", "caps.toml", "--no-progress", "--work-dir", "."]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains(&format!("caps.toml: {expected}")) && text(&out).contains("Nothing was written"), "{}", text(&out));
+        assert!(text(&out).contains(&format!("caps.toml:2: {expected}")) && text(&out).contains("Nothing was written"), "{}", text(&out));
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left, ["caps.toml"], "no report, no run directory");
+        let out = stowbench(dir.path(), &["validate", "caps.toml"]);
+        assert_eq!(out.status.code(), Some(2), "validate refuses what the run would: {}", text(&out));
+        assert!(text(&out).contains(expected) && text(&out).contains("1 mistake in caps.toml"), "{}", text(&out));
     }
 }
 

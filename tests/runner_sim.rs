@@ -391,7 +391,7 @@ fn undeclared_capabilities_are_refused_before_any_data_is_written() {
         let err = runner::run(&plan, &opts, &AtomicBool::new(false)).err().unwrap_or_else(|| panic!("{sim} / {workload}: must be refused"));
         assert_eq!(err.kind, stowbench::error::Kind::BadInput, "{err}");
         assert!(err.message.contains(expected), "{sim} / {workload}: expected {expected:?} in: {err}");
-        assert!(err.message.starts_with("caps.toml: target \"sim\" (backend sim)") && err.message.contains("Nothing was written"), "{err}");
+        assert!(err.message.starts_with("caps.toml:2: target \"sim\" (backend sim)") && err.message.contains("Nothing was written"), "{err}");
         assert!(!dir.path().join("r").exists(), "no report for a refused run");
         assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().count(), 0, "nothing was left in the work dir");
     }

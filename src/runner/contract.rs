@@ -12,7 +12,9 @@ use crate::workload::op::Op;
 /// case asking for something undeclared is refused with a message for the job's author.
 pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), String> {
     let t = &plan.targets[target];
-    let who = format!("{}: target \"{}\" (backend {})", plan.source, t.name, t.backend);
+    // Where the target is written ("job.toml:12"), else the job's source.
+    let at = if t.options.origin.is_empty() { &plan.source } else { &t.options.origin };
+    let who = format!("{at}: target \"{}\" (backend {})", t.name, t.backend);
     for case in plan.cases.iter().filter(|c| c.target == target) {
         let w = &case.workload;
         if let Some(max) = caps.max_object_bytes.filter(|max| case.size.max_bytes() > *max) {

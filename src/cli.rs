@@ -349,6 +349,7 @@ fn validate(path: &Path) -> Result<i32, Error> {
     let Some(plan) = plan else { return Err(Error::bad_input(job::render_mistakes(&source, mistakes))) };
     let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
     let root = backend::Namespace::create(&dir, "validate", "validate").map_err(Error::environment)?;
+    let mut servers_down = 0;
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
         let ns = root.child(&namespace::safe_name(&target.name)).map_err(Error::environment)?;
@@ -360,12 +361,23 @@ fn validate(path: &Path) -> Result<i32, Error> {
                 }
                 let _ = b.cleanup();
             }
-            Err(e) => mistakes.push(job::Mistake::from_message(&source, &e)),
+            Err(e) => match runner::construct_failure(kind, target, e) {
+                // Not the job's mistake: listed with them, but the exit code says the machine's.
+                e if e.kind == crate::error::Kind::Environment => {
+                    servers_down += 1;
+                    mistakes.push(job::Mistake::from_message(&source, &e.message));
+                }
+                e => mistakes.push(job::Mistake::from_message(&source, &e.message)),
+            },
         }
     }
     namespace::remove(&root.dir).map_err(Error::environment)?;
     if !mistakes.is_empty() {
-        return Err(Error::bad_input(job::render_mistakes(&source, mistakes)));
+        // The environment's code only when servers are all that is wrong: a mistake of the job
+        // is the first thing to fix.
+        let only_servers_down = servers_down == mistakes.len();
+        let text = job::render_mistakes(&source, mistakes);
+        return Err(if only_servers_down { Error::environment(text) } else { Error::bad_input(text) });
     }
     let fio_cases: Vec<crate::fio::FioCase> = plan.fio.iter().flat_map(crate::fio::expand).collect();
     println!(

@@ -495,6 +495,8 @@ fn an_unreachable_server_exits_3_and_a_malformed_uri_exits_2() {
         assert!(!text(&out).contains("the server does not answer") || code == 3, "{uri}: {}", text(&out));
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left, ["server.toml"], "{uri}: no report, no run directory");
+        let out = stowbench(dir.path(), &["validate", "server.toml"]);
+        assert_eq!(out.status.code(), Some(code), "validate tells the same apart: {uri}: {}", text(&out));
     }
 }
 
@@ -528,6 +530,7 @@ fn a_report_that_cannot_be_written_exits_3_before_or_during_the_run() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("the report could not be written") && stderr.contains("the only copy of the 2 finished case(s)"), "{stderr}");
+    assert!(stderr.contains("Not a directory"), "the OS error is named: {stderr}");
     let csv = String::from_utf8_lossy(&out.stdout);
     assert!(csv.contains("sim/w/100B/t1/r1") && csv.contains("sim/w/200B/t1/r1") && !csv.contains("sim/w/300B"), "{csv}");
     assert!(!std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("stowbench-")), "the run's data is removed");

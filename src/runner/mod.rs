@@ -158,7 +158,8 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         RunStatus::TimedOut
     } else if was_interrupted {
         RunStatus::Interrupted
-    } else if failed {
+    } else if failed || report_error.is_some() {
+        // A run stopped because its report could not be written did not complete.
         RunStatus::Failed
     } else {
         RunStatus::Complete
@@ -307,7 +308,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Err
 /// Why a target could not be built, with its kind: wrong options are bad input, unless the
 /// backend's server, at a URI that reads as one, does not answer — asked once more with the
 /// server's own probe, so the kind rests on the server's answer, never on a message's wording.
-fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
+pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
     let server_is_down = kind.server.as_ref().is_some_and(|server| {
         // No URI, or one that is no URI of this backend, is the job's (or its variables') mistake.
         backend::server::endpoint(&target.options, kind.name, server.uri_env).is_ok_and(|endpoint| {

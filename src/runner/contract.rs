@@ -85,3 +85,42 @@ fn each_key_once(phase: &PhasePlan, objects: u64) -> bool {
     let stop = super::phase::effective_stop(phase.stop, objects);
     matches!(phase.key_order, KeyOrder::Sequential) && stop.duration_ns.is_none() && stop.bytes.is_none() && stop.count.is_some_and(|n| n <= objects)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(caps: Capabilities, workload: &str) -> Option<String> {
+        let job = format!("version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 5\n{workload}\n");
+        let plan = crate::job::load_text(&job, "t.toml").unwrap();
+        check(&plan, 0, &caps).err()
+    }
+
+    #[test]
+    fn overwrite_is_refused_only_where_a_put_may_meet_a_stored_key() {
+        let no_overwrite = || Capabilities { overwrite: false, ..Capabilities::default() };
+        // Reads of preloaded keys, and one sequential pass of puts, never replace anything.
+        assert_eq!(refusal(no_overwrite(), "phases = [\"get\", \"head\"]"), None);
+        assert_eq!(refusal(no_overwrite(), "phases = [\"put\", \"get\"]"), None);
+        assert_eq!(refusal(no_overwrite(), "[[workload.phase]]\nmix = { put = 1 }\ncount = 5"), None);
+        for (workload, why) in [
+            ("[[workload.phase]]\nmix = { put = 1 }\ncount = 6", "may put the same key twice"),
+            ("[[workload.phase]]\nmix = { put = 1 }\nduration = \"1s\"", "may put the same key twice"),
+            ("[[workload.phase]]\nmix = { put = 1 }\nwarmup_count = 2", "may put the same key twice"),
+            ("phases = [\"get\", \"put\"]", "onto keys an earlier put or the preload stored"),
+        ] {
+            let refused = refusal(no_overwrite(), workload).unwrap_or_else(|| panic!("{workload}: must be refused"));
+            assert!(refused.starts_with("t.toml:2: target \"sim\"") && refused.contains(why), "{workload}: {refused}");
+        }
+    }
+
+    #[test]
+    fn each_undeclared_capability_is_named_and_declared_ones_pass() {
+        let all = Capabilities { operation_deadline: true, ..Capabilities::default() };
+        assert_eq!(refusal(all.clone(), "phases = [\"put\", \"delete\"]\nop_timeout = \"1s\""), None);
+        let no_delete = refusal(Capabilities { delete: false, ..all.clone() }, "phases = [\"put\", \"delete\"]").unwrap();
+        assert!(no_delete.contains("phase \"delete\" deletes") && no_delete.contains("remove delete from that phase"), "{no_delete}");
+        let no_deadline = refusal(Capabilities::default(), "phases = [\"put\"]\nop_timeout = \"1s\"").unwrap();
+        assert!(no_deadline.contains("cannot honour op_timeout") && no_deadline.contains("--timeout"), "{no_deadline}");
+    }
+}

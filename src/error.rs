@@ -75,11 +75,6 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         self.kind.exit_code()
     }
-
-    /// The same error with `context` in front of its message ("compact DIR: ...").
-    pub fn context(self, context: impl std::fmt::Display) -> Error {
-        Error { message: format!("{context}: {}", self.message), ..self }
-    }
 }
 
 /// Shorthand for results that end a command.
@@ -118,8 +113,11 @@ mod tests {
     }
 
     #[test]
-    fn context_keeps_the_kind() {
-        let e = Error::environment("disk full").context("report.json");
-        assert_eq!((e.kind, e.message.as_str()), (Kind::Environment, "report.json: disk full"));
+    fn fio_failures_keep_their_meaning() {
+        use crate::fio::FioError;
+        let not_root = FioError::NotRoot { what: "making the ext4 filesystem for the run".into() };
+        assert_eq!((Error::from(not_root.clone()).kind, not_root.exit_code()), (Kind::Environment, 3));
+        let bad_flag = FioError::Invalid { sweep: "s".into(), field: "--bs".into(), message: "\"2.6m\" is no size".into() };
+        assert_eq!(Error::from(bad_flag).exit_code(), 2);
     }
 }

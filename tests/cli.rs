@@ -210,6 +210,30 @@ fn backends_lists_every_backend_with_its_options() {
     }
 }
 
+/// Each backend's page carries its options table exactly as the declarations generate it (the
+/// defaults are written once, in the code), and `--markdown` prints that table.
+#[test]
+fn every_backend_page_carries_its_generated_options_table() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/backends");
+    let dir = tempfile::tempdir().unwrap();
+    for kind in stowbench::backend::registry() {
+        let page = docs.join(format!("{}.md", kind.name));
+        if kind.is_test_tool && !page.exists() {
+            continue;
+        }
+        let text_of_page = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}; every backend has a page", page.display()));
+        let table = stowbench::cli::options_markdown(kind);
+        assert!(
+            text_of_page.contains(&table),
+            "{} does not carry the generated options table; replace it with the output of `stowbench backends --markdown {}`",
+            page.display(),
+            kind.name
+        );
+        let printed = stowbench(dir.path(), &["backends", "--markdown", kind.name]);
+        assert_eq!(text(&printed), table);
+    }
+}
+
 #[test]
 fn sigint_exits_130_and_keeps_finished_cases() {
     let dir = tempfile::tempdir().unwrap();

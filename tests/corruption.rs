@@ -9,12 +9,14 @@
 //! own means (a file, an SQL UPDATE, a large object, an S3 put, GridFS chunks, bytes inside a
 //! container file: see `stores`). Everything is sequential and counted: no timing.
 //!
-//! Containers (pack, zip, cfb) get every damage but the cut: an entry's length lives in the
-//! container's own record or directory, so shortening the file would damage the next entry, not
-//! truncate this one. What truncation means for a container — its file cut short, a torn tail —
-//! is checked apart, for pack and zip, cut inside the last entry put (zip's central directory,
-//! which follows it, goes too). cfb's allocation tables may follow any stream: not cut. pack and zip check a checksum themselves after streaming a value: the
-//! report still names the kind from the bytes (see docs/reports.md, Verification).
+//! pack and zip get every damage but the cut: an entry's length lives in the container's own
+//! record or directory, so shortening the file would damage the next entry, not truncate this
+//! one. What truncation means for them — the file cut short, a torn tail — is checked apart, cut
+//! inside the last entry put (zip's central directory, which follows it, goes too). pack and zip
+//! check a checksum themselves after streaming a value: the report still names the kind from the
+//! bytes (see docs/reports.md, Verification). cfb's streams are cut through the cfb crate, which
+//! shortens the stream's directory entry: the truncation a compound file can suffer without
+//! losing its directory.
 //!
 //! Server backends skip loudly without their service, and fail with CI=true, as tests/servers.rs.
 //! Run: `eval "$(scripts/services.sh env)"; cargo test --release --test corruption`.
@@ -224,7 +226,7 @@ fn zip_damage_is_reported() {
 
 #[test]
 fn cfb_damage_is_reported() {
-    damage_is_reported("backend = \"cfb\"", Cut::NotDone);
+    damage_is_reported("backend = \"cfb\"", Cut::Truncated);
 }
 
 /// A backend on a server: skipped loudly without its service (failed with CI=true).

@@ -33,10 +33,14 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
-    OptionDoc { name: "fsync", default: "false", help: "fdatasync the compound file after each put and delete" },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(super::namespace::DataPath::DOCS, CfbOptions::DOCS);
+
+crate::backend_options! {
+    /// cfb's own options.
+    pub struct CfbOptions {
+        fsync: bool = false => "fdatasync the compound file after each put and delete",
+    }
+}
 
 /// Hex digits of a key per storage or stream name (names carry a one-character prefix: 31 total).
 const HEX_PER_NAME: usize = 30;
@@ -54,7 +58,7 @@ type Shared = Arc<Mutex<Option<Handle>>>;
 /// The cfb backend for one case.
 pub struct CfbBackend {
     /// Where the files live (the run\'s namespace, or the `path` option\'s per-run directory).
-    data: super::fs::DataNamespace,
+    data: super::namespace::DataNamespace,
     dir: PathBuf,
     fsync: bool,
     options: Options,
@@ -63,13 +67,13 @@ pub struct CfbBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("cfb", OPTIONS)?;
-    // The one per-run namespace mechanism (`fs::DataNamespace`): with `path`, a marked directory
+    // The one per-run namespace mechanism (`namespace::DataNamespace`): with `path`, a marked directory
     // named after the run, removed by cleanup.
-    let data = super::fs::DataNamespace::new(options, ns)?;
+    let data = super::namespace::DataNamespace::new(options, ns)?;
     Ok(Box::new(CfbBackend {
         dir: data.ns.dir.join("cfb"),
         data,
-        fsync: options.bool("fsync", false)?,
+        fsync: CfbOptions::read(options)?.fsync,
         options: options.clone(),
         shared: Arc::new(Mutex::new(None)),
     }))
@@ -179,6 +183,11 @@ impl CfbBackend {
         if guard.is_some() {
             return Ok(());
         }
+        *guard = Some(self.open_handle()?);
+        Ok(())
+    }
+
+    fn open_handle(&self) -> BResult<Handle> {
         let path = self.file_path();
         let file = if path.exists() {
             cfb::open_rw(&path).map_err(|e| cfb_error(e, &format!("cannot open {}", path.display())))?
@@ -189,8 +198,7 @@ impl CfbBackend {
             created
         };
         let sync_file = fs::OpenOptions::new().read(true).write(true).open(&path)?;
-        *guard = Some(Handle { file, sync_file });
-        Ok(())
+        Ok(Handle { file, sync_file })
     }
 }
 
@@ -231,6 +239,18 @@ impl Backend for CfbBackend {
 
     fn prepare(&self) -> BResult<()> {
         self.ensure_open()
+    }
+
+    /// The crate reads the directory and allocation tables once, at open: a stream another
+    /// process shortened would still be read at its old length. Every write of ours is already
+    /// in the file (the crate writes through), so closing and opening again loses nothing.
+    fn reread_storage(&self) -> BResult<()> {
+        let mut guard = lock(&self.shared)?;
+        if let Some(mut old) = guard.take() {
+            old.file.flush()?;
+            *guard = Some(self.open_handle()?);
+        }
+        Ok(())
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {

@@ -10,6 +10,7 @@
 //! leaves one. It exists to measure exactly the I/O fio does (bench/fs-vs-fio.sh) and to show what
 //! atomic visibility costs; the default stays atomic.
 
+use super::namespace::{DataNamespace, DataPath};
 use super::options::{OptionDoc, Options};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
 use std::fs::{self, File, OpenOptions};
@@ -26,21 +27,22 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
-    OptionDoc { name: "fsync", default: "false", help: "fsync each file before its rename and the directory after it" },
-    OptionDoc { name: "fanout_levels", default: "2", help: "levels of 256-way hashed directories (0 to 3)" },
-    OptionDoc {
-        name: "write_mode",
-        default: "rename",
-        help: "rename (temporary file, then rename: never half-visible) or in-place (write the final file directly, as fio does: a reader or a crash can see a partial object)",
-    },
-    OptionDoc {
-        name: "direct",
-        default: "false",
-        help: "read and write with O_DIRECT, around the page cache (fio's direct=1): gets measure the device, not memory; refused where the filesystem lacks it",
-    },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(DataPath::DOCS, FsOptions::DOCS);
+
+crate::option_choice! {
+    /// How a put writes its file.
+    pub enum FsWriteMode { Rename = "rename", InPlace = "in-place" }
+}
+
+crate::backend_options! {
+    /// fs's own options.
+    pub struct FsOptions {
+        fsync: bool = false => "fsync each file before its rename and the directory after it",
+        fanout_levels: u64 = 2 => "levels of 256-way hashed directories (0 to 3)",
+        write_mode: FsWriteMode = "rename" => "rename (temporary file, then rename: never half-visible) or in-place (write the final file directly, as fio does: a reader or a crash can see a partial object)",
+        direct: bool = false => "read and write with O_DIRECT, around the page cache, as fio's direct=1: gets then measure the device, not memory. Writes go out in whole 4 KiB-aligned blocks from an aligned buffer; the last block of an object whose length is not a multiple of 4 KiB is padded with zeros and the file cut back to the object's length, so the stored bytes are exactly the object. Checked when the target is built: a filesystem that refuses O_DIRECT stops the run with the directory and the fix, before any data (tmpfs accepts it since Linux 6.6). The report's cache state for these cases and phases is direct",
+    }
+}
 
 /// How a file is written: durably or not, through the page cache or around it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,55 +67,22 @@ pub struct FsBackend {
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("fs", OPTIONS)?;
     let data = DataNamespace::new(options, ns)?;
-    let fanout_levels = options.u64("fanout_levels", 2)?;
-    if fanout_levels > 3 {
-        return Err(format!("target \"{}\": option \"fanout_levels\" is {fanout_levels}; use 0 to 3", options.target));
+    let own = FsOptions::read(options)?;
+    if own.fanout_levels > 3 {
+        return Err(format!("target \"{}\": option \"fanout_levels\" is {}; use 0 to 3", options.target, own.fanout_levels));
     }
-    let direct = options.bool("direct", false)?;
-    if direct {
+    if own.direct {
         super::direct::check_supported(&data.ns.dir, &options.target)?;
     }
     Ok(Box::new(FsBackend {
-        direct,
+        direct: own.direct,
         root: data.ns.dir.join("objects"),
         data,
-        fsync: options.bool("fsync", false)?,
-        fanout_levels: fanout_levels as u32,
-        in_place: options.choice("write_mode", &["rename", "in-place"], "rename")? == "in-place",
+        fsync: own.fsync,
+        fanout_levels: own.fanout_levels as u32,
+        in_place: own.write_mode == FsWriteMode::InPlace,
         options: options.clone(),
     }))
-}
-
-/// Where a file-based backend writes (shared by `fs`, `sqlite` and `sqlite-file`): the run's own
-/// namespace, or with a `path` option a marked `stowbench-<run id>-<name>` directory under that
-/// path — unique per run, so two runs sharing a path never share (or remove) each other's data.
-pub(crate) struct DataNamespace {
-    /// The namespace to write into.
-    pub ns: Namespace,
-    /// The directory the `path` option made, removed by `release` once the data is gone.
-    made_for_path: Option<PathBuf>,
-}
-
-impl DataNamespace {
-    /// Resolves the `path` option.
-    pub fn new(options: &Options, ns: &Namespace) -> Result<DataNamespace, String> {
-        match options.opt_string("path")? {
-            Some(path) => {
-                let dir = PathBuf::from(path).join(format!("stowbench-{}-{}", ns.run_id, ns.name));
-                Ok(DataNamespace { ns: Namespace::create(&dir, &ns.run_id, &ns.name)?, made_for_path: Some(dir) })
-            }
-            None => Ok(DataNamespace { ns: ns.clone(), made_for_path: None }),
-        }
-    }
-
-    /// Removes the directory the `path` option made (only if it still carries our marker); the
-    /// run's own namespace is left to the runner.
-    pub fn release(&self) -> BResult<()> {
-        match &self.made_for_path {
-            Some(dir) => super::namespace::remove(dir).map_err(|e| BackendError::new(super::ErrorKind::Io, e)),
-            None => Ok(()),
-        }
-    }
 }
 
 /// Path of `key` under `root` with `levels` of hashed fan-out directories.

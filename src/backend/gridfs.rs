@@ -31,26 +31,32 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
-    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["mongodb://", "mongodb+srv://"], probe }),
+    server: Some(SERVER),
+};
+
+/// How this backend finds its server (the shared endpoint block reads it).
+const SERVER: super::registry::ServerKind = super::registry::ServerKind {
+    uri_env: URI_ENV,
+    schemes: &["mongodb://", "mongodb+srv://"],
+    probe,
+    default_port: 27017,
+    pid_env: "STOWBENCH_MONGO_PID",
+    data_env: "STOWBENCH_MONGO_DATA",
 };
 
 const URI_ENV: &str = "STOWBENCH_MONGO_URI";
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "uri", default: "", help: "connection URI mongodb://user:password@host:port/ (password redacted everywhere)" },
-    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
-    OptionDoc { name: "database", default: "<URI's database> or stowbench", help: "database holding the GridFS bucket" },
-    OptionDoc { name: "chunk_size", default: "255KiB", help: "GridFS chunk size (bytes per chunk document; at most 15MiB)" },
-    OptionDoc { name: "journal", default: "false", help: "write concern j:true (each chunk and file document waits for the journal)" },
-    OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting (and selecting a server) after this long" },
-    OptionDoc {
-        name: "operation_timeout",
-        default: "0s",
-        help: "fail a put, get or head running longer as a timeout (the workload's retries may retry it): checked before every chunk and sent as maxTimeMS with every query; one stalled chunk write is not cut short (the Rust driver has no socket timeout); 0s: never",
-    },
-    OptionDoc { name: "server_pid", default: "<found>", help: "server pid for CPU/memory figures (default: STOWBENCH_MONGO_PID, or the port's listener)" },
-    OptionDoc { name: "data_dir", default: "<found>", help: "server's local data directory, for allocated bytes (default: STOWBENCH_MONGO_DATA)" },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(&server::endpoint_docs(URI_ENV), server::ConnectTimeout::DOCS, GridFsOptions::DOCS);
+
+crate::backend_options! {
+    /// gridfs's own options (the endpoint block is shared by every server backend).
+    struct GridFsOptions {
+        database: Option<String>, "<URI's database> or stowbench" => "database holding the GridFS bucket",
+        chunk_size: ByteSize = "255KiB" => "GridFS chunk size (bytes per chunk document; at most 15MiB)",
+        journal: bool = false => "write concern j:true (each chunk and file document waits for the journal)",
+        operation_timeout: Nanos = "0s" => "fail a put, get or head running longer as a timeout (the workload's retries may retry it): checked before every chunk and sent as maxTimeMS with every query; one stalled chunk write is not cut short (the Rust driver has no socket timeout); 0s: never",
+    }
+}
 
 /// A chunk document must stay under MongoDB's 16 MiB document limit.
 const CHUNK_MAX_BYTES: u64 = 15 << 20;
@@ -78,8 +84,9 @@ pub struct GridFsBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("gridfs", OPTIONS)?;
-    let endpoint = server::endpoint(options, "gridfs", URI_ENV)?;
-    let chunk = options.size("chunk_size", ByteSize(255 * 1024))?.0;
+    let endpoint = server::endpoint(options, "gridfs", &SERVER)?;
+    let own = GridFsOptions::read(options)?;
+    let chunk = own.chunk_size.0;
     if !(1024..=CHUNK_MAX_BYTES).contains(&chunk) {
         return Err(format!(
             "target \"{}\": option \"chunk_size\" is {chunk} bytes; use 1KiB to 15MiB (a chunk is one document, at most 16 MiB)",
@@ -87,20 +94,20 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         ));
     }
     let mut shared = Shared {
-        connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
-        operation_timeout: options.duration("operation_timeout", Nanos(0))?,
+        connect_timeout: server::ConnectTimeout::read(options)?.connect_timeout,
+        operation_timeout: own.operation_timeout,
         database: String::new(),
         bucket: server::owned_name(ns),
         chunk_bytes: chunk as u32,
-        journal: options.bool("journal", false)?,
+        journal: own.journal,
         endpoint,
     };
     let admin = shared.connect().map_err(|e| e.message)?;
     let from_uri = admin.default_database().map(|d| d.name().to_string());
-    shared.database = options.string("database", from_uri.as_deref().unwrap_or("stowbench"))?;
+    shared.database = own.database.clone().or(from_uri).unwrap_or_else(|| "stowbench".into());
     let build_info = read_build_info(&admin, &shared).map_err(|e| e.message)?;
-    let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_MONGO_PID", 27017, None)?;
-    let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_MONGO_DATA", None)?;
+    let server_pid = shared.endpoint.server_pid(None)?;
+    let data_dir = shared.endpoint.data_dir(None)?;
     Ok(Box::new(GridFsBackend { shared: Arc::new(shared), admin, build_info, server_pid, data_dir, options: options.clone() }))
 }
 
@@ -121,7 +128,7 @@ fn read_build_info(client: &Client, s: &Shared) -> BResult<BTreeMap<String, Stri
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let shared = Shared {
-        endpoint: server::endpoint(&options, "gridfs", URI_ENV)?,
+        endpoint: server::endpoint(&options, "gridfs", &SERVER)?,
         connect_timeout: Nanos(5_000_000_000),
         operation_timeout: Nanos(0),
         database: String::new(),
@@ -233,7 +240,9 @@ impl Backend for GridFsBackend {
         let write_concern = s.journal.then(|| WriteConcern::builder().journal(true).build());
         let error = Box::new(move |e| s.error(e));
         let db = self.shared.database(&client);
-        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &self.shared.bucket, write_concern, error)))
+        // The driver pools connections and replaces dead ones itself: a cut reaches them all.
+        let cut = super::sockets::every_connection_to(self.shared.endpoint.port());
+        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &self.shared.bucket, write_concern, error, cut)))
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
@@ -483,7 +492,7 @@ impl Session for GridFsSession {
     /// The driver pools its connections (and monitors the server) in the background, so the cut
     /// reaches every connection of this process to the server's port.
     fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
-        let port = self.shared.endpoint.port(27017);
+        let port = self.shared.endpoint.port();
         Some(super::sockets::every_connection_to(port))
     }
 }

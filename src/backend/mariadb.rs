@@ -34,46 +34,39 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
-    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["mysql://", "mariadb://"], probe }),
+    server: Some(SERVER),
+};
+
+/// How this backend finds its server (the shared endpoint block reads it).
+const SERVER: super::registry::ServerKind = super::registry::ServerKind {
+    uri_env: URI_ENV,
+    schemes: &["mysql://", "mariadb://"],
+    probe,
+    default_port: 3306,
+    pid_env: "STOWBENCH_MARIADB_PID",
+    data_env: "STOWBENCH_MARIADB_DATA",
 };
 
 const URI_ENV: &str = "STOWBENCH_MARIADB_URI";
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "uri", default: "", help: "connection URI mysql://user:password@host:port/db (password redacted everywhere)" },
-    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
-    OptionDoc {
-        name: "mode",
-        default: "inline",
-        help: "inline (LONGBLOB column in the row) or file (the row holds key and size, the content a file beside it)",
-    },
-    OptionDoc {
-        name: "order",
-        default: "file-then-row",
-        help: "file mode: file-then-row (a crash leaves at worst an orphan file) \
-               or row-then-file (a row can point at a missing file)",
-    },
-    OptionDoc { name: "fsync", default: "false", help: "file mode: fsync each content file before its rename and its directory after it" },
-    OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory under which the run's directory for the content files is created" },
-    OptionDoc {
-        name: "direct",
-        default: "false",
-        help: "file mode: read and write content files with O_DIRECT, around the page cache; refused where the filesystem lacks it",
-    },
-    OptionDoc { name: "engine", default: "InnoDB", help: "storage engine of the table" },
-    OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
-    OptionDoc {
-        name: "statement_timeout",
-        default: "0s",
-        help: "abort any statement running longer (MariaDB's max_statement_time; a timeout error the workload's retries may retry); 0s: never",
-    },
-    OptionDoc {
-        name: "server_pid",
-        default: "<found>",
-        help: "mariadbd pid for CPU/memory figures (default: STOWBENCH_MARIADB_PID, @@pid_file, or the port's listener)",
-    },
-    OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: @@datadir, or STOWBENCH_MARIADB_DATA)" },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(
+    &server::endpoint_docs(URI_ENV),
+    server::ConnectTimeout::DOCS,
+    MariaOptions::DOCS,
+    super::row_file::OrderOption::DOCS,
+    super::namespace::DataPath::DOCS,
+    super::row_file::DirectOption::DOCS
+);
+
+crate::backend_options! {
+    /// mariadb's own options (endpoint, and file mode's order, path and direct, are shared blocks).
+    struct MariaOptions {
+        mode: Mode = "inline" => "inline (LONGBLOB column in the row) or file (the row holds key and size, the content a file beside it)",
+        fsync: bool = false => "file mode: fsync each content file before its rename and its directory after it",
+        engine: String = "InnoDB" => "storage engine of the table",
+        statement_timeout: Nanos = "0s" => "abort any statement running longer (MariaDB's max_statement_time, which covers writes too; a timeout error the workload's retries may retry); 0s: never",
+    }
+}
 
 /// Bytes of a packet that are not the value: command, statement id, key and length headers.
 const PACKET_OVERHEAD_BYTES: u64 = 64 * 1024;
@@ -87,16 +80,15 @@ const ER_DUP_ENTRY: u16 = 1062;
 /// How often a file-mode row commit is retried after losing the race to insert a new key.
 const COMMIT_ATTEMPTS: usize = 8;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    Inline,
-    File,
+crate::option_choice! {
+    /// Where a value lives: in the row, or in a file the row points at.
+    enum Mode { Inline = "inline", File = "file" }
 }
 
 /// File mode: where the content files go, in which order, how durable.
 struct FileMode {
     /// The namespace the files directory is in; a `path` option's directory is released on cleanup.
-    data: super::fs::DataNamespace,
+    data: super::namespace::DataNamespace,
     files: PathBuf,
     order: Order,
     mode: super::fs::WriteMode,
@@ -130,17 +122,15 @@ pub struct MariaBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("mariadb", OPTIONS)?;
-    let endpoint = server::endpoint(options, "mariadb", URI_ENV)?;
-    let engine = options.string("engine", "InnoDB")?;
+    let endpoint = server::endpoint(options, "mariadb", &SERVER)?;
+    let own = MariaOptions::read(options)?;
+    let engine = own.engine.clone();
     if engine.is_empty() || !engine.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!("target \"{}\": option \"engine\" = \"{engine}\" is not an engine name like InnoDB", options.target));
     }
-    let mode = match options.choice("mode", &["inline", "file"], "inline")?.as_str() {
-        "file" => Mode::File,
-        _ => Mode::Inline,
-    };
+    let mode = own.mode;
     let file_options = match mode {
-        Mode::File => Some(Order::from_options(options)?),
+        Mode::File => Some(super::row_file::OrderOption::read(options)?.order),
         Mode::Inline => {
             if let Some(name) = FILE_MODE_OPTIONS.iter().find(|name| options.table.contains_key(**name)) {
                 let target = &options.target;
@@ -152,8 +142,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     };
     let mut shared = Shared {
         endpoint,
-        connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
-        statement_timeout: options.duration("statement_timeout", Nanos(0))?,
+        connect_timeout: server::ConnectTimeout::read(options)?.connect_timeout,
+        statement_timeout: own.statement_timeout,
         // The mode is in the name, so no two layouts share a table.
         table: format!("{}_{}", server::owned_name(ns), format!("{mode:?}").to_lowercase()),
         max_object_bytes: 0,
@@ -170,14 +160,14 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     shared.max_object_bytes = max_allowed_packet.saturating_sub(PACKET_OVERHEAD_BYTES);
     let pid_file: Option<String> = conn.query_first("SELECT @@pid_file").ok().flatten();
     let discovered = pid_file.and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| t.trim().parse().ok());
-    let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_MARIADB_PID", 3306, discovered)?;
-    let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_MARIADB_DATA", Some(datadir))?;
+    let server_pid = shared.endpoint.server_pid(discovered)?;
+    let data_dir = shared.endpoint.data_dir(Some(datadir))?;
     // Last, once the server answered: a `path` option's directory is created here.
     let file = match file_options {
         Some(order) => {
-            let data = super::fs::DataNamespace::new(options, ns)?;
+            let data = super::namespace::DataNamespace::new(options, ns)?;
             let files = data.ns.dir.join("files");
-            Some(FileMode { mode: super::row_file::content_mode(options, false, &files)?, files, data, order })
+            Some(FileMode { mode: super::row_file::content_mode(options, own.fsync, &files)?, files, data, order })
         }
         None => None,
     };
@@ -221,7 +211,7 @@ fn read_settings(conn: &mut Conn) -> Result<BTreeMap<String, String>, mysql::Err
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let shared = Shared {
-        endpoint: server::endpoint(&options, "mariadb", URI_ENV)?,
+        endpoint: server::endpoint(&options, "mariadb", &SERVER)?,
         connect_timeout: Nanos(5_000_000_000),
         statement_timeout: Nanos(0),
         table: String::new(),
@@ -254,7 +244,7 @@ impl Shared {
 
     /// The server's TCP port (the URI's, else MariaDB's default).
     fn port(&self) -> u16 {
-        self.endpoint.port(3306)
+        self.endpoint.port()
     }
 
     fn error(&self, e: mysql::Error) -> BackendError {
@@ -303,7 +293,7 @@ impl Backend for MariaBackend {
             map.insert("engine".into(), self.engine.clone().into());
             map.insert("mode".into(), if self.file.is_some() { "file" } else { "inline" }.into());
             if let Some(file) = &self.file {
-                map.insert("order".into(), file.order.name().into());
+                map.insert("order".into(), file.order.as_str().into());
                 map.insert("fsync".into(), file.mode.fsync.into());
                 map.insert("direct".into(), file.mode.direct.into());
             }
@@ -360,7 +350,9 @@ impl Backend for MariaBackend {
     fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
         let shared = self.shared.clone();
         let error = Box::new(move |e| shared.error(e));
-        Ok(Box::new(super::catalog::mariadb::MariaCatalog::new(self.shared.connect()?, &self.shared.table, &self.engine, error)))
+        let connecting = self.shared.clone();
+        let conn = super::sockets::Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect()))?;
+        Ok(Box::new(super::catalog::mariadb::MariaCatalog::new(conn, &self.shared.table, &self.engine, error)))
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {

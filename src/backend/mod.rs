@@ -233,6 +233,13 @@ pub trait Backend: Send + Sync {
     fn open_catalog(&self, _worker: usize, beside: &std::path::Path) -> BResult<Box<dyn catalog::Catalog>> {
         Ok(Box::new(catalog::sqlite::SqliteCatalog::open(&beside.join(catalog::sqlite::BESIDE_FILE), "")?))
     }
+    /// A phase's `before` command has run and may have changed the stored data behind the
+    /// backend's back (the corruption tests truncate a stream that way): a backend that keeps a
+    /// view of its storage in memory — cfb's directory and allocation tables — reads it again, so
+    /// the phase sees what is on disk rather than what the backend remembers.
+    fn reread_storage(&self) -> BResult<()> {
+        Ok(())
+    }
     /// A virtual clock, for the `sim` backend only; real backends use the monotonic clock.
     fn clock(&self) -> Option<std::sync::Arc<dyn crate::clock::Clock>> {
         None

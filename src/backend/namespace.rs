@@ -207,6 +207,47 @@ pub fn empty(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+crate::backend_options! {
+    /// The `path` option every backend that writes files takes (see `DataNamespace`).
+    pub struct DataPath {
+        path: Option<String>, "<run directory>" => "directory under which the run's namespace directory (stowbench-<run id>-<case>, removed by cleanup) is created",
+    }
+}
+
+/// Where a backend that writes files writes (every one of them: fs, sqlite, sqlite-file, pack,
+/// cfb, zip, postgres and mariadb in file mode): the run's own namespace, or with a `path` option
+/// a marked `stowbench-<run id>-<name>` directory under that path — unique per run, so two runs
+/// sharing a path never share (or remove) each other's data. Such a backend lists
+/// `DataPath::DOCS` among its options.
+pub(crate) struct DataNamespace {
+    /// The namespace to write into.
+    pub ns: Namespace,
+    /// The directory the `path` option made, removed by `release` once the data is gone.
+    made_for_path: Option<PathBuf>,
+}
+
+impl DataNamespace {
+    /// Resolves the `path` option.
+    pub fn new(options: &super::options::Options, ns: &Namespace) -> Result<DataNamespace, String> {
+        match DataPath::read(options)?.path {
+            Some(path) => {
+                let dir = PathBuf::from(path).join(format!("stowbench-{}-{}", ns.run_id, ns.name));
+                Ok(DataNamespace { ns: Namespace::create(&dir, &ns.run_id, &ns.name)?, made_for_path: Some(dir) })
+            }
+            None => Ok(DataNamespace { ns: ns.clone(), made_for_path: None }),
+        }
+    }
+
+    /// Removes the directory the `path` option made (only if it still carries our marker); the
+    /// run's own namespace is left to the runner.
+    pub fn release(&self) -> super::BResult<()> {
+        match &self.made_for_path {
+            Some(dir) => remove(dir).map_err(|e| super::BackendError::new(super::ErrorKind::Io, e)),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,8 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
+/// None. A backend with options declares them once with `backend_options!` and joins the shared
+/// blocks it takes with `options_list!` (see `pack.rs` for a small one, `s3.rs` for a server).
 const OPTIONS: &[OptionDoc] = &[];
 
 /// Shards of the object table, so workers rarely meet on one lock.

@@ -1,7 +1,11 @@
 //! Backend options from a job file's target table, checked against each backend's declared list.
 //!
-//! Every option a backend reads must be declared in its `OptionDoc` list, so `stowbench backends`
-//! shows it with its default and an unknown or misspelt option is refused with a suggestion.
+//! A backend declares its options once, with `backend_options!`: a typed struct, its `DOCS` list
+//! (name, default, meaning) and its reader. `stowbench backends`, the docs tables
+//! (`stowbench backends --markdown`) and the unknown-option check are made from the lists, so each
+//! default is written once, and an unknown or misspelt option is refused with a suggestion.
+//! Blocks several backends share (`path`, the server endpoint, SQLite's tuning) are declared once
+//! where they are read and joined into a backend's list with `options_list!`.
 
 use crate::units::{ByteSize, Nanos};
 
@@ -67,81 +71,6 @@ impl Options {
         format!("{}: option \"{name}\": {why}", self.context_of(name))
     }
 
-    /// A string option.
-    pub fn string(&self, name: &str, default: &str) -> Result<String, String> {
-        match self.table.get(name) {
-            None => Ok(default.to_string()),
-            Some(toml::Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(self.bad(name, format!("expected a string, found {}", other.type_str()))),
-        }
-    }
-
-    /// An optional string option.
-    pub fn opt_string(&self, name: &str) -> Result<Option<String>, String> {
-        match self.table.get(name) {
-            None => Ok(None),
-            Some(_) => self.string(name, "").map(Some),
-        }
-    }
-
-    /// One of a fixed set of words.
-    pub fn choice(&self, name: &str, allowed: &[&str], default: &str) -> Result<String, String> {
-        let value = self.string(name, default)?;
-        if allowed.contains(&value.as_str()) {
-            return Ok(value);
-        }
-        let hint = crate::suggest::did_you_mean(&value, allowed).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
-        Err(self.bad(name, format!("\"{value}\" is not one of {}.{hint}", allowed.join(", "))))
-    }
-
-    /// A boolean option.
-    pub fn bool(&self, name: &str, default: bool) -> Result<bool, String> {
-        match self.table.get(name) {
-            None => Ok(default),
-            Some(toml::Value::Boolean(b)) => Ok(*b),
-            Some(other) => Err(self.bad(name, format!("expected true or false, found {}", other.type_str()))),
-        }
-    }
-
-    /// A non-negative integer option.
-    pub fn u64(&self, name: &str, default: u64) -> Result<u64, String> {
-        match self.table.get(name) {
-            None => Ok(default),
-            Some(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as u64),
-            Some(toml::Value::Integer(i)) => Err(self.bad(name, format!("{i} is negative"))),
-            Some(other) => Err(self.bad(name, format!("expected an integer, found {}", other.type_str()))),
-        }
-    }
-
-    /// A floating-point option.
-    pub fn f64(&self, name: &str, default: f64) -> Result<f64, String> {
-        match self.table.get(name) {
-            None => Ok(default),
-            Some(toml::Value::Float(f)) => Ok(*f),
-            Some(toml::Value::Integer(i)) => Ok(*i as f64),
-            Some(other) => Err(self.bad(name, format!("expected a number, found {}", other.type_str()))),
-        }
-    }
-
-    /// A byte size option ("64KiB", "2.6MB" or an integer number of bytes).
-    pub fn size(&self, name: &str, default: ByteSize) -> Result<ByteSize, String> {
-        match self.table.get(name) {
-            None => Ok(default),
-            Some(toml::Value::Integer(i)) if *i >= 0 => Ok(ByteSize(*i as u64)),
-            Some(toml::Value::String(s)) => ByteSize::parse(s).map_err(|e| self.bad(name, e)),
-            Some(other) => Err(self.bad(name, format!("expected a size like \"64KiB\", found {other}"))),
-        }
-    }
-
-    /// A duration option ("500ms", "2s").
-    pub fn duration(&self, name: &str, default: Nanos) -> Result<Nanos, String> {
-        match self.table.get(name) {
-            None => Ok(default),
-            Some(toml::Value::String(s)) => Nanos::parse(s).map_err(|e| self.bad(name, e)),
-            Some(other) => Err(self.bad(name, format!("expected a duration like \"500ms\", found {other}"))),
-        }
-    }
-
     /// The effective options as JSON, for the report: values of secret-bearing names are
     /// redacted, and so is the password inside any URI (`postgres://u:<redacted>@host/db`).
     pub fn redacted_json(&self) -> serde_json::Value {
@@ -158,5 +87,276 @@ impl Options {
             map.insert(k.clone(), value);
         }
         serde_json::Value::Object(map)
+    }
+}
+
+/// A type an option can hold, read from the TOML value a job file gives (or the declared
+/// default, written in the same syntax). Messages say what was expected; the caller adds where.
+pub trait OptionValue: Sized {
+    /// The value from a job file's TOML.
+    fn from_toml(value: &toml::Value) -> Result<Self, String>;
+    /// What an absent option without a declared default means: `Option<T>` is `None`; every
+    /// other type needs a default (the macro below always declares one for them).
+    fn when_absent() -> Option<Self> {
+        None
+    }
+}
+
+impl OptionValue for bool {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        value.as_bool().ok_or_else(|| format!("expected true or false, found {}", value.type_str()))
+    }
+}
+
+impl OptionValue for u64 {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+            toml::Value::Integer(i) => Err(format!("{i} is negative")),
+            other => Err(format!("expected an integer, found {}", other.type_str())),
+        }
+    }
+}
+
+impl OptionValue for f64 {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::Float(f) => Ok(*f),
+            toml::Value::Integer(i) => Ok(*i as f64),
+            other => Err(format!("expected a number, found {}", other.type_str())),
+        }
+    }
+}
+
+impl OptionValue for String {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        value.as_str().map(str::to_string).ok_or_else(|| format!("expected a string, found {}", value.type_str()))
+    }
+}
+
+impl OptionValue for ByteSize {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::Integer(i) if *i >= 0 => Ok(ByteSize(*i as u64)),
+            toml::Value::String(s) => ByteSize::parse(s).map_err(|e| e.to_string()),
+            other => Err(format!("expected a size like \"64KiB\", found {other}")),
+        }
+    }
+}
+
+impl OptionValue for Nanos {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::String(s) => Nanos::parse(s).map_err(|e| e.to_string()),
+            other => Err(format!("expected a duration like \"500ms\", found {other}")),
+        }
+    }
+}
+
+/// One string or a list of them (`"/srv/a"` or `["/srv/a", "/srv/b"]`); never an empty list.
+impl OptionValue for Vec<String> {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        let entries: Vec<&toml::Value> = match value {
+            toml::Value::Array(list) if list.is_empty() => return Err("the list is empty; give at least one entry".into()),
+            toml::Value::Array(list) => list.iter().collect(),
+            one => vec![one],
+        };
+        entries.into_iter().map(|e| e.as_str().map(str::to_string).ok_or_else(|| format!("{e} is not a string; write \"a\" or [\"a\", \"b\"]"))).collect()
+    }
+}
+
+impl<T: OptionValue> OptionValue for Option<T> {
+    fn from_toml(value: &toml::Value) -> Result<Self, String> {
+        T::from_toml(value).map(Some)
+    }
+    fn when_absent() -> Option<Self> {
+        Some(None)
+    }
+}
+
+impl Options {
+    /// Option `name` as a `T`: the job file's value, else `default` (the declaration's, in job-file
+    /// syntax), else what absence means for `T`.
+    pub fn get<T: OptionValue>(&self, name: &str, default: Option<toml::Value>) -> Result<T, String> {
+        match (self.table.get(name), default) {
+            (Some(value), _) => T::from_toml(value).map_err(|e| self.bad(name, e)),
+            (None, Some(default)) => T::from_toml(&default).map_err(|e| format!("stowbench bug: the declared default of option \"{name}\" does not read: {e}")),
+            (None, None) => T::when_absent().ok_or_else(|| self.bad(name, "is required")),
+        }
+    }
+}
+
+/// A default's text as a job file writes it, without the quotes of a string (`"64KiB"` → 64KiB).
+pub const fn unquoted(text: &'static str) -> &'static str {
+    let bytes = text.as_bytes();
+    if bytes.len() >= 2 && bytes[0] == b'"' && bytes[bytes.len() - 1] == b'"' {
+        let (_, rest) = bytes.split_at(1);
+        let (inner, _) = rest.split_at(rest.len() - 1);
+        if let Ok(inner) = std::str::from_utf8(inner) {
+            return inner;
+        }
+    }
+    text
+}
+
+/// Joins option lists (a backend's own and the shared blocks it takes) into one array, at
+/// compile time; `N` must be the sum of their lengths (`options_list!` computes it).
+pub const fn joined<const N: usize>(parts: &[&[OptionDoc]]) -> [OptionDoc; N] {
+    let mut out = [OptionDoc { name: "", default: "", help: "" }; N];
+    let (mut part, mut at) = (0, 0);
+    while part < parts.len() {
+        let mut i = 0;
+        while i < parts[part].len() {
+            out[at] = parts[part][i];
+            (i, at) = (i + 1, at + 1);
+        }
+        part += 1;
+    }
+    assert!(at == N, "options_list!: the lengths do not add up");
+    out
+}
+
+/// One `&'static [OptionDoc]` from several lists: `options_list!(PackOptions::DOCS, PATH_OPTIONS)`.
+#[macro_export]
+macro_rules! options_list {
+    ($($part:expr),+ $(,)?) => {{
+        const N: usize = 0 $(+ $part.len())+;
+        const ALL: [$crate::backend::options::OptionDoc; N] = $crate::backend::options::joined::<N>(&[$($part),+]);
+        &ALL
+    }};
+}
+
+/// Declares a backend's options once: a typed struct, its documentation list (`DOCS`, which
+/// `stowbench backends`, the docs tables and the unknown-option check use) and its reader. Each
+/// field is `name: Type = default => "help"`, the default written as in a job file (it is both
+/// the documented text and the value), or `name: Option<Type>, "what absence means" => "help"`.
+///
+/// ```ignore
+/// backend_options! {
+///     pub struct PackOptions {
+///         fsync: bool = false => "fdatasync each record before the put returns",
+///         path: Option<String>, "<run directory>" => "directory for the run's data",
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! backend_options {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($field:ident : $ty:ty $(= $default:literal)? $(, $absent:literal)? => $help:expr),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        $vis struct $name {
+            $(#[doc = $help] pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// Every option, with its default and meaning.
+            pub const DOCS: &'static [$crate::backend::options::OptionDoc] = &[$($crate::backend::options::OptionDoc {
+                name: stringify!($field),
+                default: $crate::backend_options!(@text $($default)? ; $($absent)?),
+                help: $help,
+            }),*];
+
+            /// Reads the options from a target's table (unknown names are refused by `check_known`).
+            pub fn read(options: &$crate::backend::options::Options) -> Result<Self, String> {
+                Ok($name { $($field: options.get(stringify!($field), $crate::backend_options!(@value $($default)?))?,)* })
+            }
+        }
+    };
+    (@text $default:literal ;) => { $crate::backend::options::unquoted(stringify!($default)) };
+    (@text ; $absent:literal) => { $absent };
+    (@value $default:literal) => { Some(toml::Value::from($default)) };
+    (@value) => { None };
+}
+
+/// A choice among fixed words, as a typed enum: `option_choice! { pub enum Flush { PerPut = "per-put", None = "none" } }`.
+/// Reading refuses any other word, suggesting the closest.
+#[macro_export]
+macro_rules! option_choice {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($variant:ident = $word:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        $vis enum $name { $($variant),+ }
+
+        impl $name {
+            /// The words a job file may write.
+            pub const WORDS: &'static [&'static str] = &[$($word),+];
+
+            /// The word for this choice.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word),+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl $crate::backend::options::OptionValue for $name {
+            fn from_toml(value: &toml::Value) -> Result<Self, String> {
+                let word = <String as $crate::backend::options::OptionValue>::from_toml(value)?;
+                match word.as_str() {
+                    $($word => Ok($name::$variant),)+
+                    _ => {
+                        let hint = $crate::suggest::did_you_mean(&word, Self::WORDS).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+                        Err(format!("\"{word}\" is not one of {}.{hint}", Self::WORDS.join(", ")))
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    crate::option_choice! {
+        enum Flavour { Plain = "plain", Spiced = "spiced" }
+    }
+
+    crate::backend_options! {
+        struct Example {
+            size: ByteSize = "64KiB" => "a size",
+            flag: bool = true => "a flag",
+            flavour: Flavour = "plain" => "a choice",
+            limit: Option<u64>, "<unlimited>" => "an optional number",
+        }
+    }
+
+    fn options(text: &str) -> Options {
+        let mut o = Options::new("t", "job.toml line 3", toml::from_str(text).unwrap());
+        o.key_origins.insert("flavour".into(), "job.toml:5:1".into());
+        o
+    }
+
+    #[test]
+    fn each_default_is_written_once_and_documented_as_a_job_file_writes_it() {
+        let docs: Vec<(&str, &str)> = Example::DOCS.iter().map(|d| (d.name, d.default)).collect();
+        assert_eq!(docs, [("size", "64KiB"), ("flag", "true"), ("flavour", "plain"), ("limit", "<unlimited>")]);
+        let read = Example::read(&options("")).unwrap();
+        assert_eq!((read.size, read.flag, read.flavour, read.limit), (ByteSize(64 << 10), true, Flavour::Plain, None));
+        let read = Example::read(&options("size = \"1MiB\"\nflag = false\nflavour = \"spiced\"\nlimit = 7")).unwrap();
+        assert_eq!((read.size, read.flag, read.flavour, read.limit), (ByteSize(1 << 20), false, Flavour::Spiced, Some(7)));
+    }
+
+    #[test]
+    fn a_wrong_value_names_where_the_option_was_written_and_what_it_takes() {
+        let err = Example::read(&options("flavour = \"spiced-up\"")).unwrap_err();
+        assert_eq!(err, "job.toml:5:1: target \"t\": option \"flavour\": \"spiced-up\" is not one of plain, spiced. Did you mean \"spiced\"?");
+        let err = Example::read(&options("flag = 1")).unwrap_err();
+        assert!(err.starts_with("job.toml line 3: target \"t\": option \"flag\": expected true or false"), "{err}");
+        let err = options("flavor = \"plain\"").check_known("example", Example::DOCS).unwrap_err();
+        assert!(err.contains("unknown option \"flavor\"") && err.contains("Did you mean \"flavour\"?"), "{err}");
+    }
+
+    #[test]
+    fn option_lists_join_in_order() {
+        const ALL: &[OptionDoc] = crate::options_list!(Example::DOCS, crate::backend::namespace::DataPath::DOCS);
+        let names: Vec<&str> = ALL.iter().map(|d| d.name).collect();
+        assert_eq!(names, ["size", "flag", "flavour", "limit", "path"]);
+        assert_eq!(unquoted("\"a\""), "a");
+        assert_eq!(unquoted("2"), "2");
     }
 }

@@ -25,15 +25,15 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
-    OptionDoc { name: "fsync", default: "false", help: "fdatasync each record before the put returns and the key becomes visible" },
-    OptionDoc {
-        name: "read_checks",
-        default: "true",
-        help: "gets check each record's body hash (one more pass over the data); false trusts the disk as a file read does",
-    },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(super::namespace::DataPath::DOCS, PackOptions::DOCS);
+
+crate::backend_options! {
+    /// pack's own options.
+    pub struct PackOptions {
+        fsync: bool = false => "fdatasync the writer's data file after each record, before the put returns and the key becomes visible",
+        read_checks: bool = true => "a get checks the record's body hash (xxh3 of key + value) as it streams, and fails with `corrupt` on a mismatch; false streams the value unchecked, as a plain file read does (opening and compaction still check every record they read)",
+    }
+}
 
 /// Name of the pack directory inside the namespace.
 pub const PACK_DIR: &str = "pack";
@@ -41,7 +41,7 @@ pub const PACK_DIR: &str = "pack";
 /// The pack backend for one case.
 pub struct PackBackend {
     /// Where the files live (the run\'s namespace, or the `path` option\'s per-run directory).
-    data: super::fs::DataNamespace,
+    data: super::namespace::DataNamespace,
     dir: PathBuf,
     fsync: bool,
     read_checks: bool,
@@ -51,14 +51,15 @@ pub struct PackBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("pack", OPTIONS)?;
-    // The one per-run namespace mechanism (`fs::DataNamespace`): with `path`, a marked directory
+    // The one per-run namespace mechanism (`namespace::DataNamespace`): with `path`, a marked directory
     // named after the run, removed by cleanup.
-    let data = super::fs::DataNamespace::new(options, ns)?;
+    let data = super::namespace::DataNamespace::new(options, ns)?;
+    let own = PackOptions::read(options)?;
     Ok(Box::new(PackBackend {
         dir: data.ns.dir.join(PACK_DIR),
         data,
-        fsync: options.bool("fsync", false)?,
-        read_checks: options.bool("read_checks", true)?,
+        fsync: own.fsync,
+        read_checks: own.read_checks,
         options: options.clone(),
         store: Mutex::new(None),
     }))

@@ -43,33 +43,46 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
-    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["postgres://", "postgresql://"], probe }),
+    server: Some(SERVER),
+};
+
+/// How this backend finds its server (the shared endpoint block reads it).
+const SERVER: super::registry::ServerKind = super::registry::ServerKind {
+    uri_env: URI_ENV,
+    schemes: &["postgres://", "postgresql://"],
+    probe,
+    default_port: 5432,
+    pid_env: "STOWBENCH_PG_PID",
+    data_env: "STOWBENCH_PG_DATA",
 };
 
 const URI_ENV: &str = "STOWBENCH_PG_URI";
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "uri", default: "", help: "connection URI postgres://user:password@host:port/db (password redacted everywhere)" },
-    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the URI when option uri is absent" },
-    OptionDoc { name: "mode", default: "bytea", help: "bytea (row column), lo (large object), file (row + file beside it)" },
-    OptionDoc { name: "storage", default: "external", help: "bytea column storage: external (uncompressed TOAST) or default (the server's, compresses)" },
-    OptionDoc { name: "chunk_size", default: "1MiB", help: "bytes per lowrite/loread call (lo) and per substring slice of larger bytea reads" },
-    OptionDoc { name: "fsync", default: "true", help: "file mode: fsync each file and its directory (as durable as the committed row)" },
-    OptionDoc { name: "direct", default: "false", help: "file mode: read and write content files with O_DIRECT, around the page cache; refused where the filesystem lacks it" },
-    OptionDoc { name: "path", default: "<run directory>", help: "file mode: directory for the content files" },
-    OptionDoc { name: "connect_timeout", default: "10s", help: "give up connecting after this long" },
-    OptionDoc {
-        name: "statement_timeout",
-        default: "0s",
-        help: "abort any statement running longer (the server's statement_timeout, set per connection; a timeout error the workload's retries may retry); 0s: never",
-    },
-    OptionDoc { name: "server_pid", default: "<found>", help: "postmaster pid for CPU/memory figures (default: STOWBENCH_PG_PID, postmaster.pid, or the port's listener)" },
-    OptionDoc { name: "data_dir", default: "<found>", help: "local data directory for allocated bytes (default: SHOW data_directory, or STOWBENCH_PG_DATA)" },
-    layout::OPTIONS[0],
-    layout::OPTIONS[1],
-    layout::OPTIONS[2],
-    waits::WAIT_SAMPLE_OPTION,
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(
+    &server::endpoint_docs(URI_ENV),
+    server::ConnectTimeout::DOCS,
+    PgOptions::DOCS,
+    super::namespace::DataPath::DOCS,
+    super::row_file::DirectOption::DOCS,
+    layout::LayoutOptions::DOCS
+);
+
+crate::option_choice! {
+    /// bytea column storage.
+    enum Storage { External = "external", Default = "default" }
+}
+
+crate::backend_options! {
+    /// postgres's own options (endpoint, file mode's path and direct, and the layout are shared blocks).
+    struct PgOptions {
+        mode: Mode = "bytea" => "bytea (row column), lo (large object), file (row + file beside it)",
+        storage: Storage = "external" => "bytea column storage: external (uncompressed TOAST) or default (the server's, compresses)",
+        chunk_size: ByteSize = "1MiB" => "bytes per lowrite/loread call (lo) and per substring slice of larger bytea reads",
+        fsync: bool = true => "file mode: fsync each file and its directory (as durable as the committed row)",
+        statement_timeout: Nanos = "0s" => "abort any statement running longer (the server's statement_timeout, set per connection; a timeout error the workload's retries may retry); 0s: never",
+        wait_sample: Nanos = "0s" => "sample the sessions' server wait events this often (e.g. 10ms) and report time seen waiting on Lock/LWLock events as writer wait (an estimate, one interval resolution); 0s: off",
+    }
+}
 
 /// bytea values are capped at 1 GB by PostgreSQL, and the server builds each value whole in memory
 /// on COPY: refuse anything within 1 MB of that, before any data is written.
@@ -82,11 +95,9 @@ const INV_READ: i32 = 0x40000;
 /// Signature, flags and header-extension length of COPY's binary format (for puts).
 const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    Bytea,
-    Lo,
-    File,
+crate::option_choice! {
+    /// Where a value lives: a bytea column, a large object, or a file the row points at.
+    enum Mode { Bytea = "bytea", Lo = "lo", File = "file" }
 }
 
 /// What sessions share: how to connect and where the data goes.
@@ -112,7 +123,7 @@ struct Shared {
 pub struct PgBackend {
     shared: Arc<Shared>,
     /// Where file mode's content files live (the run's namespace, or `path`'s per-run directory).
-    files: super::fs::DataNamespace,
+    files: super::namespace::DataNamespace,
     external_storage: bool,
     server_version: String,
     settings: BTreeMap<String, String>,
@@ -127,36 +138,33 @@ pub struct PgBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("postgres", OPTIONS)?;
-    let endpoint = server::endpoint(options, "postgres", URI_ENV)?;
-    let mode = match options.choice("mode", &["bytea", "lo", "file"], "bytea")?.as_str() {
-        "lo" => Mode::Lo,
-        "file" => Mode::File,
-        _ => Mode::Bytea,
-    };
-    let external_storage = options.choice("storage", &["external", "default"], "external")? == "external";
-    let chunk = options.size("chunk_size", ByteSize(1 << 20))?.0;
+    let endpoint = server::endpoint(options, "postgres", &SERVER)?;
+    let own = PgOptions::read(options)?;
+    let mode = own.mode;
+    let external_storage = own.storage == Storage::External;
+    let chunk = own.chunk_size.0;
     if !(8192..=(256 << 20)).contains(&chunk) {
         return Err(format!("target \"{}\": option \"chunk_size\" is {chunk} bytes; use 8KiB to 256MiB", options.target));
     }
-    // File mode's content files: the one per-run namespace mechanism (`fs::DataNamespace`).
-    let files = super::fs::DataNamespace::new(options, ns)?;
+    // File mode's content files: the one per-run namespace mechanism (`namespace::DataNamespace`).
+    let files = super::namespace::DataNamespace::new(options, ns)?;
     // Quoted: the name may start with a digit. The mode is in the name, so no two layouts share one.
     let table = format!("\"{}_{}\"", server::owned_name(ns), format!("{mode:?}").to_lowercase());
-    let wait_sample_ns = options.duration("wait_sample", Nanos(0))?.0;
+    let wait_sample_ns = own.wait_sample.0;
     if wait_sample_ns != 0 && wait_sample_ns < waits::MIN_INTERVAL_NS {
         return Err(format!("target \"{}\": option \"wait_sample\" is {wait_sample_ns} ns; use 1ms or more (or 0s for off)", options.target));
     }
     let files_root = files.ns.dir.join("pgfiles");
     let file_mode = match mode {
-        Mode::File => super::row_file::content_mode(options, true, &files_root)?,
+        Mode::File => super::row_file::content_mode(options, own.fsync, &files_root)?,
         _ if options.table.contains_key("direct") => {
             return Err(format!("target \"{}\": option \"direct\" applies only to mode = \"file\"; set mode = \"file\" or remove it", options.target))
         }
-        _ => super::fs::WriteMode { fsync: options.bool("fsync", true)?, direct: false },
+        _ => super::fs::WriteMode { fsync: own.fsync, direct: false },
     };
     let mut shared = Shared {
-        connect_timeout: options.duration("connect_timeout", Nanos(10_000_000_000))?,
-        statement_timeout: options.duration("statement_timeout", Nanos(0))?,
+        connect_timeout: server::ConnectTimeout::read(options)?.connect_timeout,
+        statement_timeout: own.statement_timeout,
         mode,
         lock_class: crate::hash::xxh3_64(table.as_bytes()) as i32,
         table,
@@ -175,8 +183,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let (server_version, settings) = read_settings(&mut client).map_err(|e| server::context("postgres", &shared.endpoint, &e.to_string()))?;
     let pidfile = settings.get("data_directory").and_then(|d| std::fs::read_to_string(PathBuf::from(d).join("postmaster.pid")).ok());
     let postmaster = pidfile.and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()));
-    let server_pid = shared.endpoint.server_pid(options, "STOWBENCH_PG_PID", 5432, postmaster)?;
-    let data_dir = shared.endpoint.data_dir(options, "STOWBENCH_PG_DATA", settings.get("data_directory").cloned())?;
+    let server_pid = shared.endpoint.server_pid(postmaster)?;
+    let data_dir = shared.endpoint.data_dir(settings.get("data_directory").cloned())?;
     shared.layout = Layout::from_options(options, ns, &server::owned_name(ns), data_dir.as_deref())?;
     if shared.layout.partitioned() && mode == Mode::Lo {
         return Err(format!(
@@ -214,7 +222,7 @@ fn read_settings(client: &mut Client) -> Result<(String, BTreeMap<String, String
 /// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.
 pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
-    let endpoint = server::endpoint(&options, "postgres", URI_ENV)?;
+    let endpoint = server::endpoint(&options, "postgres", &SERVER)?;
     let shared = Shared {
         endpoint,
         connect_timeout: Nanos(5_000_000_000),
@@ -257,7 +265,7 @@ impl Shared {
 
     /// The server's TCP port (the URI's, else PostgreSQL's default).
     fn port(&self) -> u16 {
-        self.endpoint.port(5432)
+        self.endpoint.port()
     }
 
     /// Maps a driver error to a kind, with secrets scrubbed from its message.
@@ -398,7 +406,9 @@ impl Backend for PgBackend {
     fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
         let shared = self.shared.clone();
         let error = Box::new(move |e| shared.error(e));
-        Ok(Box::new(super::catalog::postgres::PgCatalog::new(self.shared.connect_worker()?, &self.shared.table, error)))
+        let connecting = self.shared.clone();
+        let client = super::sockets::Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect_worker()))?;
+        Ok(Box::new(super::catalog::postgres::PgCatalog::new(client, &self.shared.table, error)))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {

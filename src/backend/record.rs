@@ -85,8 +85,9 @@ const OWNED_INFO: &[&str] = &["mode", "table", "prefix", "bucket", "database", "
 /// Writes the record of a server backend's case into `ns.dir` and pins the directory; does
 /// nothing for a backend without a server. Call it before `prepare`.
 pub fn write(ns: &Namespace, target: &str, backend_name: &str, options: &Options, backend: &dyn Backend, keys: u64) -> Result<(), String> {
-    let Some(default_env) = server::default_uri_env(backend_name) else { return Ok(()) };
-    let endpoint = server::endpoint(options, backend_name, default_env)?;
+    let Some(kind) = super::registry::server_kind(backend_name) else { return Ok(()) };
+    let default_env = kind.uri_env;
+    let endpoint = server::endpoint(options, backend_name, kind)?;
     let uri_env = endpoint.source.strip_prefix("env ").unwrap_or(default_env).to_string();
     let info = backend.describe();
     let mut kept = serde_json::Map::new();

@@ -39,6 +39,12 @@ pub struct ServerKind {
     pub schemes: &'static [&'static str],
     /// Connects and says which server answers (its version), or why none does.
     pub probe: fn(&str) -> Result<String, String>,
+    /// The port a URI without one means.
+    pub default_port: u16,
+    /// The companion variable scripts/services.sh writes with the server's pid (`<PREFIX>_PID`).
+    pub pid_env: &'static str,
+    /// The companion variable with the server's local data directory (`<PREFIX>_DATA`).
+    pub data_env: &'static str,
 }
 
 /// Every backend stowbench knows, in listing order.

@@ -8,7 +8,7 @@
 //! half-written file. A row names its file by a path relative to that directory.
 
 use super::fs::WriteMode;
-use super::options::{OptionDoc, Options};
+use super::options::Options;
 use super::{BResult, BackendError, ErrorKind};
 use std::fs;
 use std::io::{Read, Write};
@@ -21,42 +21,29 @@ const FANOUT_LEVELS: u32 = 2;
 /// How often a get re-reads the row when a concurrent overwrite removed the file it named.
 const GET_ATTEMPTS: usize = 8;
 
-/// Which of content file and row is made durable first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    FileThenRow,
-    RowThenFile,
+crate::option_choice! {
+    /// Which of a put's two writes comes first (option `order`).
+    pub enum Order { FileThenRow = "file-then-row", RowThenFile = "row-then-file" }
 }
 
-impl Order {
-    /// The `order` option (default `file-then-row`).
-    pub fn from_options(options: &Options) -> Result<Order, String> {
-        Ok(match options.choice("order", &["file-then-row", "row-then-file"], "file-then-row")?.as_str() {
-            "file-then-row" => Order::FileThenRow,
-            _ => Order::RowThenFile,
-        })
-    }
-
-    /// The option value.
-    pub fn name(self) -> &'static str {
-        match self {
-            Order::FileThenRow => "file-then-row",
-            Order::RowThenFile => "row-then-file",
-        }
+crate::backend_options! {
+    /// Option `order` of the row + file backends that offer both orders (sqlite-file, mariadb).
+    pub struct OrderOption {
+        order: Order = "file-then-row" => "file-then-row (a crash leaves at worst an orphan file) or row-then-file (a row can point at a missing file)",
     }
 }
 
-/// The `direct` option of the row + file backends.
-pub const DIRECT_OPTION: OptionDoc = OptionDoc {
-    name: "direct",
-    default: "false",
-    help: "read and write content files with O_DIRECT, around the page cache (as fs's direct): gets measure the device; refused where the filesystem lacks it",
-};
+crate::backend_options! {
+    /// Option `direct` of every backend with content files (sqlite-file, mariadb and postgres in file mode).
+    pub struct DirectOption {
+        direct: bool = false => "read and write content files with O_DIRECT, around the page cache (as fs's direct): gets measure the device; refused before any data where the filesystem lacks O_DIRECT. The report's cache state is direct",
+    }
+}
 
-/// How content files are written and read, from options `fsync` and `direct`; `direct` is tried
+/// How content files are written and read, from the backend's `fsync` and option `direct`; `direct` is tried
 /// in `files` first, so a filesystem without O_DIRECT is refused before any data.
-pub fn content_mode(options: &Options, fsync_default: bool, files: &Path) -> Result<WriteMode, String> {
-    let mode = WriteMode { fsync: options.bool("fsync", fsync_default)?, direct: options.bool("direct", false)? };
+pub fn content_mode(options: &Options, fsync: bool, files: &Path) -> Result<WriteMode, String> {
+    let mode = WriteMode { fsync, direct: DirectOption::read(options)?.direct };
     if mode.direct {
         super::direct::check_supported(files, &options.target)?;
     }

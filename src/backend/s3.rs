@@ -33,32 +33,38 @@ pub const KIND: BackendKind = BackendKind {
     options: OPTIONS,
     construct,
     is_test_tool: false,
-    server: Some(super::registry::ServerKind { uri_env: URI_ENV, schemes: &["http://", "https://"], probe }),
+    server: Some(SERVER),
+};
+
+/// How this backend finds its server (the shared endpoint block reads it).
+const SERVER: super::registry::ServerKind = super::registry::ServerKind {
+    uri_env: URI_ENV,
+    schemes: &["http://", "https://"],
+    probe,
+    default_port: 80,
+    pid_env: "STOWBENCH_S3_PID",
+    data_env: "STOWBENCH_S3_DATA",
 };
 
 const URI_ENV: &str = "STOWBENCH_S3_ENDPOINT";
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "uri", default: "", help: "endpoint URL, e.g. http://127.0.0.1:9000 (overrides uri_env)" },
-    OptionDoc { name: "uri_env", default: URI_ENV, help: "environment variable holding the endpoint URL" },
-    OptionDoc { name: "bucket", default: "$STOWBENCH_S3_BUCKET or stowbench", help: "bucket to write into (created if missing and create_bucket = true)" },
-    OptionDoc { name: "region", default: "$STOWBENCH_S3_REGION or us-east-1", help: "region used for request signing" },
-    OptionDoc { name: "access_key_env", default: "AWS_ACCESS_KEY_ID", help: "environment variable holding the access key id" },
-    OptionDoc { name: "secret_key_env", default: "AWS_SECRET_ACCESS_KEY", help: "environment variable holding the secret key (redacted everywhere)" },
-    OptionDoc { name: "create_bucket", default: "true", help: "create the bucket when it does not exist (a signed PUT); false: only check" },
-    OptionDoc { name: "multipart_threshold", default: "64MiB", help: "objects of at least this size go up as multipart uploads" },
-    OptionDoc { name: "part_size", default: "16MiB", help: "multipart part size (5MiB to 5GiB); one part is in memory at a time" },
-    OptionDoc {
-        name: "unsigned_payload",
-        default: "false",
-        help: "sign requests with UNSIGNED-PAYLOAD instead of the body's SHA-256 (as warp --disable-sha256-payload): \
-               the client skips hashing each body, and the signature no longer covers it",
-    },
-    OptionDoc { name: "request_timeout", default: "300s", help: "give up on one HTTP request after this long (no retries)" },
-    OptionDoc { name: "virtual_hosted", default: "false", help: "bucket in the host name (AWS style) instead of the path (MinIO style)" },
-    OptionDoc { name: "server_pid", default: "<found>", help: "server pid for CPU/memory figures (default: STOWBENCH_S3_PID, or the port's listener)" },
-    OptionDoc { name: "data_dir", default: "<found>", help: "MinIO's local data directory, for allocated bytes (default: STOWBENCH_S3_DATA)" },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(&server::endpoint_docs(URI_ENV), S3Options::DOCS);
+
+crate::backend_options! {
+    /// s3's own options (the endpoint block is shared by every server backend).
+    struct S3Options {
+        bucket: Option<String>, "$STOWBENCH_S3_BUCKET or stowbench" => "bucket to write into (created if missing and create_bucket = true)",
+        region: Option<String>, "$STOWBENCH_S3_REGION or us-east-1" => "region used for request signing",
+        access_key_env: String = "AWS_ACCESS_KEY_ID" => "environment variable holding the access key id",
+        secret_key_env: String = "AWS_SECRET_ACCESS_KEY" => "environment variable holding the secret key (redacted everywhere)",
+        create_bucket: bool = true => "create the bucket when it does not exist (a signed PUT /bucket/); false: only check, and explain",
+        multipart_threshold: ByteSize = "64MiB" => "objects of at least this size go up as multipart uploads",
+        part_size: ByteSize = "16MiB" => "multipart part size (5MiB to 5GiB); one part is in memory at a time",
+        unsigned_payload: bool = false => "sign requests with UNSIGNED-PAYLOAD instead of the body's SHA-256 (as warp --disable-sha256-payload): the client skips hashing each body, and the signature no longer covers it (use it over TLS or loopback)",
+        request_timeout: Nanos = "300s" => "give up on one HTTP request after this long (no retries)",
+        virtual_hosted: bool = false => "bucket in the host name (AWS style) instead of the path (MinIO style)",
+    }
+}
 
 /// S3's smallest part (all but the last) and largest part.
 const PART_MIN_BYTES: u64 = 5 << 20;
@@ -105,36 +111,36 @@ fn env_or(name: &str, default: &str) -> String {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("s3", OPTIONS)?;
-    let mut endpoint = server::endpoint(options, "s3", URI_ENV)?;
-    let key_env = options.string("access_key_env", "AWS_ACCESS_KEY_ID")?;
-    let secret_env = options.string("secret_key_env", "AWS_SECRET_ACCESS_KEY")?;
+    let mut endpoint = server::endpoint(options, "s3", &SERVER)?;
+    let own = S3Options::read(options)?;
+    let (key_env, secret_env) = (&own.access_key_env, &own.secret_key_env);
     let missing = |name: &str| {
         format!("target \"{}\": backend s3 needs the environment variable {name} (credentials are read only from the environment)", options.target)
     };
-    let access_key = std::env::var(&key_env).map_err(|_| missing(&key_env))?;
-    let secret_key = std::env::var(&secret_env).map_err(|_| missing(&secret_env))?;
+    let access_key = std::env::var(key_env).map_err(|_| missing(key_env))?;
+    let secret_key = std::env::var(secret_env).map_err(|_| missing(secret_env))?;
     endpoint.secrets.add(&secret_key);
-    let part_bytes = options.size("part_size", ByteSize(16 << 20))?.0;
+    let part_bytes = own.part_size.0;
     if !(PART_MIN_BYTES..=PART_MAX_BYTES).contains(&part_bytes) {
         return Err(format!("target \"{}\": option \"part_size\" is {part_bytes} bytes; S3 parts are 5MiB to 5GiB", options.target));
     }
     let settings = Arc::new(Settings {
-        bucket: options.string("bucket", &env_or("STOWBENCH_S3_BUCKET", "stowbench"))?,
-        region: options.string("region", &env_or("STOWBENCH_S3_REGION", "us-east-1"))?,
+        bucket: own.bucket.clone().unwrap_or_else(|| env_or("STOWBENCH_S3_BUCKET", "stowbench")),
+        region: own.region.clone().unwrap_or_else(|| env_or("STOWBENCH_S3_REGION", "us-east-1")),
         access_key,
         secret_key,
-        virtual_hosted: options.bool("virtual_hosted", false)?,
-        request_timeout: options.duration("request_timeout", Nanos(300_000_000_000))?,
+        virtual_hosted: own.virtual_hosted,
+        request_timeout: own.request_timeout,
         prefix: server::owned_name(ns),
-        multipart_threshold_bytes: options.size("multipart_threshold", ByteSize(64 << 20))?.0.max(1),
+        multipart_threshold_bytes: own.multipart_threshold.0.max(1),
         part_bytes,
-        unsigned_payload: options.bool("unsigned_payload", false)?,
+        unsigned_payload: own.unsigned_payload,
         endpoint,
     });
     let admin = Client::new(settings.clone()).map_err(|e| e.message)?;
-    let server_header = admin.ensure_bucket(options.bool("create_bucket", true)?).map_err(|e| e.message)?;
-    let server_pid = settings.endpoint.server_pid(options, "STOWBENCH_S3_PID", 80, None)?;
-    let data_dir = settings.endpoint.data_dir(options, "STOWBENCH_S3_DATA", None)?;
+    let server_header = admin.ensure_bucket(own.create_bucket).map_err(|e| e.message)?;
+    let server_pid = settings.endpoint.server_pid(None)?;
+    let data_dir = settings.endpoint.data_dir(None)?;
     Ok(Box::new(S3Backend { settings, admin, server_header, server_pid, data_dir, options: options.clone(), known_keys: Default::default() }))
 }
 
@@ -312,7 +318,7 @@ impl Backend for S3Backend {
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        let port = self.settings.endpoint.port(80);
+        let port = self.settings.endpoint.port();
         Ok(Box::new(S3Session { client: Client::new(self.settings.clone())?, port }))
     }
 

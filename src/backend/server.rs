@@ -6,6 +6,7 @@
 //! server's pid only reads /proc.
 
 use super::options::Options;
+use super::registry::ServerKind;
 use super::Namespace;
 use std::path::{Path, PathBuf};
 
@@ -28,13 +29,50 @@ pub struct Endpoint {
     pub secrets: Secrets,
     /// The server, when scripts/services.sh started it (cold read phases restart it).
     pub script: Option<super::restart::ScriptService>,
+    /// The endpoint options as the target gave them.
+    given: EndpointOptions,
+    /// The target's name, for messages.
+    target: String,
+    /// The registry's companion variables and default port for this server.
+    pid_env: &'static str,
+    data_env: &'static str,
+    default_port: u16,
+}
+
+crate::backend_options! {
+    /// The endpoint block every server backend takes (declared once here; the backend's
+    /// registry entry, `ServerKind`, supplies its variable names and default port).
+    pub struct EndpointOptions {
+        uri: Option<String>, "" => "connection URI or endpoint URL with host and port (its password is redacted everywhere); overrides uri_env",
+        uri_env: Option<String>, "<the backend's variable>" => "environment variable holding the URI when option uri is absent",
+        server_pid: Option<u64>, "<found>" => "server pid for CPU/memory figures (default: the <PREFIX>_PID variable scripts/services.sh writes, the server's own pid file where it names one, or the local listener on the URI's port)",
+        data_dir: Option<String>, "<found>" => "the server's local data directory, for allocated bytes (default: what the server reports where it does, or the <PREFIX>_DATA variable)",
+    }
+}
+
+crate::backend_options! {
+    /// `connect_timeout`, for the server backends whose client takes one (all but s3, whose
+    /// `request_timeout` bounds each request, connect included).
+    pub struct ConnectTimeout {
+        connect_timeout: crate::units::Nanos = "10s" => "give up connecting (for MongoDB: and selecting a server) after this long",
+    }
+}
+
+/// The endpoint block's documentation for a server whose URI variable is `uri_env` (shown as
+/// `uri_env`'s default).
+pub const fn endpoint_docs(uri_env: &'static str) -> [super::options::OptionDoc; 4] {
+    let d = EndpointOptions::DOCS;
+    let mut docs = [d[0], d[1], d[2], d[3]];
+    docs[1].default = uri_env;
+    docs
 }
 
 /// Resolves the URI from option `uri` or the environment variable named by `uri_env`.
-pub fn endpoint(options: &Options, backend: &str, uri_env_default: &str) -> Result<Endpoint, String> {
-    let env_name = options.string("uri_env", uri_env_default)?;
-    let (uri, source) = match options.opt_string("uri")? {
-        Some(uri) => (uri, "option uri".to_string()),
+pub fn endpoint(options: &Options, backend: &str, kind: &ServerKind) -> Result<Endpoint, String> {
+    let given = EndpointOptions::read(options)?;
+    let env_name = given.uri_env.clone().unwrap_or_else(|| kind.uri_env.to_string());
+    let (uri, source) = match &given.uri {
+        Some(uri) => (uri.clone(), "option uri".to_string()),
         None => match std::env::var(&env_name) {
             Ok(uri) if !uri.trim().is_empty() => (uri.trim().to_string(), format!("env {env_name}")),
             _ => {
@@ -46,10 +84,12 @@ pub fn endpoint(options: &Options, backend: &str, uri_env_default: &str) -> Resu
             }
         },
     };
-    let from_default_env = options.opt_string("uri")?.is_none() && env_name == uri_env_default;
+    let from_default_env = given.uri.is_none() && env_name == kind.uri_env;
     let secrets = Secrets::from_uri(&uri);
-    let mut endpoint = Endpoint { shown: redact_uri(&uri), uri, source, from_default_env, secrets, script: None };
-    endpoint.script = super::restart::ScriptService::find(&endpoint, uri_env_default);
+    let (target, pid_env, data_env, default_port) = (options.target.clone(), kind.pid_env, kind.data_env, kind.default_port);
+    let mut endpoint =
+        Endpoint { shown: redact_uri(&uri), uri, source, from_default_env, secrets, script: None, given, target, pid_env, data_env, default_port };
+    endpoint.script = super::restart::ScriptService::find(&endpoint, kind.uri_env);
     Ok(endpoint)
 }
 
@@ -65,46 +105,46 @@ impl Endpoint {
         host_port(&self.uri, default_port)
     }
 
-    /// The server's TCP port: the URI's, else `default_port`.
-    pub fn port(&self, default_port: u16) -> u16 {
-        self.host_port(default_port).map_or(default_port, |(_, port)| port)
+    /// The server's TCP port: the URI's, else the server's default.
+    pub fn port(&self) -> u16 {
+        self.host_port(self.default_port).map_or(self.default_port, |(_, port)| port)
     }
 
     /// The server's root pid: option `server_pid`, else the companion `<PREFIX>_PID` variable, else
     /// `discovered` (a backend-specific guess), else the local process listening on the URI's port.
-    pub fn server_pid(&self, options: &Options, pid_env: &str, default_port: u16, discovered: Option<u32>) -> Result<Option<u32>, String> {
-        if let Some(pid) = options.table.get("server_pid") {
-            let pid = pid
-                .as_integer()
+    pub fn server_pid(&self, discovered: Option<u32>) -> Result<Option<u32>, String> {
+        if let Some(pid) = self.given.server_pid {
+            let pid = u32::try_from(pid)
+                .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("target \"{}\": option \"server_pid\" must be a positive integer", options.target))?;
-            if !pid_alive(pid as u32) {
-                return Err(format!("target \"{}\": option \"server_pid\" = {pid}: no such process", options.target));
+                .ok_or_else(|| format!("target \"{}\": option \"server_pid\" must be a positive integer", self.target))?;
+            if !pid_alive(pid) {
+                return Err(format!("target \"{}\": option \"server_pid\" = {pid}: no such process", self.target));
             }
-            return Ok(Some(pid as u32));
+            return Ok(Some(pid));
         }
-        let Some(port) = self.host_port(default_port).filter(|(h, _)| is_local_host(h)).map(|(_, p)| p) else {
+        let Some(port) = self.host_port(self.default_port).filter(|(h, _)| is_local_host(h)).map(|(_, p)| p) else {
             return Ok(None); // a remote server's processes cannot be sampled from here
         };
         let port = Some(port);
-        let from_env = self.companion_env(pid_env).and_then(|p| p.trim().parse::<u32>().ok()).filter(|p| pid_alive(*p));
+        let from_env = self.companion_env(self.pid_env).and_then(|p| p.trim().parse::<u32>().ok()).filter(|p| pid_alive(*p));
         let listening = |pid: u32| port.is_none_or(|port| tree_listens_on(pid, port));
         Ok(from_env.filter(|p| listening(*p)).or(discovered.filter(|p| pid_alive(*p))).or_else(|| port.and_then(pid_listening_on)))
     }
 
     /// The server's local data directory: option `data_dir`, else `asked` (what the server says,
     /// if that directory exists here), else the companion `<PREFIX>_DATA` variable.
-    pub fn data_dir(&self, options: &Options, data_env: &str, asked: Option<String>) -> Result<Option<PathBuf>, String> {
-        if let Some(dir) = options.opt_string("data_dir")? {
+    pub fn data_dir(&self, asked: Option<String>) -> Result<Option<PathBuf>, String> {
+        if let Some(dir) = &self.given.data_dir {
             let dir = PathBuf::from(dir);
             if !dir.is_dir() {
-                return Err(format!("target \"{}\": option \"data_dir\": {} is not a directory", options.target, dir.display()));
+                return Err(format!("target \"{}\": option \"data_dir\": {} is not a directory", self.target, dir.display()));
             }
             return Ok(Some(dir));
         }
         let local = self.host_port(0).is_some_and(|(h, _)| is_local_host(&h));
         let asked = asked.map(PathBuf::from).filter(|d| local && d.is_dir());
-        Ok(asked.or_else(|| self.companion_env(data_env).map(PathBuf::from).filter(|d| d.is_dir())))
+        Ok(asked.or_else(|| self.companion_env(self.data_env).map(PathBuf::from).filter(|d| d.is_dir())))
     }
 }
 
@@ -387,10 +427,12 @@ pub fn is_server_backend(backend: &str) -> bool {
 /// server backend.
 pub fn unconfigured(backend: &str, options: &Options) -> Option<(String, String)> {
     let probe = super::registry::server_kind(backend)?;
-    if options.opt_string("uri").ok().flatten().is_some() {
+    // Options that do not read are left for the backend's own construction to report.
+    let given = EndpointOptions::read(options).ok()?;
+    if given.uri.is_some() {
         return None;
     }
-    let env_name = options.string("uri_env", probe.uri_env).unwrap_or_else(|_| probe.uri_env.to_string());
+    let env_name = given.uri_env.unwrap_or_else(|| probe.uri_env.to_string());
     if std::env::var(&env_name).is_ok_and(|v| !v.trim().is_empty()) {
         return None;
     }

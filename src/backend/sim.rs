@@ -27,40 +27,34 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "clock", default: "virtual", help: "virtual (exact, instant) or real (sleeps)" },
-    OptionDoc { name: "latency", default: "1ms", help: "fixed time per operation" },
-    OptionDoc { name: "per_mib", default: "0ms", help: "extra time per MiB moved" },
-    OptionDoc { name: "put_latency", default: "<latency>", help: "fixed time per put, overriding latency" },
-    OptionDoc { name: "fail_every", default: "0", help: "every Nth operation of a session fails (0: never)" },
-    OptionDoc { name: "fail_kind", default: "timeout", help: "error kind of injected faults" },
-    OptionDoc { name: "corrupt_every", default: "0", help: "every Nth put of a session stores one flipped byte: damage at rest (0: never)" },
-    OptionDoc {
-        name: "garble_every",
-        default: "0",
-        help: "every Nth get of a session returns one flipped byte, the stored copy intact: damage in transfer (0: never)",
-    },
-    OptionDoc { name: "max_object_bytes", default: "", help: "refuse objects larger than this (to test limits)" },
-    OptionDoc { name: "growth_per_object", default: "0ns", help: "extra put time per object already stored (to test growth curves)" },
-    OptionDoc { name: "panic_at", default: "0", help: "the Nth operation of a session panics, like a backend bug (0: never)" },
-    OptionDoc {
-        name: "stall_at",
-        default: "0",
-        help: "the Nth operation of a session stalls for `stall` on top of its latency, like a server pause (0: never)",
-    },
-    OptionDoc { name: "stall", default: "1s", help: "how long the stall of stall_at lasts" },
-    OptionDoc { name: "delete", default: "true", help: "false: declares no delete and refuses every delete as unsupported (to test capabilities)" },
-    OptionDoc {
-        name: "overwrite",
-        default: "true",
-        help: "false: declares no overwrite and refuses a put onto a stored key as unsupported (to test capabilities)",
-    },
-    OptionDoc {
-        name: "concurrent_writers",
-        default: "true",
-        help: "false: one writer at a time, the others wait (reported as lock wait) (to test capabilities)",
-    },
-];
+const OPTIONS: &[OptionDoc] = SimOptions::DOCS;
+
+crate::option_choice! {
+    /// Whose time the sim backend spends.
+    enum SimClock { Virtual = "virtual", Real = "real" }
+}
+
+crate::backend_options! {
+    /// sim's options.
+    struct SimOptions {
+        clock: SimClock = "virtual" => "virtual (exact, instant) or real (sleeps)",
+        latency: Nanos = "1ms" => "fixed time per operation",
+        per_mib: Nanos = "0ms" => "extra time per MiB moved",
+        put_latency: Option<Nanos>, "<latency>" => "fixed time per put, overriding latency",
+        fail_every: u64 = 0 => "every Nth operation of a session fails (0: never)",
+        fail_kind: String = "timeout" => "error kind of injected faults: not_found, too_large, timeout, conflict, connection, io, corrupt, unsupported or other",
+        corrupt_every: u64 = 0 => "every Nth put of a session stores one flipped byte: damage at rest (0: never)",
+        garble_every: u64 = 0 => "every Nth get of a session returns one flipped byte, the stored copy intact: damage in transfer (0: never)",
+        max_object_bytes: Option<crate::units::ByteSize>, "" => "refuse objects larger than this (to test limits)",
+        growth_per_object: Nanos = "0ns" => "extra put time per object already stored (to test growth curves)",
+        panic_at: u64 = 0 => "the Nth operation of a session panics, like a backend bug (0: never)",
+        stall_at: u64 = 0 => "the Nth operation of a session stalls for `stall` on top of its latency, like a server pause (0: never)",
+        stall: Nanos = "1s" => "how long the stall of stall_at lasts",
+        delete: bool = true => "false: declares no delete and refuses every delete as unsupported (to test capabilities)",
+        overwrite: bool = true => "false: declares no overwrite and refuses a put onto a stored key as unsupported (to test capabilities)",
+        concurrent_writers: bool = true => "false: one writer at a time, the others wait (reported as lock wait) (to test capabilities)",
+    }
+}
 
 #[derive(Debug, Clone)]
 struct SimConfig {
@@ -91,34 +85,37 @@ pub struct SimBackend {
     options: Options,
 }
 
+/// The error kinds `fail_kind` may name.
+const ERROR_KINDS: &[&str] = &["not_found", "too_large", "timeout", "conflict", "connection", "io", "corrupt", "unsupported", "other"];
+
 fn parse_kind(name: &str) -> Option<ErrorKind> {
     use ErrorKind::*;
-    [NotFound, TooLarge, Timeout, Conflict, Connection, Io, Corrupt, Unsupported, Other].into_iter().find(|k| k.name() == name)
+    [NotFound, TooLarge, Timeout, Conflict, Connection, Io, Corrupt, Unsupported, Other].into_iter().find(|k| k.name() == name && ERROR_KINDS.contains(&name))
 }
 
 fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("sim", OPTIONS)?;
-    let latency = options.duration("latency", Nanos(1_000_000))?;
-    let kind_name =
-        options.choice("fail_kind", &["not_found", "too_large", "timeout", "conflict", "connection", "io", "corrupt", "unsupported", "other"], "timeout")?;
-    let max = options.size("max_object_bytes", crate::units::ByteSize(u64::MAX))?.0;
+    let own = SimOptions::read(options)?;
+    let fail_kind = parse_kind(&own.fail_kind).ok_or_else(|| {
+        format!("target \"{}\": option \"fail_kind\": \"{}\" is not an error kind; use one of {}", options.target, own.fail_kind, ERROR_KINDS.join(", "))
+    })?;
     let config = SimConfig {
-        virtual_clock: options.choice("clock", &["virtual", "real"], "virtual")? == "virtual",
-        latency_ns: latency.0,
-        put_latency_ns: options.duration("put_latency", latency)?.0,
-        per_mib_ns: options.duration("per_mib", Nanos(0))?.0,
-        fail_every: options.u64("fail_every", 0)?,
-        fail_kind: parse_kind(&kind_name).expect("choice() checked the name"),
-        corrupt_every: options.u64("corrupt_every", 0)?,
-        garble_every: options.u64("garble_every", 0)?,
-        max_object_bytes: (max != u64::MAX).then_some(max),
-        growth_per_object_ns: options.duration("growth_per_object", Nanos(0))?.0,
-        panic_at: options.u64("panic_at", 0)?,
-        stall_at: options.u64("stall_at", 0)?,
-        stall_ns: options.duration("stall", Nanos(1_000_000_000))?.0,
-        delete: options.bool("delete", true)?,
-        overwrite: options.bool("overwrite", true)?,
-        concurrent_writers: options.bool("concurrent_writers", true)?,
+        virtual_clock: own.clock == SimClock::Virtual,
+        latency_ns: own.latency.0,
+        put_latency_ns: own.put_latency.unwrap_or(own.latency).0,
+        per_mib_ns: own.per_mib.0,
+        fail_every: own.fail_every,
+        fail_kind,
+        corrupt_every: own.corrupt_every,
+        garble_every: own.garble_every,
+        max_object_bytes: own.max_object_bytes.map(|b| b.0),
+        growth_per_object_ns: own.growth_per_object.0,
+        panic_at: own.panic_at,
+        stall_at: own.stall_at,
+        stall_ns: own.stall.0,
+        delete: own.delete,
+        overwrite: own.overwrite,
+        concurrent_writers: own.concurrent_writers,
     };
     Ok(Box::new(SimBackend { config, store: Default::default(), writer: Default::default(), options: options.clone() }))
 }

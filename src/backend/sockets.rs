@@ -97,6 +97,37 @@ impl Sockets {
     }
 }
 
+/// One connection the watchdog may cut or the server may drop, with the way to open another:
+/// the file-server catalogs' connections, whose calls `op_timeout` bounds as it bounds a
+/// session's. Client libraries cannot tell a dead connection, so each call first checks.
+pub struct Reconnecting<C> {
+    conn: C,
+    sockets: Sockets,
+    connect: Box<dyn Fn() -> super::BResult<C> + Send>,
+}
+
+impl<C> Reconnecting<C> {
+    /// Connects to the server on `port` through `connect`, noting the connection's sockets.
+    pub fn open(port: u16, connect: Box<dyn Fn() -> super::BResult<C> + Send>) -> super::BResult<Reconnecting<C>> {
+        let sockets = Sockets::to_port(port);
+        let conn = sockets.track(&connect)?;
+        Ok(Reconnecting { conn, sockets, connect })
+    }
+
+    /// The connection, replaced first if it was cut or the server closed it.
+    pub fn live(&mut self) -> super::BResult<&mut C> {
+        if self.sockets.take_cut() | self.sockets.peer_closed() {
+            self.conn = self.sockets.track(&self.connect)?;
+        }
+        Ok(&mut self.conn)
+    }
+
+    /// A handle that shuts the connection down (see `Sockets::cut_handle`).
+    pub fn cut_handle(&self) -> CutHandle {
+        self.sockets.cut_handle()
+    }
+}
+
 /// A cut for pooled clients: every TCP connection of this process to `port`.
 pub fn every_connection_to(port: u16) -> CutHandle {
     Arc::new(move || {

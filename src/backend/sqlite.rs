@@ -42,27 +42,17 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
-    OptionDoc {
-        name: "blob_io_threshold",
-        default: "1MiB",
-        help: "values up to this size are bound whole (held in memory once); larger ones stream through incremental blob I/O",
-    },
-    schema::SCHEMA_OPTION,
-    OptionDoc {
-        name: "blob_handle",
-        default: "per-get",
-        help: "per-get: each get reading through blob I/O opens its own handle and read transaction; per-session: one handle \
-               per session, moved row to row (sqlite3_blob_reopen), whose snapshot gets read for up to 100ms (wal only)",
-    },
-    connection::JOURNAL_MODE_OPTION,
-    connection::SYNCHRONOUS_OPTION,
-    connection::PAGE_SIZE_OPTION,
-    connection::CACHE_SIZE_OPTION,
-    connection::BUSY_TIMEOUT_OPTION,
-    files::FILES_OPTION,
-];
+const OPTIONS: &[OptionDoc] =
+    crate::options_list!(super::namespace::DataPath::DOCS, SqliteOptions::DOCS, connection::TuningOptions::DOCS, files::FilesOption::DOCS);
+
+crate::backend_options! {
+    /// sqlite's own options (the tuning and `files` blocks are shared with sqlite-file).
+    struct SqliteOptions {
+        blob_io_threshold: ByteSize = "1MiB" => "values up to this size are bound whole (held in memory once); larger ones stream through incremental blob I/O",
+        schema: Schema = "text-key" => "text-key: objects(key TEXT PRIMARY KEY, ...), found through the key's index; rowid: keyed by an integer (one B-tree search per lookup): stowbench's numbered keys obj-N under N itself, in key order, other keys under a negative id from the xxh3-64 of the key (stored and checked; a hash collision fails the put)",
+        blob_handle: BlobHandle = "per-get" => "per-get: each get reading through blob I/O opens its own handle and read transaction; per-session: one handle per session, moved row to row (sqlite3_blob_reopen), whose snapshot gets read for up to 100ms (wal only)",
+    }
+}
 
 /// SQLite's compiled-in SQLITE_MAX_LENGTH, in bytes: it bounds a whole row, not only the BLOB.
 pub const SQLITE_MAX_LENGTH_BYTES: u64 = 1_000_000_000;
@@ -81,23 +71,13 @@ pub const MAX_OBJECT_BYTES: u64 = SQLITE_MAX_LENGTH_BYTES - ROW_OVERHEAD_BYTES -
 const LIMIT_HINT: &str = "SQLite limits a whole row (key, size and BLOB) to 1,000,000,000 bytes (SQLITE_MAX_LENGTH); \
                           use backend \"sqlite-file\" (row in SQLite, content in a file) for larger objects";
 
-/// How gets that read through blob I/O hold their BLOB handle (option `blob_handle`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BlobHandle {
-    /// Each get opens a handle and closes it: one read transaction per get.
-    PerGet,
-    /// Each session keeps one handle and moves it from row to row (`sqlite3_blob_reopen`), as
-    /// kvtest --blob-api does; the session's read transaction then spans gets (see `SNAPSHOT_MAX_AGE`).
-    PerSession,
-}
-
-impl BlobHandle {
-    fn name(self) -> &'static str {
-        match self {
-            BlobHandle::PerGet => "per-get",
-            BlobHandle::PerSession => "per-session",
-        }
-    }
+crate::option_choice! {
+    /// How gets that read through blob I/O hold their BLOB handle (option `blob_handle`).
+    /// `PerGet`: each get opens a handle and closes it, one read transaction per get.
+    /// `PerSession`: each session keeps one handle and moves it from row to row
+    /// (`sqlite3_blob_reopen`), as kvtest --blob-api does; the session's read transaction then
+    /// spans gets (see `SNAPSHOT_MAX_AGE`).
+    enum BlobHandle { PerGet = "per-get", PerSession = "per-session" }
 }
 
 /// With `blob_handle = "per-session"`, the longest a session keeps the snapshot its handle holds;
@@ -111,7 +91,7 @@ pub struct SqliteBackend {
     /// `files::paths` order.
     dbs: Vec<PathBuf>,
     /// Where the database lives; released (a `path` option's directory removed) on cleanup.
-    data: super::fs::DataNamespace,
+    data: super::namespace::DataNamespace,
     tuning: Tuning,
     schema: Schema,
     blob_handle: BlobHandle,
@@ -127,9 +107,10 @@ impl SqliteBackend {
     /// Reads and checks the options (nothing is created before `prepare`).
     fn new(options: &Options, ns: &Namespace) -> Result<SqliteBackend, String> {
         options.check_known("sqlite", OPTIONS)?;
-        let data = super::fs::DataNamespace::new(options, ns)?;
+        let data = super::namespace::DataNamespace::new(options, ns)?;
         let ns = data.ns.clone();
-        let blob_io_threshold_bytes = options.size("blob_io_threshold", ByteSize(1 << 20))?.0;
+        let own = SqliteOptions::read(options)?;
+        let blob_io_threshold_bytes = own.blob_io_threshold.0;
         if blob_io_threshold_bytes > MAX_OBJECT_BYTES {
             return Err(format!(
                 "target \"{}\": option \"blob_io_threshold\" is {blob_io_threshold_bytes} bytes, \
@@ -138,10 +119,7 @@ impl SqliteBackend {
             ));
         }
         let tuning = Tuning::from_options(options)?;
-        let blob_handle = match options.choice("blob_handle", &["per-get", "per-session"], "per-get")?.as_str() {
-            "per-session" => BlobHandle::PerSession,
-            _ => BlobHandle::PerGet,
-        };
+        let blob_handle = own.blob_handle;
         if blob_handle == BlobHandle::PerSession && tuning.journal_mode != "wal" {
             // Outside WAL a reader's lock keeps every writer from committing for as long as it is held.
             return Err(format!(
@@ -154,7 +132,7 @@ impl SqliteBackend {
             dbs: files::paths(&ns.dir, files::from_options(options)?),
             data,
             tuning,
-            schema: Schema::from_options(options)?,
+            schema: own.schema,
             blob_handle,
             blob_io_threshold_bytes,
             options: options.clone(),
@@ -194,8 +172,8 @@ impl Backend for SqliteBackend {
         self.tuning.record(&mut options);
         if let Some(map) = options.as_object_mut() {
             map.insert("blob_io_threshold".into(), ByteSize(self.blob_io_threshold_bytes).label().into());
-            map.insert("schema".into(), self.schema.name().into());
-            map.insert("blob_handle".into(), self.blob_handle.name().into());
+            map.insert("schema".into(), self.schema.as_str().into());
+            map.insert("blob_handle".into(), self.blob_handle.as_str().into());
             map.insert("files".into(), self.dbs.len().into());
         }
         let spread = match self.dbs.len() {

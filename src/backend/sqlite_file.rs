@@ -36,21 +36,20 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
-    OptionDoc {
-        name: "order",
-        default: "file-then-row",
-        help: "file-then-row (a crash leaves at worst an orphan file) or row-then-file (a row can point at a missing file)",
-    },
-    OptionDoc { name: "fsync", default: "false", help: "fsync each content file before its rename and its directory after it" },
-    super::row_file::DIRECT_OPTION,
-    connection::JOURNAL_MODE_OPTION,
-    connection::SYNCHRONOUS_OPTION,
-    connection::PAGE_SIZE_OPTION,
-    connection::CACHE_SIZE_OPTION,
-    connection::BUSY_TIMEOUT_OPTION,
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(
+    super::namespace::DataPath::DOCS,
+    super::row_file::OrderOption::DOCS,
+    SqliteFileOptions::DOCS,
+    super::row_file::DirectOption::DOCS,
+    connection::TuningOptions::DOCS
+);
+
+crate::backend_options! {
+    /// sqlite-file's own option (the others are shared blocks).
+    struct SqliteFileOptions {
+        fsync: bool = false => "fsync each content file before its rename and its directory after it",
+    }
+}
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS objects(
     key TEXT PRIMARY KEY NOT NULL,
@@ -66,7 +65,7 @@ const UPSERT: &str = "INSERT INTO objects(key, size_bytes, path, created_ns) VAL
 pub struct SqliteFileBackend {
     db: PathBuf,
     /// Where the database and files live; released (a `path` option's directory removed) on cleanup.
-    data: super::fs::DataNamespace,
+    data: super::namespace::DataNamespace,
     files: PathBuf,
     tuning: Tuning,
     order: Order,
@@ -76,14 +75,14 @@ pub struct SqliteFileBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("sqlite-file", OPTIONS)?;
-    let data = super::fs::DataNamespace::new(options, ns)?;
+    let data = super::namespace::DataNamespace::new(options, ns)?;
     let ns = data.ns.clone();
-    let order = Order::from_options(options)?;
+    let order = super::row_file::OrderOption::read(options)?.order;
     let files = ns.dir.join("files");
     Ok(Box::new(SqliteFileBackend {
         db: ns.dir.join(DATABASE_FILE),
         data,
-        mode: super::row_file::content_mode(options, false, &files)?,
+        mode: super::row_file::content_mode(options, SqliteFileOptions::read(options)?.fsync, &files)?,
         files,
         tuning: Tuning::from_options(options)?,
         order,
@@ -107,7 +106,7 @@ impl Backend for SqliteFileBackend {
         let mut options = self.options.redacted_json();
         self.tuning.record(&mut options);
         if let Some(map) = options.as_object_mut() {
-            map.insert("order".into(), self.order.name().into());
+            map.insert("order".into(), self.order.as_str().into());
             map.insert("fsync".into(), self.mode.fsync.into());
             map.insert("direct".into(), self.mode.direct.into());
         }

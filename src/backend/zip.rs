@@ -34,11 +34,20 @@ pub const KIND: BackendKind = BackendKind {
     server: None,
 };
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "path", default: "<run directory>", help: "directory under which the run's namespace directory is created" },
-    OptionDoc { name: "flush", default: "per-put", help: "per-put: rewrite the central directory after every put/delete; none: only when closing" },
-    OptionDoc { name: "fsync", default: "false", help: "fdatasync the archive after each central-directory write (needs flush = \"per-put\" to mean per put)" },
-];
+const OPTIONS: &[OptionDoc] = crate::options_list!(super::namespace::DataPath::DOCS, ZipOptions::DOCS);
+
+crate::option_choice! {
+    /// When the central directory is written.
+    pub enum ZipFlush { PerPut = "per-put", None = "none" }
+}
+
+crate::backend_options! {
+    /// zip's own options.
+    pub struct ZipOptions {
+        flush: ZipFlush = "per-put" => "per-put: rewrite the central directory after every put/delete; none: only when closing",
+        fsync: bool = false => "fdatasync the archive after each central-directory write (needs flush = \"per-put\" to mean per put)",
+    }
+}
 
 /// Version string of the zip crate we build against (from Cargo.toml).
 const ZIP_CRATE_VERSION: &str = "9.4";
@@ -72,7 +81,7 @@ struct Archive {
 /// The zip backend for one case.
 pub struct ZipBackend {
     /// Where the files live (the run\'s namespace, or the `path` option\'s per-run directory).
-    data: super::fs::DataNamespace,
+    data: super::namespace::DataNamespace,
     dir: PathBuf,
     flush_per_put: bool,
     fsync: bool,
@@ -82,14 +91,15 @@ pub struct ZipBackend {
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("zip", OPTIONS)?;
-    // The one per-run namespace mechanism (`fs::DataNamespace`): with `path`, a marked directory
+    // The one per-run namespace mechanism (`namespace::DataNamespace`): with `path`, a marked directory
     // named after the run, removed by cleanup.
-    let data = super::fs::DataNamespace::new(options, ns)?;
+    let data = super::namespace::DataNamespace::new(options, ns)?;
+    let own = ZipOptions::read(options)?;
     Ok(Box::new(ZipBackend {
         dir: data.ns.dir.join("zip"),
         data,
-        flush_per_put: options.choice("flush", &["per-put", "none"], "per-put")? == "per-put",
-        fsync: options.bool("fsync", false)?,
+        flush_per_put: own.flush == ZipFlush::PerPut,
+        fsync: own.fsync,
         options: options.clone(),
         archive: Mutex::new(None),
     }))

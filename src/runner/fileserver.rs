@@ -97,13 +97,7 @@ impl Worker<'_, '_> {
         let (hash, digest, hash_ns) = self.hash_content(source);
         let content = Content { hash: &hash, object_key: &hash, size_bytes: size };
         let mut times = StepTimes::default();
-        let mut retries = 0;
-        let result = loop {
-            match self.upload_attempt(&name, &content, source, &mut times) {
-                Err(e) if self.retry.again(e.kind, retries, ctx.retries, ctx.clock) => retries += 1,
-                other => break other,
-            }
-        };
+        let (result, retries) = self.within_deadline(|me| me.upload_attempt(&name, &content, source, &mut times));
         let latency = hash_ns + times.catalog_ns + times.storage_ns;
         self.stats.files.retried += (retries > 0) as u64;
         match result {
@@ -188,16 +182,12 @@ impl Worker<'_, '_> {
         }
         let name = file_name(key);
         let mut times = StepTimes::default();
-        let mut retries = 0;
-        let mut sink;
+        let mut sink = DigestSink::default();
         let mut object_key = None;
-        let result = loop {
+        let (result, retries) = self.within_deadline(|me| {
             sink = DigestSink::default();
-            match self.download_attempt(&name, &mut sink, &mut times, &mut object_key) {
-                Err(e) if self.retry.again(e.kind, retries, ctx.retries, ctx.clock) => retries += 1,
-                other => break other,
-            }
-        };
+            me.download_attempt(&name, &mut sink, &mut times, &mut object_key)
+        });
         let latency = times.catalog_ns + times.storage_ns;
         if is_not_found(&result) && self.count_miss(Op::Download, ctx.keys.classify_read_miss(&snapshot)) {
             return true;

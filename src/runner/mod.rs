@@ -311,7 +311,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Err
 pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
     let server_is_down = kind.server.as_ref().is_some_and(|server| {
         // No URI, or one that is no URI of this backend, is the job's (or its variables') mistake.
-        backend::server::endpoint(&target.options, kind.name, server.uri_env).is_ok_and(|endpoint| {
+        backend::server::endpoint(&target.options, kind.name, server).is_ok_and(|endpoint| {
             let reads_as_uri = server.schemes.iter().any(|s| endpoint.uri.starts_with(s)) && endpoint.host_port(0).is_some();
             reads_as_uri && (server.probe)(&endpoint.uri).is_err()
         })
@@ -469,6 +469,7 @@ fn measure_case(
         if !phase.before.is_empty() {
             // First, so a cold read afterwards reads what the command left on disk.
             hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label)?;
+            backend.reread_storage().map_err(|e| format!("after the `before` command of phase {}, reading the storage again failed: {e}", phase.label))?;
         }
         let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
         let mut server_restarted = false;

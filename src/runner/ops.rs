@@ -273,9 +273,17 @@ impl Worker<'_, '_> {
 
     /// Runs `attempt` up to 1 + retries times; returns the result, the attempts' time without our
     /// own payload work, and the retries used.
-    fn timed<T>(&mut self, mut attempt: impl FnMut(&mut Self) -> BResult<T>) -> (BResult<T>, u64, u32) {
+    fn timed<T>(&mut self, attempt: impl FnMut(&mut Self) -> BResult<T>) -> (BResult<T>, u64, u32) {
+        let start = self.own.now_ns(self.ctx.clock);
+        let (result, retries) = self.within_deadline(attempt);
+        (result, self.timed_end_ns - self.own.total() - start, retries)
+    }
+
+    /// Runs `attempt` up to 1 + retries times under the phase's `op_timeout` (the watchdog cuts
+    /// the worker's connections once it passes); notes the end in `timed_end_ns`. Returns the
+    /// result — a cut one as a `timeout` — and the retries used.
+    pub(super) fn within_deadline<T>(&mut self, mut attempt: impl FnMut(&mut Self) -> BResult<T>) -> (BResult<T>, u32) {
         let clock = self.ctx.clock;
-        let start = self.own.now_ns(clock);
         let mut retries = 0;
         let dog = self.watchdog;
         if let Some((dog, w)) = dog {
@@ -297,7 +305,7 @@ impl Worker<'_, '_> {
                         )),
                         other => other,
                     };
-                    return (other, self.timed_end_ns - self.own.total() - start, retries);
+                    return (other, retries);
                 }
             }
         }

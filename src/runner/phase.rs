@@ -7,6 +7,7 @@
 use super::keytable::KeyTable;
 use super::ops::{OwnTime, Worker};
 use crate::backend::catalog::Catalog;
+use crate::backend::sockets::CutHandle;
 use crate::backend::Session;
 use crate::clock::Clock;
 use crate::job::{PhasePlan, Stop};
@@ -17,7 +18,7 @@ use crate::workload::payload::PayloadSpec;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 
 /// What every worker of a phase shares.
 pub struct PhaseContext<'a> {
@@ -77,6 +78,23 @@ pub fn effective_stop(stop: Stop, objects: u64) -> Stop {
 
 /// Runs the phase on `sessions` (one thread each); returns per-worker stats, or what a worker
 /// thread panicked with (a backend bug), so the case fails instead of the whole run.
+/// What the watchdog cuts for each worker: its session's connections and, in a file-server
+/// phase, its catalog's (either may be the one a silent server holds). `None` when some worker
+/// has nothing to cut: its operations are local calls.
+fn worker_cuts(sessions: &[Box<dyn Session>], catalogs: &[Box<dyn Catalog>]) -> Option<Vec<CutHandle>> {
+    (0..sessions.len())
+        .map(|w| {
+            let mut cuts: Vec<CutHandle> = sessions[w].cut_handle().into_iter().collect();
+            cuts.extend(catalogs.get(w).and_then(|c| c.cut_handle()));
+            match cuts.len() {
+                0 => None,
+                1 => cuts.pop(),
+                _ => Some(Arc::new(move || cuts.iter().for_each(|cut| cut())) as CutHandle),
+            }
+        })
+        .collect()
+}
+
 /// `catalogs` holds one catalog connection per session for file-server phases, else nothing.
 pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut [Box<dyn Catalog>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
     let barrier = Barrier::new(sessions.len());
@@ -86,7 +104,7 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
     let watchdog = match ctx.op_timeout_ns {
         0 => None,
         timeout => {
-            let cuts = sessions.iter().map(|s| s.cut_handle()).collect::<Option<Vec<_>>>().ok_or_else(|| {
+            let cuts = worker_cuts(sessions, catalogs).ok_or_else(|| {
                 "op_timeout needs a connection to cut when an operation overruns, and this backend's operations are \
                  local calls, which cannot be abandoned; remove op_timeout (it is for server backends)"
                     .to_string()

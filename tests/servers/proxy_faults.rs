@@ -483,3 +483,42 @@ fn workers_give_up_on_a_server_that_refuses_everything() {
     assert!(failure.contains("cleanup failed"), "{failure}");
     heal_and_clean_up(&proxy, dir.path(), &outcome.output);
 }
+
+/// The file server (E5) over a server behind a black hole: an upload or download spans the
+/// catalog's connection and the store's, and op_timeout cuts both, so each download fails as a
+/// time-out within its deadline; once the network heals the same sessions download again.
+#[test]
+fn file_server_operations_fail_within_their_deadline_behind_a_black_hole() {
+    if !TARGETS.iter().all(|t| super::available(t.uri_var)) {
+        return;
+    }
+    for t in TARGETS.iter().filter(|t| t.options != "mode = \"lo\"") {
+        let what = format!("the file server on {} behind a black hole", t.backend);
+        let uri = std::env::var(t.uri_var).unwrap();
+        let (_, upstream) = stowbench::backend::server::host_port(&uri, t.default_port).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = Proxy::start(upstream, dir.path(), b"", 0);
+        let workload = format!(
+            "sizes = [\"4KiB\"]\nobjects = 8\nthreads = [2]\nop_timeout = \"1s\"\n\
+             [[workload.phase]]\nmix = {{ upload = 1 }}\ncount = 8\n\
+             [[workload.phase]]\nmix = {{ download = 1 }}\ncount = 4\nsplit = \"even\"\n{}\n\
+             [[workload.phase]]\nmix = {{ download = 1 }}\ncount = 20\nsplit = \"even\"\n{}\n",
+            set_fault("black-hole", &proxy.mode_file),
+            set_fault("pass", &proxy.mode_file)
+        );
+        let outcome = run(dir.path(), &job(t, &monitored(t, proxied(&uri, t.default_port, proxy.port)), &workload), &["--timeout", "60s"]);
+        assert_eq!(outcome.code, Some(1), "{what}: {}", outcome.output);
+        let phases = &outcome.report["cases"][0]["phases"];
+        let (upload, download, healed) = (&phases[0]["ops"]["upload"], &phases[1]["ops"]["download"], &phases[2]["ops"]["download"]);
+        assert_eq!(upload["count"].as_u64(), Some(8), "{what}: the uploads went through: {upload}");
+        let errors = download["errors"].as_object().unwrap_or_else(|| panic!("{what}: no download errors: {download}"));
+        assert_eq!(errors.values().map(|v| v.as_u64().unwrap()).sum::<u64>(), 4, "{what}: every download failed: {download}");
+        let pooled = matches!(t.backend, "s3" | "gridfs");
+        let expected = if pooled { ["connection", "timeout"].as_slice() } else { ["timeout"].as_slice() };
+        assert!(errors.keys().all(|k| expected.contains(&k.as_str())), "{what}: failures by kind {expected:?}: {download}");
+        let window = phases[1]["window_total_ns"].as_u64().unwrap() as f64 / 1e9;
+        assert!((0.9..2.0 * 2.5).contains(&window), "{what}: two downloads per worker, each cut at 1 s, took {window} s");
+        assert!(healed["count"].as_u64().unwrap_or(0) >= 1, "{what}: the catalog and store reconnect once the network heals: {healed}");
+        assert!(outcome.wall < Duration::from_secs(60), "{what}: the run took {:?}", outcome.wall);
+    }
+}

@@ -2,6 +2,7 @@
 //! the same storage engine, committed with the server's settings.
 
 use super::{Catalog, CatalogCounts, Content, Registration, StoredFile};
+use crate::backend::sockets::{CutHandle, Reconnecting};
 use crate::backend::{BResult, BackendError};
 use mysql::prelude::Queryable;
 use mysql::{params, Conn, TxOpts};
@@ -11,7 +12,7 @@ pub type ErrorMap = Box<dyn Fn(mysql::Error) -> BackendError + Send>;
 
 /// One worker's connection to a MariaDB catalog.
 pub struct MariaCatalog {
-    conn: Conn,
+    conn: Reconnecting<Conn>,
     files: String,
     names: String,
     engine: String,
@@ -25,7 +26,7 @@ pub fn table_names(table: &str) -> (String, String) {
 
 impl MariaCatalog {
     /// A catalog over `conn` whose tables sit beside the backend table `table`, in `engine`.
-    pub fn new(conn: Conn, table: &str, engine: &str, error: ErrorMap) -> MariaCatalog {
+    pub fn new(conn: Reconnecting<Conn>, table: &str, engine: &str, error: ErrorMap) -> MariaCatalog {
         let (files, names) = table_names(table);
         MariaCatalog { conn, files, names, engine: engine.to_string(), error }
     }
@@ -50,14 +51,14 @@ impl Catalog for MariaCatalog {
                size_bytes BIGINT UNSIGNED NOT NULL, stored BOOLEAN NOT NULL DEFAULT FALSE) ENGINE={engine}"
         );
         let names_sql = format!("CREATE TABLE IF NOT EXISTS `{names}` (name VARBINARY(512) NOT NULL PRIMARY KEY, hash VARBINARY(64) NOT NULL) ENGINE={engine}");
-        self.conn.query_drop(files_sql).map_err(&self.error)?;
-        self.conn.query_drop(names_sql).map_err(&self.error)
+        self.conn.live()?.query_drop(files_sql).map_err(&self.error)?;
+        self.conn.live()?.query_drop(names_sql).map_err(&self.error)
     }
 
     fn register(&mut self, name: &str, content: &Content) -> BResult<Registration> {
         let (files, names) = (self.files.clone(), self.names.clone());
         let error = &self.error;
-        let mut tx = self.conn.start_transaction(TxOpts::default()).map_err(error)?;
+        let mut tx = self.conn.live()?.start_transaction(TxOpts::default()).map_err(error)?;
         let lookup = format!("SELECT stored FROM `{files}` WHERE hash = :hash");
         let mut found: Option<bool> = tx.exec_first(&lookup, params! { "hash" => content.hash }).map_err(error)?;
         if found.is_none() {
@@ -82,20 +83,20 @@ impl Catalog for MariaCatalog {
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {
         let files = &self.files;
-        self.conn.exec_drop(format!("UPDATE `{files}` SET stored = TRUE WHERE hash = :hash"), params! { "hash" => hash }).map_err(&self.error)
+        self.conn.live()?.exec_drop(format!("UPDATE `{files}` SET stored = TRUE WHERE hash = :hash"), params! { "hash" => hash }).map_err(&self.error)
     }
 
     fn resolve(&mut self, name: &str) -> BResult<Option<StoredFile>> {
         let (files, names) = (&self.files, &self.names);
         let sql = format!("SELECT f.hash, f.object_key, f.size_bytes FROM `{names}` n JOIN `{files}` f ON f.hash = n.hash WHERE n.name = :name AND f.stored");
-        let row: Option<(String, String, u64)> = self.conn.exec_first(sql, params! { "name" => name }).map_err(&self.error)?;
+        let row: Option<(String, String, u64)> = self.conn.live()?.exec_first(sql, params! { "name" => name }).map_err(&self.error)?;
         Ok(row.map(stored_file))
     }
 
     fn stored_files(&mut self) -> BResult<Vec<StoredFile>> {
         let files = &self.files;
         let rows: Vec<(String, String, u64)> =
-            self.conn.query(format!("SELECT hash, object_key, size_bytes FROM `{files}` WHERE stored ORDER BY hash")).map_err(&self.error)?;
+            self.conn.live()?.query(format!("SELECT hash, object_key, size_bytes FROM `{files}` WHERE stored ORDER BY hash")).map_err(&self.error)?;
         Ok(rows.into_iter().map(stored_file).collect())
     }
 
@@ -106,7 +107,7 @@ impl Catalog for MariaCatalog {
                     (SELECT count(*) FROM `{files}` WHERE NOT stored), \
                     (SELECT count(*) FROM `{names}` n WHERE NOT EXISTS (SELECT 1 FROM `{files}` f WHERE f.hash = n.hash))"
         );
-        let row: Option<(u64, u64, u64, u64)> = self.conn.query_first(sql).map_err(&self.error)?;
+        let row: Option<(u64, u64, u64, u64)> = self.conn.live()?.query_first(sql).map_err(&self.error)?;
         let (files, names, unfinished, dangling_names) = row.unwrap_or_default();
         Ok(CatalogCounts { files, names, unfinished, dangling_names })
     }
@@ -114,8 +115,12 @@ impl Catalog for MariaCatalog {
     fn size_bytes(&mut self) -> BResult<Option<u64>> {
         let sql = "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS UNSIGNED) FROM information_schema.tables \
                    WHERE table_schema = DATABASE() AND table_name IN (:files, :names)";
-        let bytes: Option<u64> = self.conn.exec_first(sql, params! { "files" => &self.files, "names" => &self.names }).map_err(&self.error)?;
+        let bytes: Option<u64> = self.conn.live()?.exec_first(sql, params! { "files" => &self.files, "names" => &self.names }).map_err(&self.error)?;
         Ok(bytes)
+    }
+
+    fn cut_handle(&self) -> Option<CutHandle> {
+        Some(self.conn.cut_handle())
     }
 
     fn describe(&self) -> String {

@@ -100,6 +100,11 @@ pub trait Catalog: Send {
     fn counts(&mut self) -> BResult<CatalogCounts>;
     /// Bytes the catalog occupies (its tables and indexes, or its file), where known.
     fn size_bytes(&mut self) -> BResult<Option<u64>>;
+    /// Shuts the catalog's connection down from another thread, for `op_timeout` (see
+    /// `backend::sockets`); `None` for a catalog in a local file, whose calls cannot be cut.
+    fn cut_handle(&self) -> Option<crate::backend::sockets::CutHandle> {
+        None
+    }
     /// Where the catalog lives and how it commits, for the report, e.g.
     /// "sqlite file …/catalog.sqlite (wal, synchronous = full)"; never a secret.
     fn describe(&self) -> String;

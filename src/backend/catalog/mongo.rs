@@ -6,6 +6,7 @@
 //! the two leaves an unfinished `files` document, which the next attempt completes.
 
 use super::{Catalog, CatalogCounts, Content, Registration, StoredFile};
+use crate::backend::sockets::CutHandle;
 use crate::backend::{BResult, BackendError};
 use mongodb::action::Action;
 use mongodb::bson::{doc, Document};
@@ -22,6 +23,7 @@ pub struct MongoCatalog {
     names: Collection<Document>,
     error: ErrorMap,
     write_concern: Option<WriteConcern>,
+    cut: CutHandle,
 }
 
 /// The catalog's two collection names for the GridFS bucket `bucket`.
@@ -43,9 +45,9 @@ fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
 
 impl MongoCatalog {
     /// A catalog in `db` beside the bucket `bucket`; `write_concern` as the bucket's writes have it.
-    pub fn new(db: &Database, bucket: &str, write_concern: Option<WriteConcern>, error: ErrorMap) -> MongoCatalog {
+    pub fn new(db: &Database, bucket: &str, write_concern: Option<WriteConcern>, error: ErrorMap, cut: CutHandle) -> MongoCatalog {
         let (files, names) = collection_names(bucket);
-        MongoCatalog { files: db.collection(&files), names: db.collection(&names), error, write_concern }
+        MongoCatalog { files: db.collection(&files), names: db.collection(&names), error, write_concern, cut }
     }
 
     /// Drops the catalog's collections (the backend's cleanup); absent ones are fine.
@@ -143,6 +145,10 @@ impl Catalog for MongoCatalog {
     fn size_bytes(&mut self) -> BResult<Option<u64>> {
         // collStats is not served by every MongoDB-wire server: where it fails the size is unknown.
         Ok(None)
+    }
+
+    fn cut_handle(&self) -> Option<CutHandle> {
+        Some(self.cut.clone())
     }
 
     fn describe(&self) -> String {

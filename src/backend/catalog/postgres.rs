@@ -2,6 +2,7 @@
 //! mode): registration commits in the same database, with the server's durability settings.
 
 use super::{Catalog, CatalogCounts, Content, Registration, StoredFile};
+use crate::backend::sockets::{CutHandle, Reconnecting};
 use crate::backend::{BResult, BackendError};
 use postgres::Client;
 
@@ -10,7 +11,7 @@ pub type ErrorMap = Box<dyn Fn(postgres::Error) -> BackendError + Send>;
 
 /// One worker's connection to a PostgreSQL catalog.
 pub struct PgCatalog {
-    client: Client,
+    client: Reconnecting<Client>,
     files: String,
     names: String,
     error: ErrorMap,
@@ -23,8 +24,9 @@ pub fn table_names(table: &str) -> (String, String) {
 }
 
 impl PgCatalog {
-    /// A catalog over `client` whose tables sit beside the backend table `table` (quoted).
-    pub fn new(client: Client, table: &str, error: ErrorMap) -> PgCatalog {
+    /// A catalog over `client` (reconnected after a cut) whose tables sit beside the backend
+    /// table `table` (quoted).
+    pub fn new(client: Reconnecting<Client>, table: &str, error: ErrorMap) -> PgCatalog {
         let (files, names) = table_names(table);
         PgCatalog { client, files, names, error }
     }
@@ -48,13 +50,13 @@ impl Catalog for PgCatalog {
                stored boolean NOT NULL DEFAULT false);
              CREATE TABLE IF NOT EXISTS {names} (name text PRIMARY KEY, hash text NOT NULL);"
         );
-        self.client.batch_execute(&sql).map_err(&self.error)
+        self.client.live()?.batch_execute(&sql).map_err(&self.error)
     }
 
     fn register(&mut self, name: &str, content: &Content) -> BResult<Registration> {
         let (files, names) = (self.files.clone(), self.names.clone());
         let error = &self.error;
-        let mut tx = self.client.transaction().map_err(error)?;
+        let mut tx = self.client.live()?.transaction().map_err(error)?;
         let lookup = format!("SELECT stored FROM {files} WHERE hash = $1");
         let mut found: Option<bool> = tx.query_opt(&lookup, &[&content.hash]).map_err(error)?.map(|r| r.get(0));
         if found.is_none() {
@@ -77,19 +79,20 @@ impl Catalog for PgCatalog {
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {
         let files = &self.files;
-        self.client.execute(&format!("UPDATE {files} SET stored = true WHERE hash = $1"), &[&hash]).map_err(&self.error)?;
+        self.client.live()?.execute(&format!("UPDATE {files} SET stored = true WHERE hash = $1"), &[&hash]).map_err(&self.error)?;
         Ok(())
     }
 
     fn resolve(&mut self, name: &str) -> BResult<Option<StoredFile>> {
         let (files, names) = (&self.files, &self.names);
         let sql = format!("SELECT f.hash, f.object_key, f.size_bytes FROM {names} n JOIN {files} f ON f.hash = n.hash WHERE n.name = $1 AND f.stored");
-        Ok(self.client.query_opt(&sql, &[&name]).map_err(&self.error)?.as_ref().map(stored_file))
+        Ok(self.client.live()?.query_opt(&sql, &[&name]).map_err(&self.error)?.as_ref().map(stored_file))
     }
 
     fn stored_files(&mut self) -> BResult<Vec<StoredFile>> {
         let files = &self.files;
-        let rows = self.client.query(&format!("SELECT hash, object_key, size_bytes FROM {files} WHERE stored ORDER BY hash"), &[]).map_err(&self.error)?;
+        let rows =
+            self.client.live()?.query(&format!("SELECT hash, object_key, size_bytes FROM {files} WHERE stored ORDER BY hash"), &[]).map_err(&self.error)?;
         Ok(rows.iter().map(stored_file).collect())
     }
 
@@ -100,7 +103,7 @@ impl Catalog for PgCatalog {
                     (SELECT count(*) FROM {files} WHERE NOT stored), \
                     (SELECT count(*) FROM {names} n WHERE NOT EXISTS (SELECT 1 FROM {files} f WHERE f.hash = n.hash))"
         );
-        let row = self.client.query_one(&sql, &[]).map_err(&self.error)?;
+        let row = self.client.live()?.query_one(&sql, &[]).map_err(&self.error)?;
         let n = |i: usize| row.get::<_, i64>(i) as u64;
         Ok(CatalogCounts { files: n(0), names: n(1), unfinished: n(2), dangling_names: n(3) })
     }
@@ -109,9 +112,14 @@ impl Catalog for PgCatalog {
         let (files, names) = (&self.files, &self.names);
         let row = self
             .client
+            .live()?
             .query_one("SELECT pg_total_relation_size($1::text::regclass) + pg_total_relation_size($2::text::regclass)", &[files, names])
             .map_err(&self.error)?;
         Ok(Some(row.get::<_, i64>(0) as u64))
+    }
+
+    fn cut_handle(&self) -> Option<CutHandle> {
+        Some(self.client.cut_handle())
     }
 
     fn describe(&self) -> String {

@@ -11,31 +11,19 @@
 //! it did not create.
 
 use crate::backend::namespace::{self, Namespace};
-use crate::backend::options::{OptionDoc, Options};
+use crate::backend::options::Options;
 use crate::backend::{BResult, BackendError, ErrorKind};
 use postgres::Client;
 use std::path::{Path, PathBuf};
 
-/// The options this module reads.
-pub(crate) const OPTIONS: [OptionDoc; 3] = [
-    OptionDoc {
-        name: "partitions",
-        default: "<tablespaces>",
-        help: "hash partitions of the table on its key, 0 to 1024 (0: one plain table); bytea and file modes",
-    },
-    OptionDoc {
-        name: "tablespaces",
-        default: "0",
-        help: "tablespaces made for the case, 0 to 64, each in its own directory; partition j lives in tablespace j mod K \
-               (0: the database's default tablespace). Needs a server on this machine, run by root or the server's OS user",
-    },
-    OptionDoc {
-        name: "tablespace_dir",
-        default: "<namespace directory>",
-        help: "absolute directory, or a list of them, for the tablespaces' directories: tablespace i goes under entry i mod \
-               the list's length (two entries on two devices: the two-array layout). The server's OS user must reach it",
-    },
-];
+crate::backend_options! {
+    /// The options this module reads.
+    pub(crate) struct LayoutOptions {
+        partitions: Option<u64>, "<tablespaces>" => "hash partitions of the table on its key, 0 to 1024 (0: one plain table); bytea and file modes",
+        tablespaces: u64 = 0 => "tablespaces made for the case, 0 to 64, each in its own directory; partition j lives in tablespace j mod K (0: the database's default tablespace). Needs a server on this machine, run by root or the server's OS user",
+        tablespace_dir: Option<Vec<String>>, "<namespace directory>" => "absolute directory, or a list of them, for the tablespaces' directories: tablespace i goes under entry i mod the list's length (two entries on two devices: the two-array layout). The server's OS user must reach it",
+    }
+}
 
 /// Most tablespaces one target may make (E4 stops at 16).
 const MAX_TABLESPACES: u64 = 64;
@@ -71,11 +59,12 @@ impl Layout {
     /// Reads and checks the options; `owned` is the case's owned name on the server.
     pub fn from_options(options: &Options, ns: &Namespace, owned: &str, data_dir: Option<&Path>) -> Result<Layout, String> {
         let bad = |name: &str, why: String| format!("target \"{}\": option \"{name}\": {why}", options.target);
-        let tablespaces = options.u64("tablespaces", 0)?;
+        let own = LayoutOptions::read(options)?;
+        let tablespaces = own.tablespaces;
         if tablespaces > MAX_TABLESPACES {
             return Err(bad("tablespaces", format!("{tablespaces} is too many; use 0 to {MAX_TABLESPACES}")));
         }
-        let partitions = options.u64("partitions", tablespaces)?;
+        let partitions = own.partitions.unwrap_or(tablespaces);
         if partitions > MAX_PARTITIONS {
             return Err(bad("partitions", format!("{partitions} is too many; use 0 to {MAX_PARTITIONS}")));
         }
@@ -85,7 +74,7 @@ impl Layout {
                 format!("{partitions} partitions cannot fill {tablespaces} tablespaces (partition j goes to tablespace j mod {tablespaces}); use at least {tablespaces}"),
             ));
         }
-        let dirs = tablespace_dirs(options)?;
+        let dirs = tablespace_dirs(options, own.tablespace_dir.unwrap_or_default())?;
         if tablespaces == 0 && !dirs.is_empty() {
             return Err(bad("tablespace_dir", "is set but tablespaces = 0 makes none; set tablespaces = K or drop tablespace_dir".into()));
         }
@@ -229,20 +218,11 @@ impl Layout {
     }
 }
 
-/// The `tablespace_dir` entries: one absolute directory or a list of them, each existing.
-fn tablespace_dirs(options: &Options) -> Result<Vec<PathBuf>, String> {
+/// The `tablespace_dir` entries (one absolute directory or a list of them), each checked to exist.
+fn tablespace_dirs(options: &Options, entries: Vec<String>) -> Result<Vec<PathBuf>, String> {
     let bad = |why: String| format!("target \"{}\": option \"tablespace_dir\": {why}", options.target);
-    let entries: Vec<&toml::Value> = match options.table.get("tablespace_dir") {
-        None => return Ok(Vec::new()),
-        Some(toml::Value::Array(list)) if list.is_empty() => return Err(bad("the list is empty; give at least one directory".into())),
-        Some(toml::Value::Array(list)) => list.iter().collect(),
-        Some(one) => vec![one],
-    };
     let mut dirs = Vec::new();
-    for entry in entries {
-        let Some(text) = entry.as_str() else {
-            return Err(bad(format!("{entry} is not a directory name; write \"/srv/ts\" or [\"/srv/a\", \"/srv/b\"]")));
-        };
+    for text in &entries {
         let dir = PathBuf::from(text);
         if !dir.is_absolute() {
             return Err(bad(format!("\"{text}\" is relative; PostgreSQL needs an absolute directory, e.g. \"/srv/pg-ts\"")));
@@ -305,7 +285,7 @@ mod tests {
             ("tablespaces = 2\ntablespace_dir = \"relative/dir\"", "\"tablespace_dir\"", "absolute"),
             ("tablespaces = 2\ntablespace_dir = \"/no/such/dir/here\"", "\"tablespace_dir\"", "create it first"),
             ("tablespaces = 2\ntablespace_dir = []", "\"tablespace_dir\"", "at least one"),
-            ("tablespaces = 2\ntablespace_dir = [\"/tmp\", 3]", "\"tablespace_dir\"", "not a directory name"),
+            ("tablespaces = 2\ntablespace_dir = [\"/tmp\", 3]", "\"tablespace_dir\"", "is not a string"),
             ("tablespace_dir = \"/tmp\"", "\"tablespace_dir\"", "tablespaces = K"),
         ] {
             let err = layout(text, &ns).unwrap_err();

@@ -13,21 +13,12 @@
 //! server's load; it is off unless the option is set. This module must never block a session.
 
 use super::Shared;
-use crate::backend::options::OptionDoc;
 use crate::backend::BResult;
 use postgres::Client;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// Option `wait_sample`.
-pub(crate) const WAIT_SAMPLE_OPTION: OptionDoc = OptionDoc {
-    name: "wait_sample",
-    default: "0s",
-    help: "sample the sessions' server wait events this often (e.g. 10ms) and report time seen waiting on Lock/LWLock \
-           events as writer wait (an estimate, one interval resolution); 0s: off",
-};
 
 /// Shortest interval accepted, in nanoseconds: below it the sampling query itself becomes load.
 pub(crate) const MIN_INTERVAL_NS: u64 = 1_000_000;

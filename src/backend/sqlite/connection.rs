@@ -5,43 +5,34 @@
 //! the same thing in every report. It must never leave a setting unverified (a pragma SQLite
 //! silently ignores would make the report lie) and never touch files other than the database's own.
 
-use crate::backend::options::{OptionDoc, Options};
+use crate::backend::options::Options;
 use crate::backend::{BResult, BackendError, ErrorKind};
 use crate::units::{ByteSize, Nanos};
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
-/// Journal modes offered. `memory` and `off` are left out on purpose: with them a crash in the
-/// middle of a write can corrupt the database, and stowbench never risks the data it measures.
-pub(crate) const JOURNAL_MODES: &[&str] = &["wal", "delete", "truncate", "persist"];
+crate::option_choice! {
+    /// Journal modes offered. `memory` and `off` are left out on purpose: with them a crash in
+    /// the middle of a write can corrupt the database, and stowbench never risks the data it measures.
+    pub(crate) enum JournalMode { Wal = "wal", Delete = "delete", Truncate = "truncate", Persist = "persist" }
+}
 
-/// Values of SQLite's `synchronous` pragma, weakest first.
-pub(crate) const SYNCHRONOUS_LEVELS: &[&str] = &["off", "normal", "full", "extra"];
+crate::option_choice! {
+    /// Values of SQLite's `synchronous` pragma, weakest first.
+    pub(crate) enum Synchronous { Off = "off", Normal = "normal", Full = "full", Extra = "extra" }
+}
 
-/// Option `journal_mode`.
-pub(crate) const JOURNAL_MODE_OPTION: OptionDoc = OptionDoc {
-    name: "journal_mode",
-    default: "wal",
-    help: "wal, delete, truncate or persist (memory and off are refused: a crash could corrupt the database)",
-};
-/// Option `synchronous`.
-pub(crate) const SYNCHRONOUS_OPTION: OptionDoc = OptionDoc {
-    name: "synchronous",
-    default: "normal",
-    help: "when SQLite fsyncs: off, normal, full or extra (with wal, normal can lose the last commits on power loss)",
-};
-/// Option `page_size`.
-pub(crate) const PAGE_SIZE_OPTION: OptionDoc = OptionDoc {
-    name: "page_size",
-    default: "4096",
-    help: "database page size in bytes (power of two, 512 to 65536; SQLite's default); fixed when the database is created",
-};
-/// Option `cache_size`.
-pub(crate) const CACHE_SIZE_OPTION: OptionDoc =
-    OptionDoc { name: "cache_size", default: "2000KiB", help: "page cache of each connection, a whole number of KiB (SQLite's default: 2000KiB)" };
-/// Option `busy_timeout`.
-pub(crate) const BUSY_TIMEOUT_OPTION: OptionDoc =
-    OptionDoc { name: "busy_timeout", default: "30s", help: "how long a session waits for a lock held by another before failing with a conflict" };
+crate::backend_options! {
+    /// The durability and tuning options of `sqlite` and `sqlite-file` (one block, so the two
+    /// mean the same thing).
+    pub(crate) struct TuningOptions {
+        journal_mode: JournalMode = "wal" => "wal, delete, truncate or persist (memory and off are refused: a crash could corrupt the database)",
+        synchronous: Synchronous = "normal" => "when SQLite fsyncs: off, normal, full or extra (with wal, normal can lose the last commits on power loss)",
+        page_size: u64 = 4096 => "database page size in bytes (power of two, 512 to 65536; SQLite's default); fixed when the database is created",
+        cache_size: ByteSize = "2000KiB" => "page cache of each connection, a whole number of KiB (SQLite's default: 2000KiB)",
+        busy_timeout: Nanos = "30s" => "how long a session waits for a lock held by another before failing with a conflict",
+    }
+}
 
 /// The name of the database file inside a backend's namespace directory.
 pub(crate) const DATABASE_FILE: &str = "objects.db";
@@ -49,9 +40,9 @@ pub(crate) const DATABASE_FILE: &str = "objects.db";
 /// The SQLite settings of one backend, validated; every connection it opens uses them.
 #[derive(Debug, Clone)]
 pub(crate) struct Tuning {
-    /// One of `JOURNAL_MODES`.
+    /// A `JournalMode` word.
     pub journal_mode: String,
-    /// One of `SYNCHRONOUS_LEVELS`.
+    /// A `Synchronous` word.
     pub synchronous: String,
     /// Page size of a new database, in bytes.
     pub page_size_bytes: u64,
@@ -65,21 +56,22 @@ impl Tuning {
     /// Reads and checks the durability and tuning options; the message names the option and the fix.
     pub fn from_options(options: &Options) -> Result<Tuning, String> {
         let bad = |name: &str, why: String| format!("target \"{}\": option \"{name}\": {why}", options.target);
-        let page_size_bytes = options.u64("page_size", 4096)?;
+        let own = TuningOptions::read(options)?;
+        let page_size_bytes = own.page_size;
         if !(512..=65536).contains(&page_size_bytes) || !page_size_bytes.is_power_of_two() {
             return Err(bad("page_size", format!("{page_size_bytes} is not a power of two from 512 to 65536")));
         }
-        let cache_size_bytes = options.size("cache_size", ByteSize(2000 * 1024))?.0;
+        let cache_size_bytes = own.cache_size.0;
         if cache_size_bytes % 1024 != 0 || cache_size_bytes / 1024 > i32::MAX as u64 {
             return Err(bad("cache_size", format!("{cache_size_bytes} bytes is not a whole number of KiB (SQLite counts it in KiB)")));
         }
-        let busy_timeout_ns = options.duration("busy_timeout", Nanos(30_000_000_000))?.0;
+        let busy_timeout_ns = own.busy_timeout.0;
         if busy_timeout_ns % 1_000_000 != 0 || busy_timeout_ns / 1_000_000 > i32::MAX as u64 {
             return Err(bad("busy_timeout", "SQLite takes a whole number of milliseconds up to 24 days; write e.g. 30s or 250ms".into()));
         }
         Ok(Tuning {
-            journal_mode: options.choice("journal_mode", JOURNAL_MODES, "wal")?,
-            synchronous: options.choice("synchronous", SYNCHRONOUS_LEVELS, "normal")?,
+            journal_mode: own.journal_mode.as_str().to_string(),
+            synchronous: own.synchronous.as_str().to_string(),
             page_size_bytes,
             cache_size_bytes,
             busy_timeout_ns,

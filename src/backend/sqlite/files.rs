@@ -10,18 +10,17 @@
 
 use super::connection::DATABASE_FILE;
 use super::SqliteSession;
-use crate::backend::options::{OptionDoc, Options};
+use crate::backend::options::Options;
 use crate::backend::{BResult, Session};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Option `files`.
-pub(crate) const FILES_OPTION: OptionDoc = OptionDoc {
-    name: "files",
-    default: "1",
-    help: "database files the table is spread over, 1 to 64: each key lives in one file (xxh3 of the key modulo files), \
-           each file has its own WAL and writer lock, each session one connection per file",
-};
+crate::backend_options! {
+    /// Option `files`.
+    pub(crate) struct FilesOption {
+        files: u64 = 1 => "database files the table is spread over, 1 to 64: each key lives in one file (xxh3 of the key modulo files), each file has its own WAL and writer lock, each session one connection per file",
+    }
+}
 
 /// Most files a target may ask for: every session opens one connection (file descriptors, a page
 /// cache of `cache_size`, a WAL index mapping) per file, and E4 stops at 16.
@@ -34,7 +33,7 @@ const FILE_SEED: u64 = 0xE4_F11E5;
 
 /// Reads option `files`; the message names the option and the range.
 pub(crate) fn from_options(options: &Options) -> Result<usize, String> {
-    let files = options.u64("files", 1)?;
+    let files = FilesOption::read(options)?.files;
     if !(1..=MAX_FILES).contains(&files) {
         return Err(format!(
             "target \"{}\": option \"files\" is {files}; use 1 to {MAX_FILES} database files (1 keeps the whole table in objects.db)",

@@ -7,7 +7,6 @@
 //! key and the table itself refuses any other key under it (numbered keys, see `RowKey`).
 
 use super::connection::SqlContext;
-use crate::backend::options::{OptionDoc, Options};
 use crate::backend::{BResult, BackendError, ErrorKind};
 use rusqlite::{Connection, OptionalExtension};
 use std::path::Path;
@@ -22,46 +21,15 @@ macro_rules! numbered_check {
     };
 }
 
-/// Option `schema`.
-pub(crate) const SCHEMA_OPTION: OptionDoc = OptionDoc {
-    name: "schema",
-    default: "text-key",
-    help: "text-key: objects(key TEXT PRIMARY KEY, ...), found through the key's index; rowid: keyed by an integer (one \
-           B-tree search per lookup): stowbench's numbered keys obj-N under N itself, in key order, other keys under a \
-           negative id from the xxh3-64 of the key (stored and checked; a hash collision fails the put)",
-};
-
-/// Values of option `schema`, default first.
-const SCHEMAS: &[&str] = &["text-key", "rowid"];
-
-/// Which table layout a database uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Schema {
-    /// `objects(key TEXT PRIMARY KEY, size_bytes, body)`: a lookup searches the key's index, then
-    /// the table by the rowid it found (two B-tree searches).
-    TextKey,
-    /// `objects(id INTEGER PRIMARY KEY, key, size_bytes, body)` with `id` from `row_key`: a lookup
-    /// is one search of the table by rowid, as in SQLite's kvtest.
-    Rowid,
+crate::option_choice! {
+    /// Which table layout a database uses. `TextKey`: `objects(key TEXT PRIMARY KEY, size_bytes,
+    /// body)`, a lookup searches the key's index, then the table by the rowid it found (two B-tree
+    /// searches). `Rowid`: `objects(id INTEGER PRIMARY KEY, key, size_bytes, body)` with `id` from
+    /// `row_key`, a lookup is one search of the table by rowid, as in SQLite's kvtest.
+    pub(crate) enum Schema { TextKey = "text-key", Rowid = "rowid" }
 }
 
 impl Schema {
-    /// Reads option `schema`.
-    pub fn from_options(options: &Options) -> Result<Schema, String> {
-        Ok(match options.choice("schema", SCHEMAS, SCHEMAS[0])?.as_str() {
-            "rowid" => Schema::Rowid,
-            _ => Schema::TextKey,
-        })
-    }
-
-    /// The option value that selects this layout.
-    pub fn name(self) -> &'static str {
-        match self {
-            Schema::TextKey => "text-key",
-            Schema::Rowid => "rowid",
-        }
-    }
-
     /// The row id `key` is stored under in this layout (`text-key` lets SQLite choose; 0 is bound
     /// and ignored, and the key is always compared).
     pub fn row_key(self, key: &str) -> RowKey {
@@ -180,7 +148,7 @@ impl Schema {
     pub fn check_database(self, conn: &Connection, db: &Path) -> BResult<()> {
         let found = match Schema::of_database(conn).context("read the table's layout")? {
             Ok(found) if found == self => return Ok(()),
-            Ok(other) => format!("the schema = \"{}\" layout", other.name()),
+            Ok(other) => format!("the schema = \"{}\" layout", other.as_str()),
             Err(what) => what.to_string(),
         };
         Err(BackendError::new(
@@ -189,7 +157,7 @@ impl Schema {
                 "{} holds {found}, but option schema = \"{}\"; SQLite cannot change a table's primary key in place. \
                  Use a new namespace, or the schema the database was made with.",
                 db.display(),
-                self.name()
+                self.as_str()
             ),
         ))
     }

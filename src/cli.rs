@@ -2,11 +2,14 @@
 //! `compact`, `cleanup`.
 //!
 //! Raw arguments are parsed by clap, then validated into a `Plan`; every failure becomes a
-//! message and an exit code (0 ok, 1 a case failed, `compare`'s gate failed or `cleanup` could
-//! not reach a server, 2 bad input or usage, 130 interrupted). Results go to stdout, progress and
-//! messages to stderr. Every output format comes from `report::reporters`.
+//! message and an exit code decided by its `error::Kind` (0 ok, 1 a case failed, `compare`'s gate
+//! failed or `cleanup` could not reach a server, 2 bad input or usage, 3 the environment — a
+//! server that does not answer, disk space, a report or directory that cannot be written, a
+//! missing tool or privilege —, 130 interrupted). Results go to stdout, progress and messages to
+//! stderr. Every output format comes from `report::reporters`.
 
 use crate::backend::{self, namespace};
+use crate::error::{Error, EXIT_RUN_FAILED};
 use crate::job::{self, Plan};
 use crate::report::{self, compare, reporters};
 use crate::runner::{self, RunOptions, RunOutcome};
@@ -15,12 +18,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 /// Exit code: bad input or usage.
-pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_USAGE: i32 = crate::error::EXIT_BAD_INPUT;
 /// Exit code of `compare` when `--fail-if-slower`'s gate fails.
-pub const EXIT_SLOWER: i32 = 1;
+pub const EXIT_SLOWER: i32 = EXIT_RUN_FAILED;
 /// Exit code of `cleanup` when some server objects could not be removed (their directory and
-/// record are kept for a later cleanup).
-pub const EXIT_CLEANUP_INCOMPLETE: i32 = 1;
+/// record are kept for a later cleanup): as promised since cleanup first could, 1, not the
+/// environment's 3 — the run's data is what failed to go.
+pub const EXIT_CLEANUP_INCOMPLETE: i32 = EXIT_RUN_FAILED;
 
 /// Where should the files live? Measure it on your own machine.
 #[derive(Debug, Parser)]
@@ -201,23 +205,30 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
         Command::Run(run) => load_plan(run.job.as_deref()).and_then(|plan| run_command(plan, run.settings, args, interrupted)),
         Command::Recipe { action } => recipe_command(action, args, interrupted),
         Command::Validate { job } => validate(&job),
-        Command::Report { file, format } => reporters::for_report(&format).and_then(|render| {
-            print!("{}", render(&report::read(&file)?));
-            Ok(0)
-        }),
-        Command::Compare(compare) => compare_command(&compare),
-        Command::Backends { uri, markdown, names } => names.iter().map(|name| backend::find(name)).collect::<Result<Vec<_>, _>>().map(|chosen| {
-            let chosen = if chosen.is_empty() { backend::registry().iter().collect() } else { chosen };
-            if markdown {
-                chosen.iter().for_each(|kind| print!("{}", options_markdown(kind)));
-            } else {
-                print!("{}", list_backends_checked(uri.as_deref()));
-            }
-            0
-        }),
+        Command::Report { file, format } => reporters::for_report(&format)
+            .and_then(|render| {
+                print!("{}", render(&report::read(&file)?));
+                Ok(0)
+            })
+            .map_err(Error::bad_input),
+        Command::Compare(compare) => compare_command(&compare).map_err(Error::bad_input),
+        Command::Backends { uri, markdown, names } => names
+            .iter()
+            .map(|name| backend::find(name))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|chosen| {
+                let chosen = if chosen.is_empty() { backend::registry().iter().collect() } else { chosen };
+                if markdown {
+                    chosen.iter().for_each(|kind| print!("{}", options_markdown(kind)));
+                } else {
+                    print!("{}", list_backends_checked(uri.as_deref()));
+                }
+                0
+            })
+            .map_err(Error::bad_input),
         Command::Fio(fio) => crate::fio::cli::run(&fio, args, interrupted),
         Command::Cleanup { dir, dry_run } => cleanup(&dir, dry_run),
-        Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| format!("compact {}: {}", dir.display(), e.message)).map(|r| {
+        Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| compact_failure(&dir, e)).map(|r| {
             println!(
                 "compacted {}: {} live records, {} → {} bytes (generation {})",
                 dir.display(),
@@ -229,10 +240,20 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
             0
         }),
     };
-    result.unwrap_or_else(|message| {
-        eprintln!("stowbench: {message}");
-        EXIT_USAGE
+    result.unwrap_or_else(|e| {
+        eprintln!("stowbench: {}", e.message);
+        e.exit_code()
     })
+}
+
+/// `compact` failed: a directory that is no pack store (or a damaged one) is the user's to fix;
+/// the disk failing under it is the environment.
+fn compact_failure(dir: &Path, e: backend::BackendError) -> Error {
+    let message = format!("compact {}: {}", dir.display(), e.message);
+    match e.kind {
+        backend::ErrorKind::Io | backend::ErrorKind::NoSpace => Error::environment(message),
+        _ => Error::bad_input(message),
+    }
 }
 
 fn compare_command(args: &CompareArgs) -> Result<i32, String> {
@@ -246,29 +267,31 @@ fn compare_command(args: &CompareArgs) -> Result<i32, String> {
     Ok(if comparison.gate.as_ref().is_some_and(|g| !g.passed) { EXIT_SLOWER } else { 0 })
 }
 
-fn load_plan(job: Option<&Path>) -> Result<Plan, String> {
+/// The job file's plan: a file that cannot be read or is wrong is the user's to fix.
+fn load_plan(job: Option<&Path>) -> Result<Plan, Error> {
     match job {
-        Some(path) => job::load_file(path),
+        Some(path) => job::load_file(path).map_err(Error::bad_input),
         None => Ok(job::quick()),
     }
 }
 
-fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
+fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, Error> {
     use crate::job::recipes;
     match action {
         RecipeAction::List => print!("{}", recipes::list()),
-        RecipeAction::Show { name } => print!("{}", recipes::find(&name)?.text),
+        RecipeAction::Show { name } => print!("{}", recipes::find(&name).map_err(Error::bad_input)?.text),
         RecipeAction::Run { name, scale, settings } => {
-            let plan = recipes::plan(recipes::find(&name)?, scale)?;
+            let plan = recipes::find(&name).and_then(|recipe| recipes::plan(recipe, scale)).map_err(Error::bad_input)?;
             let skipped = plan.recipe.as_ref().map(|r| r.skipped_targets.clone()).unwrap_or_default();
             if let Some(s) = skipped.iter().find(|s| settings.targets.contains(&s.target)) {
-                return Err(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable));
+                // A server that is not configured is the job's (or its variables') to fix, as in a run.
+                return Err(Error::bad_input(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable)));
             }
             for s in &skipped {
                 eprintln!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
             }
             if plan.targets.is_empty() && plan.fio.is_empty() {
-                return Err(format!("recipe {name}: every target was skipped; nothing to run"));
+                return Err(Error::bad_input(format!("recipe {name}: every target was skipped; nothing to run")));
             }
             return run_command(plan, settings, command, interrupted);
         }
@@ -276,16 +299,21 @@ fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &Atom
     Ok(0)
 }
 
-fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
+fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, Error> {
     if !args.targets.is_empty() {
-        plan.retain_targets(&args.targets)?;
+        plan.retain_targets(&args.targets).map_err(Error::bad_input)?;
     }
     if let Some(seed) = args.seed {
         plan.seed = seed;
     }
-    let timeout = args.timeout.as_deref().map(|t| crate::units::Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| format!("--timeout: {e}"))?;
+    let timeout = args
+        .timeout
+        .as_deref()
+        .map(|t| crate::units::Nanos::parse(t).map(|n| n.duration()))
+        .transpose()
+        .map_err(|e| Error::bad_input(format!("--timeout: {e}")))?;
     if timeout.is_some_and(|t| t.is_zero()) {
-        return Err("--timeout: 0 s leaves no time to run; give a positive duration such as 10m".into());
+        return Err(Error::bad_input("--timeout: 0 s leaves no time to run; give a positive duration such as 10m"));
     }
     let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, timeout, ..RunOptions::default() };
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
@@ -295,9 +323,9 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
 /// and `fio`, so each writes the same report (one run id, one environment capture, one atomic
 /// writer, after every case) to OUT/<timestamp>/report.json. `opts.report_path` and
 /// `opts.progress` come from `output`.
-pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
+pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, Error> {
     // Checked before running: a format the report cannot take must not cost a whole run.
-    let render = reporters::for_report(&output.format)?;
+    let render = reporters::for_report(&output.format).map_err(Error::bad_input)?;
     let stamp = report::timestamp_compact(std::time::SystemTime::now());
     let mut dir = output.out.join(&stamp);
     let mut n = 1;
@@ -309,7 +337,15 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     let opts = RunOptions { report_path: report_path.clone(), progress: !output.no_progress, ..opts };
     let outcome = runner::run(plan, &opts, interrupted)?;
     print!("{}", render(&outcome.report));
-    eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display());
+    match &outcome.report_error {
+        // The figures above are all that is left of the run: say so, and why.
+        Some(e) => eprintln!(
+            "stowbench: the report could not be written: {e}. No case started after that; the results above are \
+             the only copy of the {} finished case(s). Free the disk or fix the --out directory, then run again.",
+            outcome.report.cases.len() + outcome.report.fio_cases.len()
+        ),
+        None => eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display()),
+    }
     if let Some(e) = &outcome.cleanup_error {
         eprintln!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
     }
@@ -320,27 +356,44 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     Ok(outcome)
 }
 
-/// Checks a job file: every loader mistake and every target's backend option mistake (found by
-/// constructing the backend, as the runner's preflight does) reported together, in file order.
-fn validate(path: &Path) -> Result<i32, String> {
+/// Checks a job file: every loader mistake, every target's backend option mistake (found by
+/// constructing the backend, as the runner's preflight does) and every case asking a backend for
+/// what it does not declare (`runner::contract`), reported together, in file order.
+fn validate(path: &Path) -> Result<i32, Error> {
     let source = path.display().to_string();
-    let (plan, mut mistakes) = job::check_text(&job::read_file(path)?, &source);
-    let Some(plan) = plan else { return Err(job::render_mistakes(&source, mistakes)) };
+    let (plan, mut mistakes) = job::check_text(&job::read_file(path).map_err(Error::bad_input)?, &source);
+    let Some(plan) = plan else { return Err(Error::bad_input(job::render_mistakes(&source, mistakes))) };
     let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
-    let root = backend::Namespace::create(&dir, "validate", "validate")?;
-    for target in &plan.targets {
-        let kind = backend::find(&target.backend)?;
-        let ns = root.child(&namespace::safe_name(&target.name))?;
+    let root = backend::Namespace::create(&dir, "validate", "validate").map_err(Error::environment)?;
+    let mut servers_down = 0;
+    for (i, target) in plan.targets.iter().enumerate() {
+        let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
+        let ns = root.child(&namespace::safe_name(&target.name)).map_err(Error::environment)?;
         match (kind.construct)(&target.options, &ns) {
             Ok(b) => {
+                // What the run's preflight would refuse, validate refuses too.
+                if let Err(e) = runner::contract::check(&plan, i, &b.capabilities()) {
+                    mistakes.push(job::Mistake::from_message(&source, &e));
+                }
                 let _ = b.cleanup();
             }
-            Err(e) => mistakes.push(job::Mistake::from_message(&source, &e)),
+            Err(e) => match runner::construct_failure(kind, target, e) {
+                // Not the job's mistake: listed with them, but the exit code says the machine's.
+                e if e.kind == crate::error::Kind::Environment => {
+                    servers_down += 1;
+                    mistakes.push(job::Mistake::from_message(&source, &e.message));
+                }
+                e => mistakes.push(job::Mistake::from_message(&source, &e.message)),
+            },
         }
     }
-    namespace::remove(&root.dir)?;
+    namespace::remove(&root.dir).map_err(Error::environment)?;
     if !mistakes.is_empty() {
-        return Err(job::render_mistakes(&source, mistakes));
+        // The environment's code only when servers are all that is wrong: a mistake of the job
+        // is the first thing to fix.
+        let only_servers_down = servers_down == mistakes.len();
+        let text = job::render_mistakes(&source, mistakes);
+        return Err(if only_servers_down { Error::environment(text) } else { Error::bad_input(text) });
     }
     let fio_cases: Vec<crate::fio::FioCase> = plan.fio.iter().flat_map(crate::fio::expand).collect();
     println!(
@@ -392,14 +445,15 @@ pub fn options_markdown(kind: &backend::BackendKind) -> String {
     out + "<!-- end of options -->\n"
 }
 
-fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, String> {
+fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
     // fio targets left by a killed run first: their mounts and loop devices must go before the
     // directories holding them.
-    let fio_targets = crate::fio::registry::leftovers(dir).map_err(|e| e.to_string())?;
+    let fio_targets = crate::fio::registry::leftovers(dir)?;
     let dirs: Vec<PathBuf> = if namespace::is_owned(dir) {
         vec![dir.to_path_buf()]
     } else {
-        let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        // A DIR that is not there is a mistake in the command line.
+        let entries = std::fs::read_dir(dir).map_err(|e| Error::bad_input(format!("cannot read {}: {e}", dir.display())))?;
         let mut ours: Vec<PathBuf> = entries
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-") && namespace::is_owned(&e.path()))
@@ -410,12 +464,12 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, String> {
         ours
     };
     if dirs.is_empty() && fio_targets.is_empty() {
-        return Err(format!(
+        return Err(Error::bad_input(format!(
             "{} carries no {} marker and holds no stowbench-* directory that does; nothing {}",
             dir.display(),
             namespace::MARKER_FILE,
             if dry_run { "would be removed" } else { "was removed" }
-        ));
+        )));
     }
     // Server objects first (see backend::record): a directory whose server cannot be reached is
     // kept, with its record, for a later cleanup.
@@ -448,11 +502,11 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, String> {
         }
         return Ok(exit_code);
     }
-    for path in crate::fio::registry::cleanup_leftovers(dir).map_err(|e| e.to_string())? {
+    for path in crate::fio::registry::cleanup_leftovers(dir)? {
         println!("removed fio target {}", path.display());
     }
     for d in dirs.iter().filter(|d| !kept.contains(d)) {
-        namespace::remove(d)?;
+        namespace::remove(d).map_err(Error::environment)?;
         println!("removed {}", d.display());
     }
     for d in &kept {

@@ -11,7 +11,7 @@ fn main() {
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             eprintln!("stowbench: interrupted twice, exiting now");
-            std::process::exit(130);
+            std::process::exit(stowbench::error::EXIT_INTERRUPTED);
         }
         eprintln!("stowbench: interrupted; finishing the current operation and writing the report (Ctrl-C again to quit now)");
         // Stops a running fio and unmounts/detaches what stowbench made for it (no-op otherwise).

@@ -474,3 +474,88 @@ fn a_closed_stdout_ends_quietly_with_status_141() {
     assert_eq!(out.status.code(), Some(141), "{said}");
     assert!(!said.contains("panicked"), "{said}");
 }
+
+/// Each exit code means one thing (src/error.rs): 2 the input is wrong, 3 the environment failed
+/// valid input, 1 the run failed. Each is proven here through the binary.
+#[test]
+fn a_refused_capability_is_bad_input_naming_target_workload_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "backend = \"sim\"\ndelete = false",
+            "phases = [\"put\", \"delete\"]",
+            "target \"sim\" (backend sim) cannot delete, and workload \"w\" phase \"delete\" deletes",
+        ),
+        ("backend = \"fs\"", "phases = [\"put\", \"get\"]\nop_timeout = \"2s\"", "target \"fs\" (backend fs) cannot honour op_timeout"),
+    ];
+    for (target, workload, expected) in cases {
+        let job = format!("version = 1\n[[target]]\n{target}\n[[workload]]\nname = \"w\"\nsizes = [100]\nobjects = 5\n{workload}\n");
+        std::fs::write(dir.path().join("caps.toml"), job).unwrap();
+        let out = stowbench(dir.path(), &["run", "caps.toml", "--no-progress", "--work-dir", "."]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(&format!("caps.toml:2: {expected}")) && text(&out).contains("Nothing was written"), "{}", text(&out));
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, ["caps.toml"], "no report, no run directory");
+        let out = stowbench(dir.path(), &["validate", "caps.toml"]);
+        assert_eq!(out.status.code(), Some(2), "validate refuses what the run would: {}", text(&out));
+        assert!(text(&out).contains(expected) && text(&out).contains("1 mistake in caps.toml"), "{}", text(&out));
+    }
+}
+
+/// A server that does not answer is the environment (3), not a mistake in the job (2): the same
+/// target with a URI that is not a URI is bad input.
+#[test]
+fn an_unreachable_server_exits_3_and_a_malformed_uri_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    for (uri, code, expected) in [("postgres://stowbench@127.0.0.1:1/none", 3, "the server does not answer"), ("not a uri", 2, "postgres")] {
+        let job = format!(
+            "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"{uri}\"\nconnect_timeout = \"2s\"\n[[workload]]\nname = \"w\"\nsizes = [100]\nobjects = 5\nphases = [\"put\"]\n"
+        );
+        std::fs::write(dir.path().join("server.toml"), job).unwrap();
+        let out = stowbench(dir.path(), &["run", "server.toml", "--no-progress", "--work-dir", "."]);
+        assert_eq!(out.status.code(), Some(code), "{uri}: {}", text(&out));
+        assert!(text(&out).contains(expected), "{uri}: {}", text(&out));
+        assert!(!text(&out).contains("the server does not answer") || code == 3, "{uri}: {}", text(&out));
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, ["server.toml"], "{uri}: no report, no run directory");
+        let out = stowbench(dir.path(), &["validate", "server.toml"]);
+        assert_eq!(out.status.code(), Some(code), "validate tells the same apart: {uri}: {}", text(&out));
+    }
+}
+
+/// A report that cannot be written is the environment (3). Before the first case: nothing runs.
+/// Mid-run (its directory replaced by a file after the first case, as a disk or a mount going
+/// away would): no further case starts, what finished is printed, the run's data is removed.
+#[test]
+fn a_report_that_cannot_be_written_exits_3_before_or_during_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), SIM_JOB).unwrap();
+    std::fs::write(dir.path().join("not-a-dir"), "").unwrap();
+    let out = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--out", "not-a-dir", "--work-dir", "."]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("cannot create the report directory not-a-dir/"), "{}", text(&out));
+    assert!(!std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("stowbench-")), "no run directory left");
+
+    // The get phase's `before` command of the second case (the first finished and was written)
+    // turns the report's directory into a file.
+    let out_dir = dir.path().join("out");
+    let breaker = format!(
+        "if [ -e {marker} ]; then d=$(ls -d {out}/*); rm -rf \"$d\" && touch \"$d\"; else touch {marker}; fi",
+        marker = dir.path().join("first-case-done").display(),
+        out = out_dir.display()
+    );
+    let job = format!(
+        "version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [100, 200, 300]\nobjects = 5\n\
+         [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\nbefore = [\"sh\", \"-c\", {breaker:?}]\n"
+    );
+    std::fs::write(dir.path().join("breaks.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "breaks.toml", "--no-progress", "--out", "out", "--work-dir", ".", "--format", "csv"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the report could not be written") && stderr.contains("the only copy of the 2 finished case(s)"), "{stderr}");
+    assert!(stderr.contains("Not a directory"), "the OS error is named: {stderr}");
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(csv.contains("sim/w/100B/t1/r1") && csv.contains("sim/w/200B/t1/r1") && !csv.contains("sim/w/300B"), "{csv}");
+    assert!(!std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("stowbench-")), "the run's data is removed");
+}

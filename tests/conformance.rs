@@ -5,6 +5,11 @@
 //! joins with one line. Payloads are seeded and never all zeros (see `common`), so truncation,
 //! misordering and mixed values fail. Backends are built through the registry, exactly as a run
 //! builds them, inside a fresh namespace under a temporary directory.
+//!
+//! Capabilities are contracts: a behaviour that needs one (delete, overwrite) runs where the
+//! backend declares it, and where it does not, `undeclared_capabilities_are_refused` checks that
+//! the session answers `Unsupported` and changes nothing. The describe and `path` checks run for
+//! every configuration.
 
 mod common;
 
@@ -93,6 +98,9 @@ fn round_trip_is_byte_exact(f: &Fixture) {
 }
 
 fn overwrite_returns_the_new_value(f: &Fixture) {
+    if !f.backend.capabilities().overwrite {
+        return; // undeclared: undeclared_capabilities_are_refused checks the refusal
+    }
     let mut s = f.session(0);
     let steps = [(1, 2 * 1_048_576 + 3), (2, 100), (3, 0), (4, 1_500_001), (5, 1_500_001)];
     for (seed, len) in steps {
@@ -107,10 +115,15 @@ fn missing_keys_are_not_found(f: &Fixture) {
     let mut s = f.session(0);
     assert_kind(s.get("never-written", &mut Vec::new()), ErrorKind::NotFound, "get of a missing key");
     assert_kind(s.head("never-written"), ErrorKind::NotFound, "head of a missing key");
-    assert_kind(s.delete("never-written"), ErrorKind::NotFound, "delete of a missing key");
+    if f.backend.capabilities().delete {
+        assert_kind(s.delete("never-written"), ErrorKind::NotFound, "delete of a missing key");
+    }
 }
 
 fn delete_twice_is_not_found_the_second_time(f: &Fixture) {
+    if !f.backend.capabilities().delete {
+        return;
+    }
     let mut s = f.session(0);
     for len in [10, 1_048_577] {
         put(&mut *s, "doomed", 7, len);
@@ -158,6 +171,9 @@ fn shared_len(seed: u64) -> u64 {
 }
 
 fn shared_keys_always_read_one_whole_value(f: &Fixture) {
+    if !f.backend.capabilities().overwrite {
+        return; // every put here replaces a value
+    }
     const KEYS: u64 = 3;
     let mut s = f.session(0);
     for k in 0..KEYS {
@@ -195,7 +211,9 @@ fn cleanup_leaves_only_the_marker(f: &Fixture) {
     for (i, len) in [0u64, 10, 1_048_577, 3_000_000].into_iter().enumerate() {
         put(&mut *s, &format!("c/{i}"), 30 + i as u64, len);
     }
-    s.delete("c/1").expect("delete");
+    if f.backend.capabilities().delete {
+        s.delete("c/1").expect("delete");
+    }
     drop(s);
     f.backend.cleanup().expect("cleanup");
     let left: Vec<String> = std::fs::read_dir(&f.ns_dir).expect("namespace dir").map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -235,9 +253,98 @@ fn odd_keys_round_trip_and_stay_inside(f: &Fixture) {
         assert_value(&mut *s, key, 500 + i as u64, 100 + i as u64);
     }
     assert_no_file_outside(&f.outer, &f.ns_dir);
-    for key in ODD_KEYS {
-        s.delete(key).unwrap_or_else(|e| panic!("delete {key:?}: {e}"));
+    if f.backend.capabilities().delete {
+        for key in ODD_KEYS {
+            s.delete(key).unwrap_or_else(|e| panic!("delete {key:?}: {e}"));
+        }
     }
+}
+
+/// What a backend does not declare, its sessions refuse as `Unsupported`, changing nothing: the
+/// runner refuses such a job before it starts (`runner::contract`), and a backend asked anyway
+/// must not half-do it.
+fn undeclared_capabilities_are_refused(f: &Fixture) {
+    let caps = f.backend.capabilities();
+    let mut s = f.session(0);
+    put(&mut *s, "declared", 61, 2000);
+    if !caps.delete {
+        assert_kind(s.delete("declared"), ErrorKind::Unsupported, "delete where delete is not declared");
+        assert_kind(s.delete("never-written"), ErrorKind::Unsupported, "delete of a missing key where delete is not declared");
+    }
+    if !caps.overwrite {
+        let mut body = PayloadReader::new(62, 3000);
+        assert_kind(s.put("declared", &mut body, 3000), ErrorKind::Unsupported, "put onto a stored key where overwrite is not declared");
+        assert_kind(f.session(1).put("declared", &mut PayloadReader::new(63, 10), 10), ErrorKind::Unsupported, "the same from another session");
+    }
+    assert_value(&mut *s, "declared", 61, 2000);
+}
+
+/// `operation_deadline` is declared exactly where every session has a connection to cut, which
+/// the watchdog of `op_timeout` needs. (Cutting one here would also cut the other tests' S3 and
+/// GridFS connections, whose cut reaches every connection to the server's port: what a cut does
+/// is proven in tests/servers/proxy_faults.rs.)
+fn operation_deadline_is_real(f: &Fixture) {
+    let declared = f.backend.capabilities().operation_deadline;
+    for worker in 0..2 {
+        let can_cut = f.session(worker).cut_handle().is_some();
+        assert_eq!(declared, can_cut, "{}: operation_deadline = {declared}, but session {worker} has a connection to cut: {can_cut}", f.name);
+    }
+}
+
+/// Reports state the conditions: describe() names the backend, what a put guarantees, and every
+/// option the configuration set, with its value in effect; no secret of the URI shows.
+fn describe_states_the_options_in_effect(f: &Fixture) {
+    let info = f.backend.describe();
+    assert_eq!(info.backend, f.name);
+    assert!(!info.durability.is_empty(), "{}: durability must be stated", f.name);
+    let given: toml::Table = toml::from_str(f.options).unwrap();
+    for option in given.keys() {
+        assert!(info.options.get(option).is_some(), "{} ({}): describe() lacks option {option}", f.name, f.options);
+    }
+    let shown = info.options.to_string();
+    for env in ["STOWBENCH_PG_URI", "STOWBENCH_MARIADB_URI", "STOWBENCH_MONGO_URI"] {
+        let password = std::env::var(env).ok().and_then(|uri| Some(uri.split_once("://")?.1.split_once('@')?.0.split_once(':')?.1.to_string()));
+        if let Some(password) = password.filter(|p| !p.is_empty()) {
+            assert!(!shown.contains(&password), "{}: describe() shows the password of {env}", f.name);
+        }
+    }
+}
+
+/// With a `path` option, all data lives in a marked directory named after the run under that
+/// path, and cleanup removes it and nothing else: every backend that takes one, in every
+/// configuration.
+fn path_option_is_honoured(f: &Fixture) {
+    let kind = stowbench::backend::find(f.name).unwrap();
+    if !kind.options.iter().any(|o| o.name == "path") {
+        return;
+    }
+    let tmp = tempfile::Builder::new().prefix("stowbench-conformance-path-").tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let user_dir = tmp.path().join("user-chosen");
+    std::fs::create_dir(&user_dir).unwrap();
+    let ns = Namespace::create(&tmp.path().join("run"), "conformance", "path").unwrap();
+    let mut table: toml::Table = toml::from_str(f.options).unwrap();
+    table.insert("path".into(), user_dir.to_string_lossy().into_owned().into());
+    let backend = match (kind.construct)(&Options::new("t", "", table), &ns) {
+        Ok(backend) => backend,
+        // A configuration the option does not apply to must say so, naming it (mariadb's rows).
+        Err(e) if e.contains("option \"path\" applies only to") => return,
+        Err(e) => panic!("{} with path: {e}", f.name),
+    };
+    backend.prepare().unwrap();
+    put(&mut *backend.open_session(0).unwrap(), "k", 1, 10);
+    let info = backend.describe();
+    assert_eq!(info.options.get("path").and_then(|p| p.as_str()), Some(&*user_dir.to_string_lossy()), "{}: describe() states the path", f.name);
+    let ours = user_dir.join("stowbench-conformance-path");
+    if ours.exists() {
+        assert!(ours.join(MARKER_FILE).is_file(), "{}: the directory under the path option is not marked", f.name);
+    }
+    for path in info.data_paths.iter().filter(|p| p.starts_with(&user_dir)) {
+        assert!(path.starts_with(&ours), "{}: data path {} is outside {}", f.name, path.display(), ours.display());
+    }
+    assert_no_file_outside(&user_dir, &ours);
+    backend.cleanup().unwrap();
+    assert_eq!(std::fs::read_dir(&user_dir).unwrap().count(), 0, "{}: cleanup leaves nothing under the path option", f.name);
 }
 
 /// Everything under `outer` must be inside `inside` (the namespace).
@@ -374,6 +481,30 @@ macro_rules! conformance {
             fn max_object_bytes_is_real() {
                 if let Some(f) = fixture() {
                     super::max_object_bytes_is_real(&f)
+                }
+            }
+            #[test]
+            fn undeclared_capabilities_are_refused() {
+                if let Some(f) = fixture() {
+                    super::undeclared_capabilities_are_refused(&f)
+                }
+            }
+            #[test]
+            fn operation_deadline_is_real() {
+                if let Some(f) = fixture() {
+                    super::operation_deadline_is_real(&f)
+                }
+            }
+            #[test]
+            fn describe_states_the_options_in_effect() {
+                if let Some(f) = fixture() {
+                    super::describe_states_the_options_in_effect(&f)
+                }
+            }
+            #[test]
+            fn path_option_is_honoured() {
+                if let Some(f) = fixture() {
+                    super::path_option_is_honoured(&f)
                 }
             }
         }
@@ -561,6 +692,30 @@ conformance!(s3_unsigned_payload, "s3", "unsigned_payload = true\nmultipart_thre
 conformance!(gridfs_default, "gridfs", "", requires = "STOWBENCH_MONGO_URI");
 conformance!(gridfs_small_chunks, "gridfs", "chunk_size = \"64KiB\"", requires = "STOWBENCH_MONGO_URI");
 conformance!(sim_default, "sim", "");
+// A backend that declares less: every behaviour still holds where declared, and the undeclared
+// ones are refused.
+conformance!(sim_no_delete_no_overwrite, "sim", "delete = false\noverwrite = false");
+conformance!(sim_single_writer, "sim", "concurrent_writers = false");
+
+/// `null` fabricates only stowbench's own payloads, so the byte-pattern behaviours cannot meet
+/// it; the checks that need no stored value still do.
+#[test]
+fn null_states_its_conditions_and_declares_no_deadline() {
+    let f = Fixture::new("null", "");
+    describe_states_the_options_in_effect(&f);
+    path_option_is_honoured(&f);
+    assert!(f.session(0).cut_handle().is_none() && !f.backend.capabilities().operation_deadline);
+}
+
+/// Every registered backend meets the shared behaviours (describe and `path` included) through a
+/// `conformance!` line of this file, or the test above.
+#[test]
+fn every_registered_backend_has_a_conformance_line() {
+    let source = include_str!("conformance.rs");
+    for kind in stowbench::backend::registry().iter().filter(|k| k.name != "null") {
+        assert!(source.contains(&format!(", \"{}\", ", kind.name)), "backend {} has no conformance! line", kind.name);
+    }
+}
 
 /// A limit small enough to write exactly: the claim is checked at max + 1 and at max itself.
 /// (Not a `conformance!` line: the other behaviours use values above this limit.)

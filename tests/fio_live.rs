@@ -130,9 +130,9 @@ fn cli_dry_run_creates_nothing_and_a_run_writes_the_run_report() {
     assert_eq!(chart_lines, 1 + 4, "header + read and randread at 2 queue depths");
     assert_eq!(entries(tmp.path()), ["charts.csv", "results"], "the run's work directory is removed");
     let bad = Wrapper::parse_from(["x", "--target", &dir, "--bs", "2.6m"]);
-    assert!(cli_run(&bad.args, Vec::new(), &never).unwrap_err().contains("--bs"));
+    assert!(cli_run(&bad.args, Vec::new(), &never).unwrap_err().message.contains("--bs"));
     let old_flag = Wrapper::parse_from(["x", "--target", &dir, "--json", "out.json"]);
-    assert!(cli_run(&old_flag.args, Vec::new(), &never).unwrap_err().contains("--out DIR"));
+    assert!(cli_run(&old_flag.args, Vec::new(), &never).unwrap_err().message.contains("--out DIR"));
 }
 
 #[test]

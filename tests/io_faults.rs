@@ -3,7 +3,7 @@
 //! once (transient) or from then on (persistent) — and every run must
 //!
 //! - end by itself (a time-out here is a hang) with exit code 0 or 1, never a panic or a signal;
-//!   2 only for a run that refused to start (no report) and said why;
+//!   3 only for a run whose own set-up on the machine failed (no report), saying why;
 //! - when it failed, say which call failed (a word of the family: "fsync", "write", …) and on
 //!   what: the key of each failed operation (`first_errors`), or the path;
 //! - keep every acknowledged object: between the put and the get phase an independent reader
@@ -304,10 +304,11 @@ fn check(run: &Run, target: &Target, fault: Option<&Fault>) -> Vec<String> {
     let names_call = words.iter().any(|w| text.contains(w));
     match run.code {
         Some(0) | Some(1) => {}
-        Some(2) if run.report.is_none() => {
+        // The environment's code: a set-up call on the machine failed, not the job.
+        Some(3) if run.report.is_none() => {
             // A refusal before any case: only a set-up call can have failed, and the message says which, on which path.
             if !(names_call && run.stderr.contains(&*run.work().to_string_lossy())) {
-                fail("exit 2 without naming the failed call and its path".into());
+                fail("exit 3 without naming the failed call and its path".into());
             }
         }
         other => fail(format!("exit status {other:?} (101 is a panic, None a signal)")),

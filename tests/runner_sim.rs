@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use stowbench::report::model::RunReport;
+use stowbench::report::model::{CaseStatus, RunReport};
 use stowbench::runner::{self, RunOptions};
 
 struct Run {
@@ -13,9 +13,9 @@ struct Run {
     _dir: tempfile::TempDir,
 }
 
-fn run_job(job: &str) -> Result<Run, String> {
+fn run_job(job: &str) -> Result<Run, stowbench::error::Error> {
     let dir = tempfile::tempdir().unwrap();
-    let plan = stowbench::job::load_text(job, "test.toml")?;
+    let plan = stowbench::job::load_text(job, "test.toml").map_err(stowbench::error::Error::bad_input)?;
     let opts = RunOptions { report_path: dir.path().join("out/report.json"), work_dir: Some(dir.path().to_path_buf()), ..Default::default() };
     let outcome = runner::run(&plan, &opts, &AtomicBool::new(false))?;
     common::assert_valid_report(&opts.report_path);
@@ -74,7 +74,7 @@ fn injected_faults_are_counted_by_kind_and_fail_the_error_budget() {
     let run = run_job(&sim_job("fail_every = 10\nfail_kind = \"timeout\"", "sizes = [10]\nobjects = 100\nphases = [\"put\"]\npreload = false")).unwrap();
     assert_eq!(run.exit_code, 1);
     let case = &run.report.cases[0];
-    assert_eq!(case.status, "failed");
+    assert_eq!(case.status, CaseStatus::Failed);
     assert!(case.failure.as_ref().unwrap().contains("10 of 100 operations failed"), "{:?}", case.failure);
     let put = &case.phases[0].ops["put"];
     assert_eq!((put.count, put.errors["timeout"]), (90, 10));
@@ -152,7 +152,8 @@ fn sizes_beyond_a_backend_limit_are_refused_before_any_data_is_written() {
     let opts = RunOptions { report_path: dir.path().join("r/report.json"), work_dir: Some(dir.path().join("work")), ..Default::default() };
     std::fs::create_dir(dir.path().join("work")).unwrap();
     let err = runner::run(&plan, &opts, &AtomicBool::new(false)).err().unwrap();
-    assert!(err.contains("limit of 1000 bytes") && err.contains("sim/w/2kB"), "{err}");
+    assert_eq!(err.kind, stowbench::error::Kind::BadInput, "{err}");
+    assert!(err.message.contains("limit of 1000 bytes") && err.message.contains("sim/w/2kB"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().count(), 0, "nothing was left in the work dir");
 }
 
@@ -217,9 +218,9 @@ fn a_panicking_backend_fails_its_case_not_the_run() {
     let run = run_job(job).unwrap();
     assert_eq!(run.exit_code, 1);
     let buggy = &run.report.cases[0];
-    assert_eq!(buggy.status, "failed");
+    assert_eq!(buggy.status, CaseStatus::Failed);
     assert!(buggy.failure.as_ref().unwrap().contains("injected panic at operation 5"), "{:?}", buggy.failure);
-    assert_eq!(run.report.cases[1].status, "ok", "the next case still runs");
+    assert_eq!(run.report.cases[1].status, CaseStatus::Ok, "the next case still runs");
 }
 
 /// E5's rule: however often an upload is retried, each content ends with one catalog row and one
@@ -360,4 +361,60 @@ fn retries_stop_when_the_budget_is_spent_and_their_backoff_is_part_of_the_latenc
     assert!(put.errors.is_empty() && put.retries > 0, "{put:?}");
     assert!(close(put.latency.min_ns as f64, 1e6), "one attempt (histogram precision): {put:?}");
     assert!(put.latency.max_ns > 2_000_000 && put.latency.max_ns <= 12_000_000, "two attempts and a backoff: {put:?}");
+}
+
+/// Capabilities are contracts: a job asking a backend for what it does not declare is refused
+/// before any data is written, as bad input naming the job file, the target, the workload and the
+/// fix — whatever the rest of the job would have run.
+#[test]
+fn undeclared_capabilities_are_refused_before_any_data_is_written() {
+    let refusals = [
+        ("delete = false", "sizes = [10]\nobjects = 5\nphases = [\"put\", \"delete\"]", "cannot delete, and workload \"w\" phase \"delete\" deletes"),
+        (
+            "overwrite = false",
+            "sizes = [10]\nobjects = 5\nphases = [\"put\"]\npreload = true",
+            "cannot replace a stored object, and workload \"w\" puts in phase \"put\"",
+        ),
+        ("overwrite = false", "sizes = [10]\nobjects = 5\nphases = [\"put\", \"put\"]\npreload = false", "earlier put or the preload stored"),
+        (
+            "overwrite = false",
+            "sizes = [10]\nobjects = 5\nkey_order = \"uniform\"\nphases = [\"put\"]\npreload = false",
+            "phase \"put\" may put the same key twice",
+        ),
+        ("", "sizes = [10]\nobjects = 5\nphases = [\"put\"]\nop_timeout = \"1s\"", "cannot honour op_timeout"),
+    ];
+    for (sim, workload, expected) in refusals {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        let plan = stowbench::job::load_text(&sim_job(sim, workload), "caps.toml").unwrap_or_else(|e| panic!("{sim} / {workload}: {e}"));
+        let opts = RunOptions { report_path: dir.path().join("r/report.json"), work_dir: Some(dir.path().join("work")), ..Default::default() };
+        let err = runner::run(&plan, &opts, &AtomicBool::new(false)).err().unwrap_or_else(|| panic!("{sim} / {workload}: must be refused"));
+        assert_eq!(err.kind, stowbench::error::Kind::BadInput, "{err}");
+        assert!(err.message.contains(expected), "{sim} / {workload}: expected {expected:?} in: {err}");
+        assert!(err.message.starts_with("caps.toml:2: target \"sim\" (backend sim)") && err.message.contains("Nothing was written"), "{err}");
+        assert!(!dir.path().join("r").exists(), "no report for a refused run");
+        assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().count(), 0, "nothing was left in the work dir");
+    }
+    // Writing each key once is what a backend without overwrite can do, and it runs.
+    let once = run_job(&sim_job("overwrite = false\ndelete = false", "sizes = [10]\nobjects = 5\nphases = [\"put\", \"get\"]\npreload = false")).unwrap();
+    assert_eq!((once.exit_code, once.report.cases[0].phases[0].ops["put"].count), (0, 5));
+}
+
+/// `concurrent_writers = false` is no refusal: writes queue inside the backend. The report says
+/// so — the declared capabilities in `backend_info` and a `serialized_writes` warning naming the
+/// lock wait — rather than presenting the queue as the store's speed.
+#[test]
+fn a_single_writer_backend_is_reported_not_refused() {
+    let run =
+        run_job(&sim_job("concurrent_writers = false\nclock = \"real\"\nlatency = \"2ms\"", "sizes = [10]\nobjects = 40\nthreads = [4]\nphases = [\"put\"]"))
+            .unwrap();
+    assert_eq!(run.exit_code, 0);
+    let case = &run.report.cases[0];
+    assert_eq!(case.backend_info["capabilities"]["concurrent_writers"], false, "{}", case.backend_info);
+    // Four writers, one at a time, each holding the lock for 2 ms a put: the others waited.
+    assert!(case.phases[0].lock_wait_ns > 0, "{:?}", case.phases[0].lock_wait_ns);
+    let warning = run.report.warnings.iter().find(|w| w.kind == stowbench::report::warnings::WarningKind::SerializedWrites);
+    let warning = warning.unwrap_or_else(|| panic!("no serialized_writes warning: {:?}", run.report.warnings));
+    assert_eq!(warning.case_ids, std::slice::from_ref(&case.case_id));
+    assert!(warning.message.contains("one writer at a time") && warning.message.contains("4 threads"), "{}", warning.message);
 }

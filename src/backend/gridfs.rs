@@ -190,7 +190,7 @@ impl Shared {
 
 impl Backend for GridFsBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities { operation_deadline: true, ..Capabilities::default() }
     }
 
     fn describe(&self) -> BackendInfo {

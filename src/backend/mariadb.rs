@@ -268,7 +268,7 @@ impl Backend for MariaBackend {
     fn capabilities(&self) -> Capabilities {
         if self.file.is_some() {
             // The content never travels in a packet: max_allowed_packet does not apply.
-            return Capabilities::default();
+            return Capabilities { operation_deadline: true, ..Capabilities::default() };
         }
         Capabilities {
             max_object_bytes: Some(self.shared.max_object_bytes),
@@ -279,6 +279,7 @@ impl Backend for MariaBackend {
                  or backend \"postgres\" with mode = \"lo\", \"s3\" or \"fs\" for larger objects",
                 self.max_allowed_packet
             )),
+            operation_deadline: true,
             ..Capabilities::default()
         }
     }

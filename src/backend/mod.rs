@@ -132,7 +132,10 @@ pub fn io_kind(kind: std::io::ErrorKind) -> ErrorKind {
 /// Shorthand for backend results.
 pub type BResult<T> = Result<T, BackendError>;
 
-/// What a backend claims it can do; the conformance suite tests these claims.
+/// What a backend claims it can do: a contract on both sides. The runner refuses, before any
+/// data is written, a job that asks for something undeclared (`runner::contract`); a session asked
+/// for it anyway answers `ErrorKind::Unsupported`; the conformance suite runs each behaviour where
+/// it is declared and checks the refusal where it is not.
 #[derive(Debug, Clone, Serialize)]
 pub struct Capabilities {
     /// Largest object it accepts, in bytes; larger sizes are refused before any data is written.
@@ -142,15 +145,21 @@ pub struct Capabilities {
     /// Whether several sessions may write at the same time (false: writes are serialized inside the
     /// backend and the wait is reported through `Session::wait_ns`).
     pub concurrent_writers: bool,
-    /// Whether `delete` is supported.
+    /// Whether `delete` is supported (false: a delete is `Unsupported`).
     pub delete: bool,
-    /// Whether a put on an existing key replaces it.
+    /// Whether a put on an existing key replaces it (false: such a put is `Unsupported` and the
+    /// stored value stays).
     pub overwrite: bool,
+    /// Whether an operation can be abandoned when it overruns the workload's `op_timeout`: every
+    /// session has a connection to cut (`Session::cut_handle`). Local calls cannot be abandoned.
+    pub operation_deadline: bool,
 }
 
 impl Default for Capabilities {
+    /// A local store: any object size, concurrent writers, delete and overwrite, no operation
+    /// deadline (server backends declare `operation_deadline`).
     fn default() -> Self {
-        Capabilities { max_object_bytes: None, max_object_hint: None, concurrent_writers: true, delete: true, overwrite: true }
+        Capabilities { max_object_bytes: None, max_object_hint: None, concurrent_writers: true, delete: true, overwrite: true, operation_deadline: false }
     }
 }
 

@@ -314,6 +314,7 @@ impl Backend for PgBackend {
         Capabilities {
             max_object_bytes: (max != u64::MAX).then_some(max),
             max_object_hint: (!hint.is_empty()).then(|| hint.to_string()),
+            operation_deadline: true,
             ..Capabilities::default()
         }
     }

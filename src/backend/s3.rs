@@ -284,6 +284,7 @@ impl Backend for S3Backend {
                 "S3 allows 10,000 parts per upload and 5 TiB per object; with part_size = {} bytes that is {max} bytes; raise part_size",
                 s.part_bytes
             )),
+            operation_deadline: true,
             ..Capabilities::default()
         }
     }

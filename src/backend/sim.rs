@@ -5,7 +5,9 @@
 //! the worker's virtual clock by exactly `latency + size × per_mib / MiB`, so latencies and
 //! throughput in a report are known in advance. Faults: every `fail_every`-th operation of a
 //! session (counting from 1) fails with `fail_kind`; `corrupt_every` damages stored values,
-//! `garble_every` damages values on their way out.
+//! `garble_every` damages values on their way out. `delete`, `overwrite` and `concurrent_writers`
+//! (all true by default) take a capability away, declared and enforced, so the runner's refusals
+//! and the conformance suite's checks of undeclared behaviour have a backend to meet.
 
 use super::options::{OptionDoc, Options};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
@@ -48,6 +50,9 @@ crate::backend_options! {
         panic_at: u64 = 0 => "the Nth operation of a session panics, like a backend bug (0: never)",
         stall_at: u64 = 0 => "the Nth operation of a session stalls for `stall` on top of its latency, like a server pause (0: never)",
         stall: Nanos = "1s" => "how long the stall of stall_at lasts",
+        delete: bool = true => "false: declares no delete and refuses every delete as unsupported (to test capabilities)",
+        overwrite: bool = true => "false: declares no overwrite and refuses a put onto a stored key as unsupported (to test capabilities)",
+        concurrent_writers: bool = true => "false: one writer at a time, the others wait (reported as lock wait) (to test capabilities)",
     }
 }
 
@@ -66,12 +71,17 @@ struct SimConfig {
     panic_at: u64,
     stall_at: u64,
     stall_ns: u64,
+    delete: bool,
+    overwrite: bool,
+    concurrent_writers: bool,
 }
 
 /// The sim backend for one case.
 pub struct SimBackend {
     config: SimConfig,
     store: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    /// Held by a put or delete when `concurrent_writers = false`.
+    writer: Arc<Mutex<()>>,
     options: Options,
 }
 
@@ -103,8 +113,11 @@ fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, Str
         panic_at: own.panic_at,
         stall_at: own.stall_at,
         stall_ns: own.stall.0,
+        delete: own.delete,
+        overwrite: own.overwrite,
+        concurrent_writers: own.concurrent_writers,
     };
-    Ok(Box::new(SimBackend { config, store: Default::default(), options: options.clone() }))
+    Ok(Box::new(SimBackend { config, store: Default::default(), writer: Default::default(), options: options.clone() }))
 }
 
 impl Backend for SimBackend {
@@ -112,6 +125,9 @@ impl Backend for SimBackend {
         Capabilities {
             max_object_bytes: self.config.max_object_bytes,
             max_object_hint: self.config.max_object_bytes.map(|_| "sim's max_object_bytes option".to_string()),
+            delete: self.config.delete,
+            overwrite: self.config.overwrite,
+            concurrent_writers: self.config.concurrent_writers,
             ..Capabilities::default()
         }
     }
@@ -125,7 +141,7 @@ impl Backend for SimBackend {
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        Ok(Box::new(SimSession { config: self.config.clone(), store: self.store.clone(), ops: 0, puts: 0, gets: 0 }))
+        Ok(Box::new(SimSession { config: self.config.clone(), store: self.store.clone(), writer: self.writer.clone(), wait_ns: 0, ops: 0, puts: 0, gets: 0 }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -147,6 +163,9 @@ impl Backend for SimBackend {
 struct SimSession {
     config: SimConfig,
     store: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    writer: Arc<Mutex<()>>,
+    /// Time spent waiting for `writer` (`Session::wait_ns`).
+    wait_ns: u64,
     ops: u64,
     puts: u64,
     gets: u64,
@@ -179,6 +198,11 @@ impl SimSession {
     }
 }
 
+/// What a put onto a stored key answers when overwrite is not declared.
+fn no_overwrite(key: &str) -> BackendError {
+    BackendError::new(ErrorKind::Unsupported, format!("sim (overwrite = false): \"{key}\" is stored already and this backend does not replace objects"))
+}
+
 impl Session for SimSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         if let Some(max) = self.config.max_object_bytes {
@@ -186,6 +210,11 @@ impl Session for SimSession {
                 return Err(BackendError::new(ErrorKind::TooLarge, format!("{len} bytes exceeds max_object_bytes {max}")));
             }
         }
+        if !self.config.overwrite && self.store.lock().expect("sim store lock").contains_key(key) {
+            return Err(no_overwrite(key));
+        }
+        let writer = self.writer.clone();
+        let _turn = (!self.config.concurrent_writers).then(|| super::waiting_for_lock(&mut self.wait_ns, || writer.lock().expect("sim writer lock")));
         let mut data = Vec::with_capacity(len as usize);
         super::copy_exact(body, &mut data, len)?;
         let stored = self.store.lock().expect("sim store lock").len() as u64;
@@ -194,7 +223,12 @@ impl Session for SimSession {
         if self.config.corrupt_every > 0 && self.puts % self.config.corrupt_every == 0 {
             flip_middle(&mut data);
         }
-        self.store.lock().expect("sim store lock").insert(key.to_string(), data);
+        let mut store = self.store.lock().expect("sim store lock");
+        if !self.config.overwrite && store.contains_key(key) {
+            // Another session stored it while this body was read.
+            return Err(no_overwrite(key));
+        }
+        store.insert(key.to_string(), data);
         Ok(())
     }
 
@@ -212,6 +246,11 @@ impl Session for SimSession {
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
+        if !self.config.delete {
+            return Err(BackendError::new(ErrorKind::Unsupported, format!("sim (delete = false): cannot delete \"{key}\"; this backend does not delete")));
+        }
+        let writer = self.writer.clone();
+        let _turn = (!self.config.concurrent_writers).then(|| super::waiting_for_lock(&mut self.wait_ns, || writer.lock().expect("sim writer lock")));
         let removed = self.store.lock().expect("sim store lock").remove(key);
         self.spend(self.config.latency_ns, 0)?;
         removed.map(|_| ()).ok_or_else(|| BackendError::not_found(key))
@@ -221,5 +260,9 @@ impl Session for SimSession {
         let len = self.store.lock().expect("sim store lock").get(key).map(|v| v.len() as u64);
         self.spend(self.config.latency_ns, 0)?;
         len.ok_or_else(|| BackendError::not_found(key))
+    }
+
+    fn wait_ns(&self) -> u64 {
+        self.wait_ns
     }
 }

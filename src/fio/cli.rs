@@ -116,24 +116,26 @@ pub struct FioArgs {
     pub output: crate::cli::OutputSettings,
 }
 
-/// Runs `stowbench fio`; returns the exit code (0 ok, 1 a case failed, 130 interrupted) or a
-/// message for bad input (exit 2). `command` is the command line, for the report.
-pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, String> {
+/// Runs `stowbench fio`; returns the exit code (0 ok, 1 a case failed, 3 the report could not be
+/// written, 130 interrupted) or what stopped it before running (bad input, exit 2, or the
+/// environment, exit 3: see `crate::error`). `command` is the command line, for the report.
+pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Result<i32, crate::error::Error> {
+    use crate::error::Error;
     if let Some(path) = &args.json {
-        return Err(format!(
+        return Err(Error::bad_input(format!(
             "--json {}: stowbench fio writes the run report now, like stowbench run: --out DIR puts it in \
              DIR/<timestamp>/report.json (`stowbench report FILE --format json` prints it); --csv still writes the chart series",
             path.display()
-        ));
+        )));
     }
-    let sweep = args.to_sweep().map_err(|e| e.to_string())?;
-    sweep.validate().map_err(|e| e.to_string())?;
+    let sweep = args.to_sweep()?;
+    sweep.validate()?;
     if args.dry_run {
-        return dry_run(&sweep, args, &crate::runner::new_run_id()).map_err(|e| e.to_string());
+        return Ok(dry_run(&sweep, args, &crate::runner::new_run_id())?);
     }
     let fio = RunOptions {
         histogram: !args.no_histogram,
-        timeout: args.timeout.as_deref().map(|t| Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| format!("--timeout: {e}"))?,
+        timeout: args.timeout.as_deref().map(|t| Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| Error::bad_input(format!("--timeout: {e}")))?,
         ..RunOptions::default()
     };
     let plan = crate::job::Plan::fio_only(sweep, "command line (stowbench fio)");
@@ -142,7 +144,7 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
     if let Some(path) = &args.csv {
         let cases = &outcome.report.fio_cases;
         let threads = args.thread_count_for_charts.unwrap_or_else(|| chart_threads(cases, outcome.report.environment.cpu_count));
-        write_atomic(path, &charts_csv(&iops_vs_iodepth(cases, threads))).map_err(|e| e.to_string())?;
+        write_atomic(path, &charts_csv(&iops_vs_iodepth(cases, threads)))?;
     }
     Ok(outcome.exit_code)
 }

@@ -160,12 +160,9 @@ impl FioError {
         FioError::Io { path: path.display().to_string(), message: err.to_string() }
     }
 
-    /// The exit code the CLI should use: 2 for bad input, 130 for an interrupt, 1 otherwise.
+    /// The exit code the CLI uses for it (`crate::error` decides: 2 bad input, 3 the
+    /// environment, 130 an interrupt, 1 a failed fio case).
     pub fn exit_code(&self) -> i32 {
-        match self {
-            FioError::Invalid { .. } | FioError::DeviceRefused { .. } | FioError::NotRoot { .. } => 2,
-            FioError::Interrupted { .. } => 130,
-            _ => 1,
-        }
+        crate::error::Error::from(self.clone()).exit_code()
     }
 }

@@ -124,8 +124,8 @@ pub fn prepare_target(spec: &TargetSpec, work_dir: &Path, run_id: &str) -> Resul
 }
 
 /// The checks of `prepare_target` that change nothing on the machine, for a run to make before
-/// its first case, so that bad input (a made filesystem without root, a refused device) stops it
-/// with exit code 2 instead of failing halfway.
+/// its first case, so that a made filesystem without root (the environment, exit 3) or a refused
+/// device (bad input, exit 2) stops it before anything instead of failing halfway.
 pub fn check_target(spec: &TargetSpec) -> Result<(), FioError> {
     match spec {
         TargetSpec::Dir { .. } => Ok(()),

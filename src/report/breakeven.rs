@@ -5,7 +5,7 @@
 //! neighbouring sizes, the crossing is interpolated in log-size and log-time, and the two measured
 //! sizes that bracket it are kept. A pure function of the report.
 
-use super::model::{CaseResult, RunReport};
+use super::model::{CaseResult, CaseStatus, RunReport};
 use super::table::median;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub fn compute(report: &RunReport) -> Vec<BreakEven> {
     let mut series: Series = BTreeMap::new();
     // Cases with a size distribution ("uniform-…", "loguniform-…") have no single size to place.
     let fixed_size = |c: &CaseResult| !c.size_label.starts_with("uniform-") && !c.size_label.starts_with("loguniform-");
-    for case in report.cases.iter().filter(|c| c.status == "ok" && fixed_size(c)) {
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok && fixed_size(c)) {
         add_case(&mut series, case);
     }
     crossings(&series)

@@ -5,7 +5,7 @@
 //!
 //! Pure functions of the report; how a chart is drawn is `report::svg`'s business.
 
-use super::model::{CaseResult, Headline, LatencySummary, PhaseResult, RunReport};
+use super::model::{CaseResult, CaseStatus, Headline, LatencySummary, PhaseResult, RunReport};
 use super::spread::Spread;
 use super::svg::{Axis, Chart, Kind, Point, Scale, Series, Unit};
 use super::table::median;
@@ -126,7 +126,7 @@ type PhaseGroups<'a> = BTreeMap<(String, String, u32), Vec<(&'a CaseResult, &'a 
 
 fn phase_groups(report: &RunReport) -> PhaseGroups<'_> {
     let mut groups: PhaseGroups = BTreeMap::new();
-    for case in report.cases.iter().filter(|c| c.status == "ok") {
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         for phase in &case.phases {
             groups.entry((case.workload.clone(), phase.phase.clone(), case.threads)).or_default().push((case, phase));
         }
@@ -351,7 +351,7 @@ fn bandwidth(r: &FioCaseResult) -> f64 {
 }
 
 fn resources(report: &RunReport) -> ChartGroup {
-    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == "ok").collect();
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == CaseStatus::Ok).collect();
     if cases.is_empty() {
         return group("Resources per case", Vec::new(), "No finished case.");
     }

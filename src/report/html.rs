@@ -8,7 +8,7 @@
 
 use super::charts::{self, ChartGroup};
 use super::compare::render::{escape, page};
-use super::model::{Headline, HeadlineFigure, RunReport};
+use super::model::{CaseStatus, Headline, HeadlineFigure, RunReport};
 use super::svg;
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
 use std::fmt::Write;
@@ -239,8 +239,12 @@ fn tables_section(report: &RunReport) -> String {
         out += "<h3>Across repeats</h3>\n<p>Each phase's whole time over the repeats (mean, min–max, coefficient of variation) and the mean writer wait.</p>\n";
         out += &table(&repeats);
     }
-    let failed: Vec<Vec<String>> =
-        report.cases.iter().filter(|c| c.status != "ok").map(|c| vec![c.case_id.clone(), c.status.clone(), c.failure.clone().unwrap_or_default()]).collect();
+    let failed: Vec<Vec<String>> = report
+        .cases
+        .iter()
+        .filter(|c| c.status != CaseStatus::Ok)
+        .map(|c| vec![c.case_id.clone(), c.status.to_string(), c.failure.clone().unwrap_or_default()])
+        .collect();
     if !failed.is_empty() {
         out += "<h3>Failed cases</h3>\n";
         out += &table_of(&[vec!["case".to_string(), "status".into(), "why".into()]].into_iter().chain(failed).collect::<Vec<_>>(), "wrap");
@@ -261,7 +265,7 @@ fn tables_section(report: &RunReport) -> String {
 fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
     let header = ["case", "phase", "op", "count", "errors", "misses", "mean", "p50", "p99", "p99.9", "max", "p99 from intended start", "phase throughput"];
     let mut rows = vec![header.map(String::from).to_vec()];
-    for case in report.cases.iter().filter(|c| c.status == "ok") {
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         for phase in &case.phases {
             let (bytes_per_s, ops_per_s) = super::table::headline_throughput(phase);
             for (op, r) in &phase.ops {

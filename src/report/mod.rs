@@ -19,7 +19,7 @@ pub mod table;
 pub mod warnings;
 
 use crate::job::{CasePlan, Plan};
-use model::{CaseResult, RunReport, SCHEMA_VERSION};
+use model::{CaseResult, CaseStatus, RunReport, RunStatus, SCHEMA_VERSION};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -30,7 +30,7 @@ pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path
         tool: "stowbench".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         run_id: run_id.into(),
-        status: "running".into(),
+        status: RunStatus::Running,
         started_at: rfc3339(SystemTime::now()),
         finished_at: None,
         command: command.to_vec(),
@@ -55,7 +55,7 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
     let kind = crate::backend::find(&target.backend).ok();
     CaseResult {
         case_id: case.id.clone(),
-        status: "failed".into(),
+        status: CaseStatus::Failed,
         failure: None,
         target: target.name.clone(),
         backend: target.backend.clone(),

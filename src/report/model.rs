@@ -24,7 +24,7 @@ pub struct RunReport {
     pub run_id: String,
     /// "running" while cases are still being added, then "complete", "interrupted", "failed" or
     /// "timed_out" (the run's `--timeout` ended it).
-    pub status: String,
+    pub status: RunStatus,
     /// Start time, RFC 3339 UTC.
     pub started_at: String,
     /// End time, RFC 3339 UTC, once finished.
@@ -63,6 +63,71 @@ pub struct RunReport {
     pub fio_failures: Vec<FioFailure>,
     /// Cautions about the numbers, each with its kind, cases and advice.
     pub warnings: Vec<super::warnings::Warning>,
+}
+
+/// Where a run stands; serialized as the snake_case names of the schema (`running`, `complete`,
+/// `interrupted`, `failed`, `timed_out`), the strings reports have always carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Cases are still being added (the report is rewritten after each).
+    Running,
+    /// Every case ran and passed.
+    Complete,
+    /// Ctrl-C ended it; the finished cases are kept.
+    Interrupted,
+    /// Some case failed.
+    Failed,
+    /// The run's `--timeout` ended it.
+    TimedOut,
+}
+
+impl RunStatus {
+    /// The name reports and tables show.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one case ended; serialized as `ok`, `failed` or `skipped`, as reports always carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseStatus {
+    /// It ran and passed: its figures count.
+    Ok,
+    /// An error, the error budget, verification or a deadline failed it (`failure` says which).
+    Failed,
+    /// It did not run (in reports of versions that skipped cases).
+    Skipped,
+}
+
+impl CaseStatus {
+    /// The name reports and tables show.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaseStatus::Ok => "ok",
+            CaseStatus::Failed => "failed",
+            CaseStatus::Skipped => "skipped",
+        }
+    }
+}
+
+impl std::fmt::Display for CaseStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A fio case that did not produce a result.
@@ -152,7 +217,7 @@ pub struct CaseResult {
     /// Stable case id.
     pub case_id: String,
     /// "ok", "failed" (error, error budget or verification) or "skipped".
-    pub status: String,
+    pub status: CaseStatus,
     /// Why it failed, if it did.
     pub failure: Option<String>,
     /// Target name.
@@ -575,6 +640,25 @@ fn is_zero_u32(n: &u32) -> bool {
 mod tests {
     use super::*;
     use crate::workload::payload::Mismatch;
+
+    /// Typed statuses are the strings reports have always carried, both ways: a report written
+    /// before they were typed reads back, and a new one says the same words.
+    #[test]
+    fn statuses_serialize_to_the_strings_reports_always_carried() {
+        use RunStatus::*;
+        for status in [Running, Complete, Interrupted, Failed, TimedOut] {
+            let json = serde_json::to_string(&status).unwrap();
+            assert_eq!(json, format!("\"{}\"", status.name()));
+            assert_eq!(serde_json::from_str::<RunStatus>(&json).unwrap(), status);
+        }
+        for (status, name) in [(CaseStatus::Ok, "ok"), (CaseStatus::Failed, "failed"), (CaseStatus::Skipped, "skipped")] {
+            assert_eq!(serde_json::to_string(&status).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<CaseStatus>(&format!("\"{name}\"")).unwrap(), status);
+            assert_eq!(status.to_string(), name);
+        }
+        let unknown = serde_json::from_str::<RunStatus>("\"paused\"").unwrap_err().to_string();
+        assert!(unknown.contains("paused") && unknown.contains("timed_out"), "names the value and the allowed ones: {unknown}");
+    }
 
     #[test]
     fn the_list_of_damaged_objects_is_bounded_and_says_when_it_is_cut() {

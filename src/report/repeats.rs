@@ -5,7 +5,7 @@
 //! A pure function of the report, like the rest of the table; it adds no number that the cases
 //! do not already hold, only their summary across repeats.
 
-use super::model::RunReport;
+use super::model::{CaseStatus, RunReport};
 use super::table::{coefficient_of_variation, write_columns};
 use crate::units::format_nanos;
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ pub fn write(report: &RunReport, out: &mut String) {
 pub fn rows(report: &RunReport) -> Vec<Vec<String>> {
     let mut groups: Groups = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let case = format!("{}/{}/{}/t{}", c.target, c.workload, c.size_label, c.threads);
         let index = order.iter().position(|o| *o == case).unwrap_or_else(|| {
             order.push(case.clone());

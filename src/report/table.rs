@@ -4,7 +4,7 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::model::{CaseResult, Headline, HeadlineFigure, PhaseResult, RunReport};
+use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport};
 use super::spread::{verdict, Spread, Verdict};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
 use std::collections::BTreeMap;
@@ -73,8 +73,8 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                 .or_default()
                 .entry(case.target.clone())
                 .or_default();
-            match (case.status.as_str(), case.phases.get(i)) {
-                ("ok", Some(p)) => {
+            match (case.status, case.phases.get(i)) {
+                (CaseStatus::Ok, Some(p)) => {
                     let (b, o) = headline_throughput(p);
                     cell.bytes_per_s.push(b);
                     cell.ops_per_s.push(o);
@@ -376,7 +376,7 @@ fn step_times(
 ) {
     // (size bytes, label) → row → target → value of each repeat, in ns.
     let mut values: BTreeMap<(u64, String), BTreeMap<&str, RepeatsByTarget>> = BTreeMap::new();
-    for case in report.cases.iter().filter(|c| c.status == "ok" && c.workload == workload && c.threads == threads) {
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok && c.workload == workload && c.threads == threads) {
         let Some(result) = case.phases.iter().find(|p| p.phase == phase) else { continue };
         let by_row = values.entry((case.size_bytes_max, case.size_label.clone())).or_default();
         for (name, value) in rows {
@@ -446,7 +446,7 @@ fn cell_text(cell: &Cell, empty_objects: bool) -> String {
 pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
     let mut lines: Vec<Vec<String>> =
         vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
         let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
         lines.push(vec![
@@ -468,7 +468,7 @@ pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
 }
 
 fn footer(report: &RunReport, out: &mut String) {
-    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != "ok").collect();
+    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status != CaseStatus::Ok).collect();
     if !failed.is_empty() {
         let _ = writeln!(out, "\nfailed cases:");
         for c in failed {
@@ -481,7 +481,7 @@ fn footer(report: &RunReport, out: &mut String) {
         write_columns(&lines, out);
     }
     super::repeats::write(report, out);
-    let unchecked: Vec<&str> = report.cases.iter().filter(|c| !c.verification.enabled && c.status != "skipped").map(|c| c.case_id.as_str()).collect();
+    let unchecked: Vec<&str> = report.cases.iter().filter(|c| !c.verification.enabled && c.status != CaseStatus::Skipped).map(|c| c.case_id.as_str()).collect();
     if !unchecked.is_empty() {
         let _ = writeln!(out, "\ndata not verified (verify = false): {}", unchecked.join(", "));
     }

@@ -3,8 +3,9 @@
 //! cases it concerns, and its advice, so the table, the CSV reader and the HTML page all say the
 //! same thing.
 
-use super::model::{CaseResult, Headline, RunReport};
+use super::model::{CaseResult, CaseStatus, Headline, RunReport};
 use super::table::{coefficient_of_variation, headline_throughput};
+use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -34,6 +35,9 @@ pub enum WarningKind {
     OwnWork,
     /// The client process kept every core its threads could use busy.
     ClientCpuBound,
+    /// Several threads wrote to a backend that admits one writer at a time: its write figures
+    /// measure that queue.
+    SerializedWrites,
     /// An open-loop phase could not keep its rate.
     BehindSchedule,
     /// Reads were served by a warm page cache.
@@ -112,11 +116,12 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(high_spread(report));
     warnings.extend(margins_inside_spread(&report.headlines));
     warnings.extend(client_limits(report));
+    warnings.extend(serialized_writes(report));
     warnings.extend(behind_schedule(report));
     warnings.extend(errors_or_retries(report));
     warnings.extend(conditions(report));
     warnings.extend(verification(report));
-    let failed = ids(report.cases.iter().filter(|c| c.status != "ok"));
+    let failed = ids(report.cases.iter().filter(|c| c.status != CaseStatus::Ok));
     if !failed.is_empty() {
         warnings.push(
             Warning::new(
@@ -155,7 +160,7 @@ fn few_samples(report: &RunReport) -> Option<Warning> {
 fn high_spread(report: &RunReport) -> Vec<Warning> {
     // Repeats of one case share its id up to the last "/".
     let mut spread: BTreeMap<(String, String), (Vec<f64>, Vec<String>)> = BTreeMap::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let base = c.case_id.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or_default();
         for p in &c.phases {
             let entry = spread.entry((base.clone(), p.phase.clone())).or_default();
@@ -208,8 +213,12 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
     let cores = f64::from(report.environment.cpu_count.max(1));
     let mut warnings = Vec::new();
     // One warning for every case over the threshold: in a default run that can be most of them.
-    let busy: Vec<(&str, f64)> =
-        report.cases.iter().filter(|c| c.status == "ok").filter_map(|c| Some((c.case_id.as_str(), c.own_work_share.filter(|s| *s > HIGH_OWN_WORK)?))).collect();
+    let busy: Vec<(&str, f64)> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Ok)
+        .filter_map(|c| Some((c.case_id.as_str(), c.own_work_share.filter(|s| *s > HIGH_OWN_WORK)?)))
+        .collect();
     if let Some(&(worst_case, worst)) = busy.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
         warnings.push(
             Warning::new(
@@ -226,7 +235,7 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
             .cases(busy.iter().map(|(id, _)| id.to_string()).collect()),
         );
     }
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let measured_ns: u64 = c.phases.iter().map(|p| p.window_total_ns).sum();
         let client_ns = (c.resources.client_cpu_user_ns + c.resources.client_cpu_system_ns) as f64;
         let usable = (c.threads as f64).min(cores) * c.wall_ns.max(measured_ns) as f64;
@@ -244,11 +253,38 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
     warnings
 }
 
+/// Cases that wrote from several threads to a backend declaring `concurrent_writers = false`
+/// (in `backend_info.capabilities`, absent from reports before it existed): the writes waited for
+/// each other inside the backend, which is not refused but must not pass for the store's speed.
+fn serialized_writes(report: &RunReport) -> Option<Warning> {
+    let single_writer = |c: &&CaseResult| c.backend_info.pointer("/capabilities/concurrent_writers").and_then(|v| v.as_bool()) == Some(false);
+    let writes = |c: &&CaseResult| c.phases.iter().flat_map(|p| p.ops.iter()).any(|(name, o)| o.count > 0 && Op::from_name(name).is_some_and(Op::writes));
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == CaseStatus::Ok && c.threads > 1).filter(single_writer).filter(writes).collect();
+    let first = cases.first()?;
+    let waited: u64 = first.phases.iter().map(|p| p.lock_wait_ns).sum();
+    Some(
+        Warning::new(
+            WarningKind::SerializedWrites,
+            format!(
+                "{} case(s) wrote from several threads to a backend that admits one writer at a time (concurrent_writers = false), \
+                 e.g. {} ({}) with {} threads, which waited {} for the writer lock in all",
+                cases.len(),
+                first.case_id,
+                first.backend,
+                first.threads,
+                crate::units::format_nanos(waited)
+            ),
+            "Its write figures measure that queue (lock_wait_ns per phase); compare with threads = 1, or with a backend that writes concurrently",
+        )
+        .cases(ids(cases.into_iter())),
+    )
+}
+
 /// Open-loop phases whose backend could not keep the rate: their latencies from the intended
 /// start grow with the run's length, not with any property of the storage.
 fn behind_schedule(report: &RunReport) -> Vec<Warning> {
     let mut out = Vec::new();
-    for c in report.cases.iter().filter(|c| c.status == "ok") {
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         for p in &c.phases {
             let Some(s) = p.open_loop.as_ref().filter(|s| !s.kept_up) else { continue };
             out.push(
@@ -314,7 +350,7 @@ fn verification(report: &RunReport) -> Vec<Warning> {
     }
     // A case that read nothing has nothing to verify; one that read with verify = false does.
     let reads = |c: &&CaseResult| c.phases.iter().any(|p| ["get", "download"].iter().any(|op| p.ops.contains_key(*op)));
-    let unchecked = ids(report.cases.iter().filter(|c| !c.verification.enabled && c.status != "skipped").filter(reads));
+    let unchecked = ids(report.cases.iter().filter(|c| !c.verification.enabled && c.status != CaseStatus::Skipped).filter(reads));
     if !unchecked.is_empty() {
         out.push(
             Warning::new(

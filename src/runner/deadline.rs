@@ -64,7 +64,7 @@ fn wait_until(finished: &AtomicBool, at: Instant) -> bool {
 /// directory for the cleanup hint.
 fn mark_timed_out(report: &Path) -> Option<String> {
     let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(report).ok()?).ok()?;
-    value["status"] = "timed_out".into();
+    value["status"] = crate::report::model::RunStatus::TimedOut.name().into();
     value["finished_at"] = crate::report::rfc3339(std::time::SystemTime::now()).into();
     let text = serde_json::to_string_pretty(&value).ok()? + "\n";
     if let Err(e) = crate::report::replace_atomically(report, &text) {

@@ -6,6 +6,7 @@
 //! The runner owns timing, retries and verification; backends only move bytes.
 
 mod audit;
+pub mod contract;
 mod deadline;
 pub mod fileserver;
 pub mod hook;
@@ -19,10 +20,12 @@ mod space;
 pub mod watchdog;
 
 use crate::backend::catalog::Catalog;
-use crate::backend::{self, namespace, Backend, Namespace, Session};
+use crate::backend::{self, namespace, Backend, BackendKind, Namespace, Session};
 use crate::clock::{Clock, MonotonicClock};
+use crate::error::{Error, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED};
+use crate::job::plan::TargetPlan;
 use crate::job::{CasePlan, PhasePlan, Plan, Stop};
-use crate::report::model::{CaseResult, DiskResult, PhaseResult, PreloadResult, RunReport, Verification};
+use crate::report::model::{CaseResult, CaseStatus, DiskResult, PhaseResult, PreloadResult, RunReport, RunStatus, Verification};
 use crate::sampler::ResourceSampler;
 use crate::workload::op::Op;
 use crate::workload::payload::PayloadSpec;
@@ -60,8 +63,12 @@ pub struct RunOutcome {
     /// The final report (also on disk).
     pub report: RunReport,
     /// 0 ok, 1 a case failed (errors, error budget, verification), the run timed out or its
-    /// data could not be removed afterwards, 130 interrupted.
+    /// data could not be removed afterwards, 3 the report could not be written (`report_error`),
+    /// 130 interrupted.
     pub exit_code: i32,
+    /// Why the report file could not be written during the run, which then stopped starting
+    /// cases: `report` holds what finished, and is all there is of it.
+    pub report_error: Option<String>,
     /// Why the run's directory could not be removed after the report was written (it is left
     /// in place for `stowbench cleanup`).
     pub cleanup_error: Option<String>,
@@ -74,8 +81,10 @@ pub fn new_run_id() -> String {
     format!("{}-{salt:04x}", crate::report::timestamp_compact(std::time::SystemTime::now()))
 }
 
-/// Runs every case of `plan`; `Err` only for problems found before any case ran (exit code 2).
-pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
+/// Runs every case of `plan`; `Err` only for problems found before any case ran: bad input (a
+/// refusal of the plan) or the environment (a server that does not answer, disk space, a
+/// directory that cannot be made).
+pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, Error> {
     let Some(timeout) = opts.timeout else { return run_cases(plan, opts, interrupted, &AtomicBool::new(false)) };
     let finished = AtomicBool::new(false);
     let timed_out = AtomicBool::new(false);
@@ -87,24 +96,21 @@ pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<R
     })
 }
 
-fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool) -> Result<RunOutcome, String> {
+fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool) -> Result<RunOutcome, Error> {
     let run_id = new_run_id();
     let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
     // Absolute: server cases record their directory for `stowbench cleanup`, run from anywhere.
-    let parent = std::path::absolute(&parent).map_err(|e| format!("cannot resolve {}: {e}", parent.display()))?;
-    let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb")?;
+    let parent = std::path::absolute(&parent).map_err(|e| Error::environment(format!("cannot resolve {}: {e}", parent.display())))?;
+    let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb").map_err(Error::environment)?;
     // Refused before anything is written: no report file claims a run that never started.
-    if let Err(e) = preflight(plan, &root, opts) {
+    let mut report = crate::report::new_report(plan, &run_id, &opts.command, &root.dir);
+    if let Err(e) = preflight(plan, &root, opts).and_then(|()| start_report(&opts.report_path, &report)) {
         let _ = namespace::remove(&root.dir);
         return Err(e);
     }
-    let mut report = crate::report::new_report(plan, &run_id, &opts.command, &root.dir);
-    if let Some(dir) = opts.report_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    crate::report::write_atomically(&opts.report_path, &report)?;
     let progress = Progress::new(plan.cases.len() as u64, opts.progress && !plan.cases.is_empty());
     let mut failed = false;
+    let mut report_error = None;
     for case in &plan.cases {
         if interrupted.load(Ordering::Relaxed) {
             break;
@@ -113,12 +119,12 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         let mut result = run_case(plan, case, &root, opts, interrupted, &progress);
         if timed_out.load(Ordering::Relaxed) {
             // Unlike Ctrl-C, a deadline is part of the job: the case it cut short is reported.
-            result.status = "failed".into();
+            result.status = CaseStatus::Failed;
             result.failure = Some(deadline::cut_short(opts.timeout));
             failed = true;
             progress.finish_case(&result);
             report.cases.push(result);
-            crate::report::write_atomically(&opts.report_path, &report)?;
+            report_error = crate::report::write_atomically(&opts.report_path, &report).err();
             break;
         }
         if interrupted.load(Ordering::Relaxed) {
@@ -127,20 +133,21 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         let out_of_space = ran_out_of_space(&result);
         if out_of_space {
             let why = space::exhausted(&result.case_id, &data_paths(&result));
-            result.status = "failed".into();
+            result.status = CaseStatus::Failed;
             result.failure = Some(result.failure.take().map_or_else(|| why.clone(), |f| format!("{f}; {why}")));
         }
-        failed |= result.status != "ok";
+        failed |= result.status != CaseStatus::Ok;
         progress.finish_case(&result);
         report.cases.push(result);
-        crate::report::write_atomically(&opts.report_path, &report)?;
-        if out_of_space {
+        // A report that cannot be written would lose every later case: none starts.
+        report_error = crate::report::write_atomically(&opts.report_path, &report).err();
+        if out_of_space || report_error.is_some() {
             break;
         }
     }
     progress.done();
     for sweep in &plan.fio {
-        if interrupted.load(Ordering::Relaxed) {
+        if interrupted.load(Ordering::Relaxed) || report_error.is_some() {
             break;
         }
         failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report);
@@ -148,32 +155,45 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     let was_timed_out = timed_out.load(Ordering::Relaxed);
     let was_interrupted = !was_timed_out && (interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
     report.status = if was_timed_out {
-        "timed_out"
+        RunStatus::TimedOut
     } else if was_interrupted {
-        "interrupted"
-    } else if failed {
-        "failed"
+        RunStatus::Interrupted
+    } else if failed || report_error.is_some() {
+        // A run stopped because its report could not be written did not complete.
+        RunStatus::Failed
     } else {
-        "complete"
-    }
-    .into();
+        RunStatus::Complete
+    };
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
     report.warnings = crate::report::warnings::for_report(&report);
-    crate::report::write_atomically(&opts.report_path, &report)?;
-    crate::report::write_html_atomically(&opts.report_path, &report)?;
-    // The report is complete by now: a directory that cannot be removed fails the run (exit 1),
-    // it does not turn it into a refusal (exit 2) or lose what was measured.
+    if report_error.is_none() {
+        report_error =
+            crate::report::write_atomically(&opts.report_path, &report).and_then(|()| crate::report::write_html_atomically(&opts.report_path, &report)).err();
+    }
+    // What was measured is kept (on disk, or at least in `report`): a directory that cannot be
+    // removed fails the run (exit 1), it does not turn it into a refusal or lose the results.
     let cleanup_error = if opts.keep { None } else { remove_run_directory(&root.dir).err() };
-    let exit_code = if was_interrupted {
-        130
+    let exit_code = if report_error.is_some() {
+        EXIT_ENVIRONMENT
+    } else if was_interrupted {
+        EXIT_INTERRUPTED
     } else if failed || was_timed_out || cleanup_error.is_some() {
-        1
+        EXIT_RUN_FAILED
     } else {
-        0
+        EXIT_OK
     };
-    Ok(RunOutcome { report, exit_code, cleanup_error })
+    Ok(RunOutcome { report, exit_code, report_error, cleanup_error })
+}
+
+/// Makes the report's directory and writes the report of a run that is starting, so a report
+/// path that cannot be written is found before any case runs.
+fn start_report(path: &Path, report: &RunReport) -> Result<(), Error> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::environment(format!("cannot create the report directory {}: {e}", dir.display())))?;
+    }
+    crate::report::write_atomically(path, report).map_err(Error::environment)
 }
 
 /// Removes the run's directory, unless a case's server objects could not be removed (its server
@@ -245,28 +265,28 @@ fn data_paths(result: &CaseResult) -> Vec<PathBuf> {
     paths.into_iter().flatten().filter_map(|p| p.as_str()).map(PathBuf::from).collect()
 }
 
-/// Builds every target once and checks every case's sizes against its limits and the space its
-/// data needs, before any data.
-fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), String> {
+/// Builds every target once and holds every case to its backend's declared capabilities (sizes,
+/// delete, overwrite, op_timeout: `contract`) and to the space its data needs, before any data.
+fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Error> {
     let fio = &opts.fio;
     let mut needs = Vec::new();
     if !plan.fio.is_empty() {
-        crate::fio::run::fio_version(&fio.fio_program).map_err(|e| e.to_string())?;
+        crate::fio::run::fio_version(&fio.fio_program)?;
     }
     for target in plan.fio.iter().flat_map(|sweep| &sweep.target) {
-        crate::fio::target::check_target(target).map_err(|e| e.to_string())?;
+        crate::fio::target::check_target(target)?;
     }
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
         if !crate::host::is_root() {
-            return Err(format!(
+            return Err(Error::environment(format!(
                 "workload \"{}\" asks for cache = \"cold\", which drops the page cache and needs root; run as root or use cache = \"warm\"",
                 w.name
-            ));
+            )));
         }
     }
     for (i, target) in plan.targets.iter().enumerate() {
-        let kind = backend::find(&target.backend)?;
-        let ns = root.child(&format!("preflight-{i}"))?;
+        let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
+        let ns = root.child(&format!("preflight-{i}")).map_err(Error::environment)?;
         let built = (kind.construct)(&target.options, &ns);
         let caps = built.as_ref().map(|b| b.capabilities());
         if let Ok(b) = &built {
@@ -275,23 +295,32 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Str
             }
             let _ = b.cleanup();
         }
-        namespace::remove(&ns.dir)?;
-        let caps = caps?;
-        let Some(max) = caps.max_object_bytes else { continue };
-        if let Some(case) = plan.cases.iter().find(|c| c.target == i && c.size.max_bytes() > max) {
-            let hint = caps.max_object_hint.map(|h| format!(" ({h})")).unwrap_or_default();
-            return Err(format!(
-                "case {}: objects of up to {} bytes exceed backend {}'s limit of {max} bytes{hint}. Nothing was written.",
-                case.id,
-                case.size.max_bytes(),
-                target.backend
-            ));
-        }
+        namespace::remove(&ns.dir).map_err(Error::environment)?;
+        let caps = caps.map_err(|message| construct_failure(kind, target, message.clone()))?;
+        contract::check(plan, i, &caps).map_err(Error::bad_input)?;
     }
     if !opts.skip_space_check {
-        space::check(&needs, opts.keep)?;
+        space::check(&needs, opts.keep).map_err(Error::environment)?;
     }
     Ok(())
+}
+
+/// Why a target could not be built, with its kind: wrong options are bad input, unless the
+/// backend's server, at a URI that reads as one, does not answer — asked once more with the
+/// server's own probe, so the kind rests on the server's answer, never on a message's wording.
+pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
+    let server_is_down = kind.server.as_ref().is_some_and(|server| {
+        // No URI, or one that is no URI of this backend, is the job's (or its variables') mistake.
+        backend::server::endpoint(&target.options, kind.name, server).is_ok_and(|endpoint| {
+            let reads_as_uri = server.schemes.iter().any(|s| endpoint.uri.starts_with(s)) && endpoint.host_port(0).is_some();
+            reads_as_uri && (server.probe)(&endpoint.uri).is_err()
+        })
+    });
+    if server_is_down {
+        Error::environment(format!("{message} (the server does not answer or refuses the connection: start it, or point the target's uri at one that runs)"))
+    } else {
+        Error::bad_input(message)
+    }
 }
 
 /// Everything a case needs while it runs.
@@ -313,7 +342,7 @@ struct CaseRun<'a> {
 
 fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
     let mut r = crate::report::empty_case(case, plan);
-    r.status = "failed".into();
+    r.status = CaseStatus::Failed;
     r.failure = Some(why);
     r.wall_ns = started.elapsed().as_nanos() as u64;
     r
@@ -346,13 +375,13 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         backend.cleanup().map_err(|e| e.to_string()).and_then(|()| backend::record::release(&ns.dir)).and_then(|()| namespace::remove(&ns.dir))
     };
     if let Err(e) = outcome {
-        result.status = "failed".into();
+        result.status = CaseStatus::Failed;
         result.failure = Some(e);
     }
     if let Err(e) = cleanup {
         // Data left behind (on a server that went away, say) is a failure of its own, told
         // after whatever failed first: `stowbench cleanup` is the way to remove it.
-        result.status = "failed".into();
+        result.status = CaseStatus::Failed;
         result.failure = Some(match result.failure.take() {
             Some(first) => format!("{first}; then cleanup failed: {e}"),
             None => format!("cleanup failed: {e}"),
@@ -401,6 +430,9 @@ fn measure_case(
     result.durability = info.durability.clone();
     result.filesystem = info.data_paths.first().and_then(|p| crate::host::filesystem_of(existing_ancestor(p)));
     result.backend_info = serde_json::to_value(&info).unwrap_or_default();
+    // What the backend declared, beside what it is: a reader sees, say, that writes were
+    // serialized inside it (the `serialized_writes` warning reads this).
+    result.backend_info["capabilities"] = serde_json::to_value(backend.capabilities()).unwrap_or_default();
     let direct = info.options.get("direct").and_then(|d| d.as_bool()) == Some(true);
     if direct {
         result.cache_state = "direct".into();
@@ -620,7 +652,7 @@ impl CaseRun<'_> {
         if result.preload.as_ref().is_some_and(|p| p.errors > 0) {
             return Err("preload failed: some objects could not be stored before the measured phases".into());
         }
-        result.status = "ok".into();
+        result.status = CaseStatus::Ok;
         Ok(())
     }
 }

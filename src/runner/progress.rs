@@ -2,7 +2,7 @@
 //! is a terminal, nothing otherwise (like hyperfine); a failed case is reported either way.
 
 use crate::job::CasePlan;
-use crate::report::model::CaseResult;
+use crate::report::model::{CaseResult, CaseStatus};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -51,7 +51,7 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.inc(1);
         }
-        if result.status != "ok" {
+        if result.status != CaseStatus::Ok {
             let why = result.failure.clone().unwrap_or_default();
             match &self.bar {
                 Some(bar) => bar.println(format!("case {} failed: {why}", result.case_id)),

@@ -76,7 +76,8 @@ fn limits_stop_the_run_before_any_data() {
         let plan = stowbench::job::load_text(&text, "limits.toml").unwrap();
         let opts = RunOptions { report_path: dir.path().join("report.json"), work_dir: Some(dir.path().to_path_buf()), ..Default::default() };
         let err = runner::run(&plan, &opts, &AtomicBool::new(false)).err().unwrap_or_else(|| panic!("{target}: 2 GB must be refused"));
-        assert!(err.contains("Nothing was written") && err.contains(&hint.replace("\\\"", "\"")), "{target}: {err}");
+        assert_eq!(err.kind, stowbench::error::Kind::BadInput, "{target}: a size over the limit is the job's to fix: {err}");
+        assert!(err.message.contains("Nothing was written") && err.message.contains(&hint.replace("\\\"", "\"")), "{target}: {err}");
     }
 }
 

@@ -4,7 +4,7 @@
 use super::matching::Measured;
 use crate::fio::parse::DirectionStats;
 use crate::fio::FioCaseResult;
-use crate::report::model::CaseResult;
+use crate::report::model::{CaseResult, CaseStatus};
 use crate::report::table::headline_throughput;
 
 /// How a metric's values are written.
@@ -87,7 +87,7 @@ fn by_name(name: &str) -> &'static Metric {
 /// Every figure of a case; nothing for a case that did not finish well.
 pub fn figures(case: &Measured) -> Vec<Figure> {
     match case {
-        Measured::Object(c) if c.status == "ok" => object_figures(c),
+        Measured::Object(c) if c.status == CaseStatus::Ok => object_figures(c),
         Measured::Object(_) => Vec::new(),
         Measured::Fio(c) => fio_figures(c),
     }

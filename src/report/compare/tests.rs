@@ -1,7 +1,7 @@
 //! Comparisons of small hand-made reports: pairing, ratios, verdicts and the gate's decisions.
 
 use super::*;
-use crate::report::model::{CaseResult, LatencySummary, OpResult, PhaseResult, Throughput};
+use crate::report::model::{CaseResult, CaseStatus, LatencySummary, OpResult, PhaseResult, Throughput};
 use std::collections::BTreeMap;
 
 /// An ok case `target/w/4KiB/t1/rN` with one put phase at `ops_per_s` (4 KiB objects), a put
@@ -45,7 +45,7 @@ fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
     );
     let plan = crate::job::load_text(&job, "test.toml").unwrap();
     let mut result = crate::report::empty_case(plan.cases.last().unwrap(), &plan);
-    result.status = "ok".into();
+    result.status = CaseStatus::Ok;
     result.phases = vec![phase];
     result
 }

@@ -1,0 +1,126 @@
+//! Capabilities as contracts: before any data is written, every case is held against what its
+//! backend declares (`backend::Capabilities`), and a job that asks for something undeclared is
+//! refused with the target, the workload and the fix — not discovered as errors in the middle of
+//! a run. The conformance suite holds each backend to the same declarations from the other side.
+
+use crate::backend::Capabilities;
+use crate::job::{CasePlan, PhasePlan, Plan, WorkloadPlan};
+use crate::workload::keys::KeyOrder;
+use crate::workload::op::Op;
+
+/// Checks every case of target `target` (an index into `plan.targets`) against `caps`; the first
+/// case asking for something undeclared is refused with a message for the job's author.
+pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), String> {
+    let t = &plan.targets[target];
+    // Where the target is written ("job.toml:12"), else the job's source.
+    let at = if t.options.origin.is_empty() { &plan.source } else { &t.options.origin };
+    let who = format!("{at}: target \"{}\" (backend {})", t.name, t.backend);
+    for case in plan.cases.iter().filter(|c| c.target == target) {
+        let w = &case.workload;
+        if let Some(max) = caps.max_object_bytes.filter(|max| case.size.max_bytes() > *max) {
+            let hint = caps.max_object_hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
+            return Err(format!(
+                "case {}: objects of up to {} bytes exceed backend {}'s limit of {max} bytes{hint}. Nothing was written.",
+                case.id,
+                case.size.max_bytes(),
+                t.backend
+            ));
+        }
+        if !caps.delete {
+            if let Some(phase) = w.phases.iter().find(|p| p.mix.iter().any(|(op, _)| *op == Op::Delete)) {
+                return Err(format!(
+                    "{who} cannot delete, and workload \"{}\" phase \"{}\" deletes; remove delete from that phase, or run the \
+                     workload on another target. Nothing was written.",
+                    w.name, phase.label
+                ));
+            }
+        }
+        if !caps.overwrite {
+            if let Some(why) = overwrites(w, case) {
+                return Err(format!(
+                    "{who} cannot replace a stored object, and workload \"{}\" {why}; write each key once (one put phase of \
+                     `objects` operations in sequential key order, no preload), or run the workload on another target. \
+                     Nothing was written.",
+                    w.name
+                ));
+            }
+        }
+        if w.op_timeout_ns > 0 && !caps.operation_deadline {
+            return Err(format!(
+                "{who} cannot honour op_timeout: its operations are local calls, which cannot be abandoned when they overrun; \
+                 remove op_timeout from workload \"{}\" (it bounds operations of server backends) or bound the whole run with \
+                 --timeout. Nothing was written.",
+                w.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why a put of `workload` may land on a key that already holds a value, if it may: a preload
+/// before a put phase, two passes of puts (phases or a warm-up), or one phase that may choose a
+/// key twice (random key order, or more puts than keys).
+fn overwrites(workload: &WorkloadPlan, case: &CasePlan) -> Option<String> {
+    let mut keys_stored = workload.preload;
+    for phase in workload.phases.iter().filter(|p| puts(p)) {
+        let passes = if phase.warmup.is_some() { 2 } else { 1 };
+        if keys_stored {
+            return Some(format!("puts in phase \"{}\" onto keys an earlier put or the preload stored", phase.label));
+        }
+        if passes > 1 || !each_key_once(phase, case.objects) {
+            return Some(format!("phase \"{}\" may put the same key twice", phase.label));
+        }
+        keys_stored = true;
+    }
+    None
+}
+
+fn puts(phase: &PhasePlan) -> bool {
+    phase.mix.iter().any(|(op, _)| *op == Op::Put)
+}
+
+/// Whether a put phase chooses every key at most once: sequential keys, stopped after at most
+/// `objects` operations (the default stop is exactly `objects`).
+fn each_key_once(phase: &PhasePlan, objects: u64) -> bool {
+    let stop = super::phase::effective_stop(phase.stop, objects);
+    matches!(phase.key_order, KeyOrder::Sequential) && stop.duration_ns.is_none() && stop.bytes.is_none() && stop.count.is_some_and(|n| n <= objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(caps: Capabilities, workload: &str) -> Option<String> {
+        let job = format!("version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 5\n{workload}\n");
+        let plan = crate::job::load_text(&job, "t.toml").unwrap();
+        check(&plan, 0, &caps).err()
+    }
+
+    #[test]
+    fn overwrite_is_refused_only_where_a_put_may_meet_a_stored_key() {
+        let no_overwrite = || Capabilities { overwrite: false, ..Capabilities::default() };
+        // Reads of preloaded keys, and one sequential pass of puts, never replace anything.
+        assert_eq!(refusal(no_overwrite(), "phases = [\"get\", \"head\"]"), None);
+        assert_eq!(refusal(no_overwrite(), "phases = [\"put\", \"get\"]"), None);
+        assert_eq!(refusal(no_overwrite(), "[[workload.phase]]\nmix = { put = 1 }\ncount = 5"), None);
+        for (workload, why) in [
+            ("[[workload.phase]]\nmix = { put = 1 }\ncount = 6", "may put the same key twice"),
+            ("[[workload.phase]]\nmix = { put = 1 }\nduration = \"1s\"", "may put the same key twice"),
+            ("[[workload.phase]]\nmix = { put = 1 }\nwarmup_count = 2", "may put the same key twice"),
+            ("phases = [\"get\", \"put\"]", "onto keys an earlier put or the preload stored"),
+        ] {
+            let refused = refusal(no_overwrite(), workload).unwrap_or_else(|| panic!("{workload}: must be refused"));
+            assert!(refused.starts_with("t.toml:2: target \"sim\"") && refused.contains(why), "{workload}: {refused}");
+        }
+    }
+
+    #[test]
+    fn each_undeclared_capability_is_named_and_declared_ones_pass() {
+        let all = Capabilities { operation_deadline: true, ..Capabilities::default() };
+        assert_eq!(refusal(all.clone(), "phases = [\"put\", \"delete\"]\nop_timeout = \"1s\""), None);
+        let no_delete = refusal(Capabilities { delete: false, ..all.clone() }, "phases = [\"put\", \"delete\"]").unwrap();
+        assert!(no_delete.contains("phase \"delete\" deletes") && no_delete.contains("remove delete from that phase"), "{no_delete}");
+        let no_deadline = refusal(Capabilities::default(), "phases = [\"put\"]\nop_timeout = \"1s\"").unwrap();
+        assert!(no_deadline.contains("cannot honour op_timeout") && no_deadline.contains("--timeout"), "{no_deadline}");
+    }
+}

@@ -13,6 +13,7 @@ pub mod keytable;
 pub mod ops;
 pub mod phase;
 pub mod progress;
+pub mod ranks;
 pub mod retry;
 pub mod schedule;
 mod space;
@@ -29,6 +30,7 @@ use crate::workload::payload::PayloadSpec;
 use keytable::KeyTable;
 use phase::PhaseContext;
 use progress::Progress;
+use ranks::{Ranks, Stops};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -76,52 +78,76 @@ pub fn new_run_id() -> String {
 
 /// Runs every case of `plan`; `Err` only for problems found before any case ran (exit code 2).
 pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
-    let Some(timeout) = opts.timeout else { return run_cases(plan, opts, interrupted, &AtomicBool::new(false)) };
+    run_with(plan, opts, interrupted, &ranks::Solo)
+}
+
+/// Runs every case of `plan` as one of the processes of `ranks` (see `ranks`): this process's
+/// share of each case, with only the first rank writing the report.
+pub fn run_with(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, String> {
+    let Some(timeout) = opts.timeout else { return run_cases(plan, opts, interrupted, &AtomicBool::new(false), ranks) };
     let finished = AtomicBool::new(false);
     let timed_out = AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| deadline::watch(timeout, &opts.report_path, &finished, &timed_out, interrupted));
-        let outcome = run_cases(plan, opts, interrupted, &timed_out);
+        let outcome = run_cases(plan, opts, interrupted, &timed_out, ranks);
         finished.store(true, Ordering::Relaxed);
         outcome
     })
 }
 
-fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool) -> Result<RunOutcome, String> {
-    let run_id = new_run_id();
-    let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
+fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, String> {
+    // This process's share of every case (all of it on a single host).
+    let local = ranks.local_plan(plan)?;
+    let run_id = ranks.start_run(new_run_id(), &MonotonicClock);
+    let lead = ranks.is_lead();
+    let parent = opts.work_dir.clone().or_else(|| local.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
     // Absolute: server cases record their directory for `stowbench cleanup`, run from anywhere.
     let parent = std::path::absolute(&parent).map_err(|e| format!("cannot resolve {}: {e}", parent.display()))?;
-    let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb")?;
-    // Refused before anything is written: no report file claims a run that never started.
-    if let Err(e) = preflight(plan, &root, opts) {
-        let _ = namespace::remove(&root.dir);
-        return Err(e);
-    }
+    let (dir_name, ns_name) = ranks.run_directory(&run_id);
+    let root = Namespace::create(&parent.join(dir_name), &run_id, &ns_name);
+    // Refused before anything is written: no report file claims a run that never started. Every
+    // rank hears every other's verdict, so all refuse together.
+    let checked = root.as_ref().map_err(Clone::clone).and_then(|root| preflight(&local, root, opts));
+    let root = match (ranks.preflight(checked), root) {
+        (Ok(()), Ok(root)) => root,
+        (verdict, root) => {
+            if let Ok(root) = root {
+                let _ = namespace::remove(&root.dir);
+            }
+            return Err(verdict.err().unwrap_or_default());
+        }
+    };
     let mut report = crate::report::new_report(plan, &run_id, &opts.command, &root.dir);
-    if let Some(dir) = opts.report_path.parent() {
+    ranks.describe(&mut report);
+    let write = |report: &RunReport| if lead { crate::report::write_atomically(&opts.report_path, report) } else { Ok(()) };
+    if let (true, Some(dir)) = (lead, opts.report_path.parent()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    crate::report::write_atomically(&opts.report_path, &report)?;
-    let progress = Progress::new(plan.cases.len() as u64, opts.progress && !plan.cases.is_empty());
+    write(&report)?;
+    let progress = Progress::new(plan.cases.len() as u64, lead && opts.progress && !plan.cases.is_empty());
     let mut failed = false;
-    for case in &plan.cases {
-        if interrupted.load(Ordering::Relaxed) {
+    let mut stops = Stops::default();
+    for (case, share) in plan.cases.iter().zip(&local.cases) {
+        if ranks.stop_before_case(interrupted.load(Ordering::Relaxed)) {
+            stops.interrupted = true;
             break;
         }
         progress.start_case(case);
-        let mut result = run_case(plan, case, &root, opts, interrupted, &progress);
-        if timed_out.load(Ordering::Relaxed) {
+        let local_result = run_case(&local, share, &root, opts, interrupted, &progress, ranks);
+        let here = Stops { interrupted: interrupted.load(Ordering::Relaxed), timed_out: timed_out.load(Ordering::Relaxed) };
+        let mut result;
+        (result, stops) = ranks.case_end(case, local_result, here);
+        if stops.timed_out {
             // Unlike Ctrl-C, a deadline is part of the job: the case it cut short is reported.
             result.status = "failed".into();
             result.failure = Some(deadline::cut_short(opts.timeout));
             failed = true;
             progress.finish_case(&result);
             report.cases.push(result);
-            crate::report::write_atomically(&opts.report_path, &report)?;
+            write(&report)?;
             break;
         }
-        if interrupted.load(Ordering::Relaxed) {
+        if stops.interrupted {
             break; // a case cut short is not a result
         }
         let out_of_space = ran_out_of_space(&result);
@@ -133,7 +159,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         failed |= result.status != "ok";
         progress.finish_case(&result);
         report.cases.push(result);
-        crate::report::write_atomically(&opts.report_path, &report)?;
+        write(&report)?;
         if out_of_space {
             break;
         }
@@ -145,8 +171,8 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         }
         failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report);
     }
-    let was_timed_out = timed_out.load(Ordering::Relaxed);
-    let was_interrupted = !was_timed_out && (interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
+    let was_timed_out = stops.timed_out || timed_out.load(Ordering::Relaxed);
+    let was_interrupted = !was_timed_out && (stops.interrupted || interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
     report.status = if was_timed_out {
         "timed_out"
     } else if was_interrupted {
@@ -161,8 +187,10 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
     report.warnings = crate::report::warnings::for_report(&report);
-    crate::report::write_atomically(&opts.report_path, &report)?;
-    crate::report::write_html_atomically(&opts.report_path, &report)?;
+    write(&report)?;
+    if lead {
+        crate::report::write_html_atomically(&opts.report_path, &report)?;
+    }
     // The report is complete by now: a directory that cannot be removed fails the run (exit 1),
     // it does not turn it into a refusal (exit 2) or lose what was measured.
     let cleanup_error = if opts.keep { None } else { remove_run_directory(&root.dir).err() };
@@ -309,6 +337,10 @@ struct CaseRun<'a> {
     files: crate::stats::FileTally,
     /// Why workers stopped early (`give_up_after`), if any did.
     gave_up: Option<String>,
+    /// The processes running the case (one on a single host).
+    ranks: &'a dyn Ranks,
+    /// How many workers the last phase merged: every rank's.
+    workers_merged: u32,
 }
 
 fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
@@ -319,7 +351,7 @@ fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> C
     r
 }
 
-fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, interrupted: &AtomicBool, progress: &Progress) -> CaseResult {
+fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, interrupted: &AtomicBool, progress: &Progress, ranks: &dyn Ranks) -> CaseResult {
     let started = Instant::now();
     let target = &plan.targets[case.target];
     let ns = match root.child(&format!("case-{:04}", case.index)) {
@@ -339,7 +371,7 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         return failed_case(case, plan, e, started);
     }
     let mut result = crate::report::empty_case(case, plan);
-    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, &mut result);
+    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, ranks, &mut result);
     let cleanup = if opts.keep {
         Ok(())
     } else {
@@ -395,6 +427,7 @@ fn measure_case(
     case_dir: &Path,
     interrupted: &AtomicBool,
     progress: &Progress,
+    ranks: &dyn Ranks,
     result: &mut CaseResult,
 ) -> Result<(), String> {
     let info = backend.describe();
@@ -420,6 +453,8 @@ fn measure_case(
         failed_ops: 0,
         files: Default::default(),
         gave_up: None,
+        ranks,
+        workers_merged: case.threads,
     };
     backend.attach_payload(&run.payload);
     let mut sampler = ResourceSampler::start(backend.server_pids());
@@ -474,9 +509,9 @@ fn measure_case(
             let seconds = workload.give_up_after_ns as f64 / 1e9;
             run.gave_up.get_or_insert(format!(
                 "gave up in phase {}: {gave_up} of {} workers saw nothing but failures for {seconds} s (give_up_after)",
-                phase.label, case.threads
+                phase.label, run.workers_merged
             ));
-            if gave_up == case.threads {
+            if gave_up == run.workers_merged {
                 // Every worker found the store dead: later phases would only repeat that.
                 break;
             }
@@ -541,6 +576,7 @@ impl CaseRun<'_> {
             seed: self.plan.seed,
             next_op: AtomicU64::new(0),
             bytes_claimed: AtomicU64::new(0),
+            origin_ns: None,
         }
     }
 
@@ -553,9 +589,12 @@ impl CaseRun<'_> {
         catalogs: &mut [Box<dyn Catalog>],
     ) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let ctx = self.context(phase, stop, warmup);
+        let mut ctx = self.context(phase, stop, warmup);
+        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let planned = stop.count;
         let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
+        let workers = self.ranks.phase_end(&phase.label, workers)?;
+        self.workers_merged = workers.len() as u32;
         for w in &workers {
             self.files.add(&w.files);
             self.verification.add(w.verified, w.mismatches, &w.mismatched);
@@ -574,9 +613,11 @@ impl CaseRun<'_> {
     fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
         let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::workload::keys::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
-        let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
+        let mut ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
+        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let workers =
             phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
+        let workers = self.ranks.phase_end("preload", workers)?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
         Ok(PreloadResult {

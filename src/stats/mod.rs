@@ -11,6 +11,9 @@ use crate::workload::op::Op;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
+#[cfg(feature = "mpi")]
+pub mod wire;
+
 /// Finest timeline resolution, in nanoseconds.
 pub const TIMELINE_RESOLUTION_NS: u64 = 10_000_000;
 /// Most fine timeline buckets kept per worker before the resolution doubles.

@@ -277,6 +277,17 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
         return Err("--timeout: 0 s leaves no time to run; give a positive duration such as 10m".into());
     }
     let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, timeout, ..RunOptions::default() };
+    #[cfg(feature = "mpi")]
+    if crate::multihost::launched() {
+        // Started by mpirun: this process is one rank of the job (docs/multi-host.md).
+        let ranks = crate::multihost::MpiRanks::init()?;
+        return match run_and_print_with(&plan, &args.output, opts, interrupted, &ranks) {
+            Ok(outcome) => Ok(outcome.exit_code),
+            // Every rank refuses with the same words (they agreed on them): rank 0 says them.
+            Err(_) if !runner::ranks::Ranks::is_lead(&ranks) => Ok(2),
+            Err(e) => Err(e),
+        };
+    }
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
 }
 
@@ -285,6 +296,18 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
 /// writer, after every case) to OUT/<timestamp>/report.json. `opts.report_path` and
 /// `opts.progress` come from `output`.
 pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, String> {
+    run_and_print_with(plan, output, opts, interrupted, &runner::ranks::Solo)
+}
+
+/// `run_and_print` as one of the processes of `ranks`: only the first rank prints and names the
+/// report; the others stay quiet but for errors.
+pub fn run_and_print_with(
+    plan: &Plan,
+    output: &OutputSettings,
+    opts: RunOptions,
+    interrupted: &AtomicBool,
+    ranks: &dyn runner::ranks::Ranks,
+) -> Result<RunOutcome, String> {
     // Checked before running: a format the report cannot take must not cost a whole run.
     let render = reporters::for_report(&output.format)?;
     let stamp = report::timestamp_compact(std::time::SystemTime::now());
@@ -296,12 +319,15 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     }
     let report_path = dir.join("report.json");
     let opts = RunOptions { report_path: report_path.clone(), progress: !output.no_progress, ..opts };
-    let outcome = runner::run(plan, &opts, interrupted)?;
-    print!("{}", render(&outcome.report));
-    eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display());
+    let outcome = runner::run_with(plan, &opts, interrupted, ranks)?;
     if let Some(e) = &outcome.cleanup_error {
         eprintln!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
     }
+    if !ranks.is_lead() {
+        return Ok(outcome);
+    }
+    print!("{}", render(&outcome.report));
+    eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display());
     if outcome.exit_code == 130 {
         let finished = outcome.report.cases.len() + outcome.report.fio_cases.len();
         eprintln!("interrupted: {finished} finished case(s) kept in the report");

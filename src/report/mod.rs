@@ -11,6 +11,7 @@ pub mod csv;
 pub mod env;
 pub mod html;
 pub mod model;
+pub mod ranks;
 pub mod repeats;
 pub mod reporters;
 pub mod spread;

@@ -283,9 +283,15 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
         let ranks = crate::multihost::MpiRanks::init()?;
         return match run_and_print_with(&plan, &args.output, opts, interrupted, &ranks) {
             Ok(outcome) => Ok(outcome.exit_code),
-            // Every rank refuses with the same words (they agreed on them): rank 0 says them.
-            Err(_) if !runner::ranks::Ranks::is_lead(&ranks) => Ok(2),
-            Err(e) => Err(e),
+            Err(e) => {
+                // Every rank refuses with the same words (they agreed on them): rank 0 says them,
+                // here, before MPI is finalised; after that the others exit, and mpirun may end
+                // rank 0 before it has printed anything.
+                if runner::ranks::Ranks::is_lead(&ranks) {
+                    eprintln!("stowbench: {e}");
+                }
+                Ok(EXIT_USAGE)
+            }
         };
     }
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)

@@ -206,3 +206,80 @@ fn a_target_one_rank_cannot_use_is_refused_by_every_rank() {
         assert_eq!(std::fs::read_dir(dir.path().join(format!("data-{rank}"))).unwrap().count(), 0, "rank {rank}'s data directory is as it was");
     }
 }
+
+// The parts of a multi-host run that need no mpirun: worker statistics as bytes, and the shares.
+
+use stowbench::backend::ErrorKind;
+use stowbench::job::Plan;
+use stowbench::multihost::share::{local_plan, portion, workers_of};
+use stowbench::stats::wire::histogram_base64;
+use stowbench::stats::WorkerStats;
+use stowbench::workload::op::Op;
+
+#[test]
+fn worker_statistics_survive_the_round_trip_and_merge_the_same() {
+    let mut w = WorkerStats::new(1_000, 7);
+    for i in 0..500u64 {
+        w.success(Op::Put, i, 1_000 + i * 30_000, 10_000 + i * 997, 4096, (i % 3) as u32);
+    }
+    w.failure(Op::Get, 20_000_000, ErrorKind::Io, 2, || "get obj-3: broken".into());
+    w.miss(Op::Get, true);
+    w.end_ns = 16_000_000;
+    let copy = WorkerStats::from_bytes(&w.to_bytes()).unwrap();
+    let (a, b) = (stowbench::stats::merge("put", vec![w], 5), stowbench::stats::merge("put", vec![copy], 5));
+    assert_eq!(serde_json::to_value(&a).unwrap(), serde_json::to_value(&b).unwrap());
+}
+
+#[test]
+fn a_shifted_clock_moves_start_and_end_together() {
+    let mut w = WorkerStats::new(5_000, 1);
+    w.start_ns = 6_000;
+    w.end_ns = 9_000;
+    w.shift_clock(1_000);
+    assert_eq!((w.start_ns, w.end_ns), (5_000, 8_000));
+    w.shift_clock(-500);
+    assert_eq!((w.start_ns, w.end_ns), (5_500, 8_500));
+}
+
+#[test]
+fn base64_histograms_read_back_exactly() {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for v in [1u64, 10, 1000, 123_456_789] {
+        h.record(v).unwrap();
+    }
+    let back = histogram_from_base64(&histogram_base64(&h)).unwrap();
+    assert_eq!((back.len(), back.max(), back.value_at_quantile(0.5)), (h.len(), h.max(), h.value_at_quantile(0.5)));
+}
+
+#[test]
+fn shares_add_up_to_the_whole() {
+    for (threads, size) in [(4u64, 4u64), (5, 2), (7, 3), (64, 5)] {
+        let mut workers = 0;
+        let mut objects = 0;
+        for rank in 0..size {
+            let (before, mine) = workers_of(threads, rank, size);
+            assert_eq!(before, workers, "ranks take consecutive workers");
+            assert!(mine >= threads / size && mine <= threads / size + 1);
+            workers += mine;
+            objects += portion(1001, before, mine, threads);
+        }
+        assert_eq!((workers, objects), (threads, 1001), "{threads} workers on {size} ranks");
+    }
+}
+
+#[test]
+fn a_case_is_shared_by_workers_and_refused_when_a_rank_would_have_none() {
+    let job = "version = 1\n[[target]]\nname = \"s\"\nbackend = \"sim\"\npath = \"/x/{rank}\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 1000\nthreads = [3]\n[[workload.phase]]\nmix = { put = 1 }\n[[workload.phase]]\nmix = { get = 1 }\ncount = 10\n";
+    let plan = stowbench::job::load_text(job, "test.toml").unwrap();
+    let shares: Vec<Plan> = (0..2).map(|r| local_plan(&plan, r, 2).unwrap()).collect();
+    let case = |r: usize| &shares[r].cases[0];
+    assert_eq!((case(0).threads, case(1).threads), (2, 1));
+    assert_eq!(case(0).objects + case(1).objects, 1000);
+    let count = |r: usize| case(r).workload.phases[1].stop.count.unwrap();
+    assert_eq!((count(0), count(1)), (6, 4), "counts follow the workers: 2/3 of 10 rounded down, and the rest");
+    assert_eq!(shares[1].targets[0].options.table["path"].as_str(), Some("/x/1"));
+    assert_ne!(shares[0].seed, shares[1].seed);
+    assert_eq!(shares[0].seed, plan.seed);
+    let err = local_plan(&plan, 0, 4).unwrap_err();
+    assert!(err.contains("3 worker(s) cannot be shared by 4 ranks"), "{err}");
+}

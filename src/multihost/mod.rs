@@ -56,6 +56,9 @@ pub struct MpiRanks {
     _universe: mpi::environment::Universe,
 }
 
+/// What one rank said at an exchange: its header and blobs.
+type Said = (Header, Vec<Vec<u8>>);
+
 /// What a rank says at an exchange.
 #[derive(Serialize, Deserialize, Default)]
 struct Header {
@@ -104,12 +107,12 @@ impl MpiRanks {
 
     /// An exchange of a case: every rank's header and blobs, or, when some rank has left the
     /// case, why this one ends it too.
-    fn exchange(&self, header: Header, blobs: Vec<Vec<u8>>) -> Result<Vec<(Header, Vec<Vec<u8>>)>, String> {
+    fn exchange(&self, header: Header, blobs: Vec<Vec<u8>>) -> Result<Vec<Said>, String> {
         let header = Header { blobs: blobs.iter().map(Vec::len).collect(), ..header };
         let mut message = serde_json::to_vec(&header).expect("a header serializes");
         message.push(b'\n');
         blobs.iter().for_each(|b| message.extend_from_slice(b));
-        let all: Vec<(Header, Vec<Vec<u8>>)> = self.all_gather(&message).iter().map(|m| decode(m)).collect::<Result<_, _>>()?;
+        let all: Vec<Said> = self.all_gather(&message).iter().map(|m| decode(m)).collect::<Result<_, _>>()?;
         let left: Vec<usize> = all.iter().enumerate().filter(|(_, (h, _))| h.left).map(|(r, _)| r).collect();
         if left.is_empty() {
             return Ok(all);
@@ -132,7 +135,7 @@ impl MpiRanks {
     /// (its offset is right to within half of that); then tells every rank.
     fn clock_offsets(&self, clock: &dyn Clock) -> Vec<(i64, u64)> {
         let mut offsets = vec![(0i64, 0u64); self.size];
-        for other in 1..self.size {
+        for (other, slot) in offsets.iter_mut().enumerate().skip(1) {
             let peer = self.world.process_at_rank(other as i32);
             if self.rank == 0 {
                 let mut best: Option<(i64, u64)> = None;
@@ -147,7 +150,7 @@ impl MpiRanks {
                         best = Some((offset, rtt));
                     }
                 }
-                offsets[other] = best.expect("at least one round");
+                *slot = best.expect("at least one round");
             } else if self.rank == other {
                 let zero = self.world.process_at_rank(0);
                 for _ in 0..CLOCK_ROUNDS {
@@ -161,7 +164,7 @@ impl MpiRanks {
     }
 }
 
-fn decode(message: &[u8]) -> Result<(Header, Vec<Vec<u8>>), String> {
+fn decode(message: &[u8]) -> Result<Said, String> {
     let end = message.iter().position(|&b| b == b'\n').ok_or("a rank sent a message without a header")?;
     let header: Header = serde_json::from_slice(&message[..end]).map_err(|e| format!("a rank sent a header that does not decode: {e}"))?;
     let mut at = end + 1;

@@ -133,7 +133,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
             break;
         }
         progress.start_case(case);
-        let local_result = run_case(&local, share, &root, opts, interrupted, &progress, ranks);
+        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks });
         let here = Stops { interrupted: interrupted.load(Ordering::Relaxed), timed_out: timed_out.load(Ordering::Relaxed) };
         let mut result;
         (result, stops) = ranks.case_end(case, local_result, here);
@@ -351,7 +351,16 @@ fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> C
     r
 }
 
-fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, interrupted: &AtomicBool, progress: &Progress, ranks: &dyn Ranks) -> CaseResult {
+/// What every case of a run shares while it runs.
+struct Running<'a> {
+    /// Set on Ctrl-C.
+    interrupted: &'a AtomicBool,
+    progress: &'a Progress,
+    /// The processes running the job (one on a single host).
+    ranks: &'a dyn Ranks,
+}
+
+fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, running: &Running) -> CaseResult {
     let started = Instant::now();
     let target = &plan.targets[case.target];
     let ns = match root.child(&format!("case-{:04}", case.index)) {
@@ -371,7 +380,7 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         return failed_case(case, plan, e, started);
     }
     let mut result = crate::report::empty_case(case, plan);
-    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, ranks, &mut result);
+    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, running, &mut result);
     let cleanup = if opts.keep {
         Ok(())
     } else {
@@ -420,16 +429,8 @@ fn open_workers(
 
 /// Measures one case in `case_dir` (its own namespace directory, where a file-server catalog
 /// that is not kept in the backend's database lives).
-fn measure_case(
-    plan: &Plan,
-    case: &CasePlan,
-    backend: &dyn Backend,
-    case_dir: &Path,
-    interrupted: &AtomicBool,
-    progress: &Progress,
-    ranks: &dyn Ranks,
-    result: &mut CaseResult,
-) -> Result<(), String> {
+fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &Path, running: &Running, result: &mut CaseResult) -> Result<(), String> {
+    let Running { interrupted, progress, ranks } = *running;
     let info = backend.describe();
     result.durability = info.durability.clone();
     result.filesystem = info.data_paths.first().and_then(|p| crate::host::filesystem_of(existing_ancestor(p)));

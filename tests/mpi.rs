@@ -207,6 +207,42 @@ fn a_target_one_rank_cannot_use_is_refused_by_every_rank() {
     }
 }
 
+/// Ctrl-C on mpirun: mpirun sends the ranks SIGTERM (after `odls_base_sigkill_timeout`, then
+/// SIGKILL as long again), which stops each rank as Ctrl-C stops one process. The report keeps
+/// every finished case, says the run was interrupted, and every rank removes its data.
+#[test]
+fn ctrl_c_on_mpirun_keeps_finished_cases() {
+    let Some(mpirun) = mpirun() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "version = 1\nname = \"mpi\"\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\nrepeats = 50\n\
+         [[workload.phase]]\nmix = { put = 1 }\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    // Five seconds from SIGTERM to SIGKILL: ample for a rank to finish its operation, tell the
+    // others, write the report and remove its data (milliseconds), on a loaded machine too.
+    let child = mpirun_command(&mpirun, dir.path())
+        .args(["--mca", "odls_base_sigkill_timeout", "5", "-np", "4"])
+        .args(stowbench_run_args(&job, dir.path()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_finished_cases(&dir.path().join("out"), 1);
+    // SAFETY: kill(2) on the pid of the child this test started and has not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    let report = report(dir.path());
+    let cases = report["cases"].as_array().unwrap();
+    assert!(!cases.is_empty() && cases.len() < 50, "{} cases", cases.len());
+    assert!(cases.iter().all(|c| c["status"] == "ok"), "a case cut short is not a result");
+    assert_eq!(report["status"], "interrupted", "{}", text(&out));
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "every rank removed its data");
+}
+
 // The parts of a multi-host run that need no mpirun: worker statistics as bytes, and the shares.
 
 use stowbench::backend::ErrorKind;

@@ -22,7 +22,9 @@ pub fn breakdown_rows(report: &RunReport) -> Vec<Vec<String>> {
     let mut rows = vec![header.map(String::from).to_vec()];
     for case in &report.cases {
         for r in case.per_rank.iter().flatten() {
+            // The whole message is in the failed cases' list (and the JSON); a glimpse says whose.
             let status = match &r.failure {
+                Some(why) if r.status != "ok" && why.chars().count() > 48 => format!("{}: {}…", r.status, why.chars().take(47).collect::<String>()),
                 Some(why) if r.status != "ok" => format!("{}: {why}", r.status),
                 _ => r.status.clone(),
             };

@@ -66,6 +66,8 @@ struct Header {
     left: bool,
     /// Rank 0's clock, at a phase's start barrier.
     now_ns: u64,
+    /// After a phase: how long this rank's sessions waited for a writer lock.
+    lock_wait_ns: u64,
     /// Lengths of the blobs that follow the header.
     blobs: Vec<usize>,
 }
@@ -242,9 +244,10 @@ impl Ranks for MpiRanks {
         Ok((!clock.is_virtual()).then(|| all[0].0.now_ns.saturating_add_signed(self.offset_of(self.rank))))
     }
 
-    fn phase_end(&self, label: &str, workers: Vec<WorkerStats>) -> Result<Vec<WorkerStats>, String> {
+    fn phase_end(&self, label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Result<(Vec<WorkerStats>, u64), String> {
         let blobs = workers.iter().map(WorkerStats::to_bytes).collect();
-        let all = self.exchange(Header::default(), blobs)?;
+        let all = self.exchange(Header { lock_wait_ns, ..Header::default() }, blobs)?;
+        let lock_wait_ns = all.iter().map(|(h, _)| h.lock_wait_ns).sum();
         let mut merged = Vec::new();
         let mut per_rank = Vec::new();
         for (rank, (_, blobs)) in all.iter().enumerate() {
@@ -269,7 +272,7 @@ impl Ranks for MpiRanks {
             phases.pop();
         }
         phases.push((label.to_string(), per_rank));
-        Ok(merged)
+        Ok((merged, lock_wait_ns))
     }
 
     fn case_end(&self, case: &CasePlan, local: CaseResult, stops: Stops) -> (CaseResult, Stops) {

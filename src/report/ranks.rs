@@ -11,7 +11,11 @@ pub fn rank_rows(report: &RunReport) -> Vec<Vec<String>> {
     let header = ["rank", "host", "pid", "clock − rank 0's", "measured with round trip"].map(String::from).to_vec();
     let offset = |ns: i64| if ns < 0 { format!("−{}", format_nanos(ns.unsigned_abs())) } else { format_nanos(ns as u64) };
     std::iter::once(header)
-        .chain(ranks.iter().map(|r| vec![r.rank.to_string(), r.host.clone(), r.pid.to_string(), offset(r.clock_offset_ns), format_nanos(r.clock_rtt_ns)]))
+        .chain(ranks.iter().map(|r| {
+            // Rank 0's clock is the reference: it has no offset to measure.
+            let (offset, rtt) = if r.rank == 0 { ("reference".into(), "-".into()) } else { (offset(r.clock_offset_ns), format_nanos(r.clock_rtt_ns)) };
+            vec![r.rank.to_string(), r.host.clone(), r.pid.to_string(), offset, rtt]
+        }))
         .collect()
 }
 

@@ -594,14 +594,14 @@ impl CaseRun<'_> {
         ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let planned = stop.count;
         let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
-        let workers = self.ranks.phase_end(&phase.label, workers)?;
+        let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
+        let (workers, lock_wait_ns) = self.ranks.phase_end(&phase.label, workers, wait_after - wait_before)?;
         self.workers_merged = workers.len() as u32;
         for w in &workers {
             self.files.add(&w.files);
             self.verification.add(w.verified, w.mismatches, &w.mismatched);
         }
-        let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
+        let merged = crate::stats::merge(&phase.label, workers, lock_wait_ns);
         // The steps of uploads and downloads are parts of them, not operations of their own.
         let file_server = phase.mix.iter().any(|(op, _)| op.is_file_server());
         let counted = || merged.ops.iter().filter(|(name, _)| Op::from_name(name).is_some_and(|op| op.counts_in_totals(file_server))).map(|(_, o)| o);
@@ -618,7 +618,7 @@ impl CaseRun<'_> {
         ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let workers =
             phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
-        let workers = self.ranks.phase_end("preload", workers)?;
+        let (workers, _) = self.ranks.phase_end("preload", workers, 0)?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
         Ok(PreloadResult {

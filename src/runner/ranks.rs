@@ -63,9 +63,10 @@ pub trait Ranks {
         Ok(None)
     }
     /// After a phase: every rank's workers' statistics (on the first rank's clock), to merge as
-    /// if one process had run them all; or why the case is over on every rank.
-    fn phase_end(&self, _label: &str, workers: Vec<WorkerStats>) -> Result<Vec<WorkerStats>, String> {
-        Ok(workers)
+    /// if one process had run them all, and every rank's writer-lock wait summed; or why the case
+    /// is over on every rank.
+    fn phase_end(&self, _label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Result<(Vec<WorkerStats>, u64), String> {
+        Ok((workers, lock_wait_ns))
     }
     /// The end of a case: this rank's result in, the case's result for the report out (every
     /// rank's disk, connections and resources added, its failure named); the stops combined.

@@ -81,7 +81,9 @@ fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches("stowbench mpi — run").count(), 1, "only rank 0 prints the table:\n{stdout}");
+    assert!(stdout.contains("ranks: 4 on 1 host(s)") && stdout.contains("per rank:"), "the table lists the ranks and their shares:\n{stdout}");
     let report = report(dir.path());
+    check_breakdown_in_csv_and_html(dir.path(), &report);
     let ranks = report["ranks"].as_array().expect("a multi-host report lists its ranks");
     assert_eq!(ranks.len(), 4);
     assert!(ranks.iter().all(|r| r["clock_rtt_ns"].as_u64().is_some()), "{ranks:?}");
@@ -120,6 +122,26 @@ fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
         assert!(per_rank.iter().all(|r| r["phases"][i]["window_total_ns"].as_u64().unwrap() <= window), "{label}: a rank's window outlasts the merged one");
     }
     assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "every rank removed its run directory (and its server objects before it)");
+}
+
+/// The CSV has a row per rank, phase and operation beside the merged rows, and the page a
+/// per-rank table.
+fn check_breakdown_in_csv_and_html(dir: &Path, report: &Value) {
+    let file = std::fs::read_dir(dir.join("out")).unwrap().flatten().next().unwrap().path().join("report.json");
+    let render = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["report", file.to_str().unwrap(), "--format", format]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let csv = render("csv");
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let rank_column = header.iter().position(|c| *c == "rank").expect("a rank column");
+    let merged_rows: usize = report["cases"][0]["phases"].as_array().unwrap().iter().map(|p| p["ops"].as_object().unwrap().len()).sum();
+    let rank_rows = csv.lines().skip(1).filter(|l| !l.split(',').nth(rank_column).unwrap_or("").is_empty()).count();
+    assert_eq!(csv.lines().count() - 1, merged_rows * 5, "merged rows and 4 ranks' rows:\n{csv}");
+    assert_eq!(rank_rows, merged_rows * 4);
+    let html = render("html");
+    assert!(html.contains("<h3>Per rank</h3>") && html.contains("<h3>Ranks</h3>"));
 }
 
 #[test]

@@ -24,7 +24,9 @@ readonly PG_MAJOR=15
 readonly PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
 readonly MARIADBD="/usr/sbin/mariadbd"
 
-readonly APT_PACKAGES=(postgresql mariadb-server mariadb-client fio xfsprogs btrfs-progs e2fsprogs util-linux curl chromium)
+# openmpi-bin, libopenmpi-dev, libclang-dev: the `mpi` feature (rsmpi builds its bindings with bindgen)
+# and tests/mpi.rs (mpirun).
+readonly APT_PACKAGES=(postgresql mariadb-server mariadb-client fio xfsprogs btrfs-progs e2fsprogs util-linux curl chromium openmpi-bin libopenmpi-dev libclang-dev)
 readonly ALL_SERVICES=(pg mariadb s3 mongo)
 
 TOOLS_DIR="${STOWBENCH_TOOLS:-${HOME:-/root}/.cache/stowbench/bin}"

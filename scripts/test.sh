@@ -42,3 +42,12 @@ cargo clippy --release --no-default-features -- -D warnings
 
 echo "== cargo test --release"
 cargo test --release "$@"
+
+# Multi-host runs (docs/multi-host.md): the one test binary built with the `mpi` feature, last,
+# since it rebuilds target/release/stowbench with MPI linked in.
+if [[ $# -eq 0 ]]; then
+  echo "== cargo clippy --release --features mpi --lib --test mpi -- -D warnings"
+  cargo clippy --release --features mpi --lib --test mpi -- -D warnings
+  echo "== cargo test --release --features mpi --test mpi"
+  cargo test --release --features mpi --test mpi
+fi

@@ -316,6 +316,23 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
         return Err(Error::bad_input("--timeout: 0 s leaves no time to run; give a positive duration such as 10m"));
     }
     let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, timeout, ..RunOptions::default() };
+    #[cfg(feature = "mpi")]
+    if crate::multihost::launched() {
+        // Started by mpirun: this process is one rank of the job (docs/multi-host.md).
+        let ranks = crate::multihost::MpiRanks::init().map_err(Error::environment)?;
+        return match run_and_print_with(&plan, &args.output, opts, interrupted, &ranks) {
+            Ok(outcome) => Ok(outcome.exit_code),
+            Err(e) => {
+                // Every rank refuses with the same words (they agreed on them): rank 0 says them,
+                // here, before MPI is finalised; after that the others exit, and mpirun may end
+                // rank 0 before it has printed anything.
+                if runner::ranks::Ranks::is_lead(&ranks) {
+                    eprintln!("stowbench: {e}");
+                }
+                Ok(e.exit_code())
+            }
+        };
+    }
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
 }
 
@@ -324,6 +341,18 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
 /// writer, after every case) to OUT/<timestamp>/report.json. `opts.report_path` and
 /// `opts.progress` come from `output`.
 pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, Error> {
+    run_and_print_with(plan, output, opts, interrupted, &runner::ranks::Solo)
+}
+
+/// `run_and_print` as one of the processes of `ranks`: only the first rank prints and names the
+/// report; the others stay quiet but for errors.
+pub fn run_and_print_with(
+    plan: &Plan,
+    output: &OutputSettings,
+    opts: RunOptions,
+    interrupted: &AtomicBool,
+    ranks: &dyn runner::ranks::Ranks,
+) -> Result<RunOutcome, Error> {
     // Checked before running: a format the report cannot take must not cost a whole run.
     let render = reporters::for_report(&output.format).map_err(Error::bad_input)?;
     let stamp = report::timestamp_compact(std::time::SystemTime::now());
@@ -335,7 +364,13 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
     }
     let report_path = dir.join("report.json");
     let opts = RunOptions { report_path: report_path.clone(), progress: !output.no_progress, ..opts };
-    let outcome = runner::run(plan, &opts, interrupted)?;
+    let outcome = runner::run_with(plan, &opts, interrupted, ranks)?;
+    if let Some(e) = &outcome.cleanup_error {
+        eprintln!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
+    }
+    if !ranks.is_lead() {
+        return Ok(outcome);
+    }
     print!("{}", render(&outcome.report));
     match &outcome.report_error {
         // The figures above are all that is left of the run: say so, and why.
@@ -345,9 +380,6 @@ pub fn run_and_print(plan: &Plan, output: &OutputSettings, opts: RunOptions, int
             outcome.report.cases.len() + outcome.report.fio_cases.len()
         ),
         None => eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display()),
-    }
-    if let Some(e) = &outcome.cleanup_error {
-        eprintln!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
     }
     if outcome.exit_code == 130 {
         let finished = outcome.report.cases.len() + outcome.report.fio_cases.len();

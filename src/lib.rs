@@ -12,6 +12,8 @@ pub mod fio;
 pub mod hash;
 pub mod host;
 pub mod job;
+#[cfg(feature = "mpi")]
+pub mod multihost;
 pub mod pack;
 pub mod report;
 pub mod runner;

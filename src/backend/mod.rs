@@ -41,7 +41,7 @@ use std::path::PathBuf;
 pub use namespace::Namespace;
 
 /// What went wrong in one backend operation; the runner counts errors by this kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The key does not exist.

@@ -20,7 +20,7 @@ pub struct Rate {
 }
 
 /// How an open-loop schedule spaces its starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
     /// Every 1/rate seconds.

@@ -44,7 +44,7 @@ pub fn render(report: &RunReport) -> String {
         let value = to_value(case);
         let identity = |phase: &str, op: &str| identity(&report.run_id, &case.case_id, phase, op);
         let mut case_cells = Row::new();
-        flatten(Section::Case, "", &without(&value, &["case_id", "phases"]), &mut case_cells);
+        flatten(Section::Case, "", &without(&value, &["case_id", "phases", "per_rank"]), &mut case_cells);
         if !case.verification.mismatched.is_empty() {
             // Which objects differed, and how, is the finding of a failed check: one cell, each
             // object as the table lists it ("obj-… flipped at byte 5000: …"), `;`-separated.
@@ -63,6 +63,7 @@ pub fn render(report: &RunReport) -> String {
                 rows.push([identity(&phase.phase, op), case_cells.clone(), phase_cells.clone(), op_cells].concat());
             }
         }
+        rows.extend(rank_rows(case, &report.run_id));
     }
     for case in &report.fio_cases {
         let value = to_value(case);
@@ -78,6 +79,31 @@ pub fn render(report: &RunReport) -> String {
         }
     }
     table(rows)
+}
+
+/// A multi-host run's per-rank rows of a case: the row's identity, then `rank` and `host` (blank
+/// on the merged rows), the rank's status, its phase window and throughput and its operation
+/// figures, under the same column names as the merged rows.
+fn rank_rows(case: &super::model::CaseResult, run_id: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for r in case.per_rank.iter().flatten() {
+        let who = [("rank", r.rank.to_string()), ("host", r.host.clone())].map(|(c, v)| (Section::Identity, c.to_string(), v));
+        let mut case_cells = vec![(Section::Case, "status".to_string(), r.status.clone()), (Section::Case, "threads".into(), r.threads.to_string())];
+        if let Some(why) = &r.failure {
+            case_cells.push((Section::Case, "failure".into(), why.clone()));
+        }
+        for phase in &r.phases {
+            let mut phase_cells = Row::new();
+            flatten(Section::Phase, "phase", &without(&to_value(phase), &["phase", "ops"]), &mut phase_cells);
+            for (op, o) in &phase.ops {
+                let mut op_cells = Row::new();
+                // The histogram is for recombining, in the JSON; its percentiles are on the row.
+                flatten(Section::Operation, "op", &without(&to_value(o), &["histogram"]), &mut op_cells);
+                rows.push([identity(run_id, &case.case_id, &phase.phase, op), who.to_vec(), case_cells.clone(), phase_cells.clone(), op_cells].concat());
+            }
+        }
+    }
+    rows
 }
 
 /// Rows of values serialized by serde (a comparison's metric rows, say), one column per field,

@@ -249,6 +249,16 @@ fn tables_section(report: &RunReport) -> String {
         out += "<h3>Failed cases</h3>\n";
         out += &table_of(&[vec!["case".to_string(), "status".into(), "why".into()]].into_iter().chain(failed).collect::<Vec<_>>(), "wrap");
     }
+    let ranks = super::ranks::rank_rows(report);
+    if !ranks.is_empty() {
+        out += "<h3>Ranks</h3>\n<p>A multi-host run (mpirun): every figure above is all ranks merged — histograms added, windows from the ranks' timestamps on rank 0's clock, corrected by each rank's measured offset.</p>\n";
+        out += &table(&ranks);
+        let breakdown = super::ranks::breakdown_rows(report);
+        if !breakdown.is_empty() {
+            out += "<h3>Per rank</h3>\n<p>Each rank's own share: its throughput over its own window, percentiles from its own histogram.</p>\n";
+            out += &table_of(&breakdown, "wrap");
+        }
+    }
     if !report.fio_cases.is_empty() {
         let _ = writeln!(out, "<h3>fio cases</h3>\n<p>{}; latencies read / write for mixed patterns.</p>", escape(&report.fio_cases[0].fio_version));
         let header = crate::fio::series::TABLE_HEADER.map(String::from).to_vec();

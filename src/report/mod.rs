@@ -11,6 +11,7 @@ pub mod csv;
 pub mod env;
 pub mod html;
 pub mod model;
+pub mod ranks;
 pub mod repeats;
 pub mod reporters;
 pub mod spread;
@@ -39,6 +40,7 @@ pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path
         seed: plan.seed,
         plan: serde_json::to_value(plan).unwrap_or_default(),
         environment: env::capture(work_dir),
+        ranks: None,
         recipe: plan.recipe.clone(),
         break_even: Vec::new(),
         headlines: Vec::new(),
@@ -79,6 +81,7 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
         wall_ns: 0,
         own_work_share: None,
         file_server: None,
+        per_rank: None,
     }
 }
 

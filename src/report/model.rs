@@ -41,6 +41,10 @@ pub struct RunReport {
     pub plan: serde_json::Value,
     /// The machine and software the run used.
     pub environment: Environment,
+    /// A multi-host run (MPI, docs/multi-host.md): every rank, its host and how its clock was
+    /// related to the first rank's. Absent from single-host runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Vec<RankInfo>>,
     /// Sizes at which one target overtakes another (`report::breakeven`), per workload, phase,
     /// thread count and operation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -271,6 +275,80 @@ pub struct CaseResult {
     /// for other workloads and from reports before 0.3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_server: Option<FileServerResult>,
+    /// A multi-host run: what each rank did (the case's figures above are all ranks merged).
+    /// Absent from single-host runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_rank: Option<Vec<RankCase>>,
+}
+
+/// One rank (process) of a multi-host run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankInfo {
+    /// MPI rank, from 0.
+    pub rank: u32,
+    /// The host it ran on (MPI's processor name).
+    pub host: String,
+    /// Its process id there.
+    pub pid: u32,
+    /// Its clock minus rank 0's, in nanoseconds, from the ping-pong round with the smallest
+    /// round trip; subtracted from its timestamps before windows are computed.
+    pub clock_offset_ns: i64,
+    /// That round's round-trip time: the offset is known to within half of it.
+    pub clock_rtt_ns: u64,
+}
+
+/// What one rank did in a case of a multi-host run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RankCase {
+    /// MPI rank.
+    pub rank: u32,
+    /// Its host.
+    pub host: String,
+    /// "ok" or "failed" (this rank's own verdict; the case fails if any rank's does).
+    pub status: String,
+    /// Why this rank failed, if it did.
+    pub failure: Option<String>,
+    /// Its workers.
+    pub threads: u32,
+    /// Its distinct keys.
+    pub objects: u64,
+    /// Its share of each measured phase.
+    pub phases: Vec<RankPhase>,
+    /// CPU and memory of this rank's process (and of a server on its host) during the case.
+    pub resources: Resources,
+    /// Space its data occupied.
+    pub disk: DiskResult,
+    /// Wall time of its case, in nanoseconds.
+    pub wall_ns: u64,
+}
+
+/// One rank's share of a phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RankPhase {
+    /// Phase label.
+    pub phase: String,
+    /// Its first worker's start to its last worker's end, on rank 0's clock.
+    pub window_total_ns: u64,
+    /// Its operations and bytes over that window.
+    pub throughput_total: Throughput,
+    /// Per operation kind.
+    pub ops: BTreeMap<String, RankOp>,
+}
+
+/// One rank's operations of one kind in a phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RankOp {
+    /// Successful operations.
+    pub count: u64,
+    /// Bytes moved by them.
+    pub bytes: u64,
+    /// Failed operations.
+    pub errors: u64,
+    /// Its latency percentiles.
+    pub latency: LatencySummary,
+    /// Its latency histogram: base64 of HdrHistogram's compressed V2 encoding (as in
+    /// HdrHistogram interval logs), so the merged percentiles can be checked or recombined.
+    pub histogram: String,
 }
 
 impl CaseResult {

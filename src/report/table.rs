@@ -481,6 +481,21 @@ fn footer(report: &RunReport, out: &mut String) {
         write_columns(&lines, out);
     }
     super::repeats::write(report, out);
+    let ranks = super::ranks::rank_rows(report);
+    if !ranks.is_empty() {
+        let hosts = dedup(report.ranks.iter().flatten().map(|r| r.host.as_str())).len();
+        let _ = writeln!(
+            out,
+            "\nranks: {} on {hosts} host(s) (mpirun); the figures above are all ranks merged (histograms added, windows on rank 0's clock)",
+            ranks.len() - 1
+        );
+        write_columns(&ranks, out);
+        let breakdown = super::ranks::breakdown_rows(report);
+        if !breakdown.is_empty() {
+            let _ = writeln!(out, "\nper rank: each rank's own share (throughput over its own window, percentiles from its own histogram)");
+            write_columns(&breakdown, out);
+        }
+    }
     let unchecked: Vec<&str> = report.cases.iter().filter(|c| !c.verification.enabled && c.status != CaseStatus::Skipped).map(|c| c.case_id.as_str()).collect();
     if !unchecked.is_empty() {
         let _ = writeln!(out, "\ndata not verified (verify = false): {}", unchecked.join(", "));

@@ -14,6 +14,7 @@ pub mod keytable;
 pub mod ops;
 pub mod phase;
 pub mod progress;
+pub mod ranks;
 pub mod retry;
 pub mod schedule;
 mod space;
@@ -32,6 +33,7 @@ use crate::workload::payload::PayloadSpec;
 use keytable::KeyTable;
 use phase::PhaseContext;
 use progress::Progress;
+use ranks::{Ranks, Stops};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -85,49 +87,75 @@ pub fn new_run_id() -> String {
 /// refusal of the plan) or the environment (a server that does not answer, disk space, a
 /// directory that cannot be made).
 pub fn run(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool) -> Result<RunOutcome, Error> {
-    let Some(timeout) = opts.timeout else { return run_cases(plan, opts, interrupted, &AtomicBool::new(false)) };
+    run_with(plan, opts, interrupted, &ranks::Solo)
+}
+
+/// Runs every case of `plan` as one of the processes of `ranks` (see `ranks`): this process's
+/// share of each case, with only the first rank writing the report.
+pub fn run_with(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, Error> {
+    let Some(timeout) = opts.timeout else { return run_cases(plan, opts, interrupted, &AtomicBool::new(false), ranks) };
     let finished = AtomicBool::new(false);
     let timed_out = AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| deadline::watch(timeout, &opts.report_path, &finished, &timed_out, interrupted));
-        let outcome = run_cases(plan, opts, interrupted, &timed_out);
+        let outcome = run_cases(plan, opts, interrupted, &timed_out, ranks);
         finished.store(true, Ordering::Relaxed);
         outcome
     })
 }
 
-fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool) -> Result<RunOutcome, Error> {
-    let run_id = new_run_id();
-    let parent = opts.work_dir.clone().or_else(|| plan.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
+fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, Error> {
+    // This process's share of every case (all of it on a single host).
+    let local = ranks.local_plan(plan).map_err(Error::bad_input)?;
+    let run_id = ranks.start_run(new_run_id(), &MonotonicClock);
+    let lead = ranks.is_lead();
+    let parent = opts.work_dir.clone().or_else(|| local.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
     // Absolute: server cases record their directory for `stowbench cleanup`, run from anywhere.
     let parent = std::path::absolute(&parent).map_err(|e| Error::environment(format!("cannot resolve {}: {e}", parent.display())))?;
-    let root = Namespace::create(&parent.join(format!("stowbench-{run_id}")), &run_id, "sb").map_err(Error::environment)?;
-    // Refused before anything is written: no report file claims a run that never started.
-    let mut report = crate::report::new_report(plan, &run_id, &opts.command, &root.dir);
-    if let Err(e) = preflight(plan, &root, opts).and_then(|()| start_report(&opts.report_path, &report)) {
-        let _ = namespace::remove(&root.dir);
-        return Err(e);
-    }
-    let progress = Progress::new(plan.cases.len() as u64, opts.progress && !plan.cases.is_empty());
+    let (dir_name, ns_name) = ranks.run_directory(&run_id);
+    let root = Namespace::create(&parent.join(dir_name), &run_id, &ns_name).map_err(Error::environment);
+    // Refused before anything is written: no report file claims a run that never started. Every
+    // rank hears every other's verdict, so all refuse together.
+    let mut report = crate::report::new_report(plan, &run_id, &opts.command, root.as_ref().map_or(&parent, |r| &r.dir));
+    ranks.describe(&mut report);
+    let checked =
+        root.clone().and_then(|root| preflight(&local, &root, opts)).and_then(|()| if lead { start_report(&opts.report_path, &report) } else { Ok(()) });
+    let root = match (ranks.preflight(checked), root) {
+        (Ok(()), Ok(root)) => root,
+        (verdict, root) => {
+            if let Ok(root) = root {
+                let _ = namespace::remove(&root.dir);
+            }
+            return Err(verdict.err().unwrap_or_else(|| Error::environment("another rank could not start the run")));
+        }
+    };
+    // Only the first rank writes the report; the others keep theirs in memory.
+    let write = |report: &RunReport| if lead { crate::report::write_atomically(&opts.report_path, report).err() } else { None };
+    let progress = Progress::new(plan.cases.len() as u64, lead && opts.progress && !plan.cases.is_empty());
     let mut failed = false;
     let mut report_error = None;
-    for case in &plan.cases {
-        if interrupted.load(Ordering::Relaxed) {
+    let mut stops = Stops::default();
+    for (case, share) in plan.cases.iter().zip(&local.cases) {
+        if ranks.stop_before_case(interrupted.load(Ordering::Relaxed)) {
+            stops.interrupted = true;
             break;
         }
         progress.start_case(case);
-        let mut result = run_case(plan, case, &root, opts, interrupted, &progress);
-        if timed_out.load(Ordering::Relaxed) {
+        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks });
+        let here = Stops { interrupted: interrupted.load(Ordering::Relaxed), timed_out: timed_out.load(Ordering::Relaxed) };
+        let mut result;
+        (result, stops) = ranks.case_end(case, local_result, here);
+        if stops.timed_out {
             // Unlike Ctrl-C, a deadline is part of the job: the case it cut short is reported.
             result.status = CaseStatus::Failed;
             result.failure = Some(deadline::cut_short(opts.timeout));
             failed = true;
             progress.finish_case(&result);
             report.cases.push(result);
-            report_error = crate::report::write_atomically(&opts.report_path, &report).err();
+            report_error = write(&report);
             break;
         }
-        if interrupted.load(Ordering::Relaxed) {
+        if stops.interrupted {
             break; // a case cut short is not a result
         }
         let out_of_space = ran_out_of_space(&result);
@@ -139,8 +167,9 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         failed |= result.status != CaseStatus::Ok;
         progress.finish_case(&result);
         report.cases.push(result);
-        // A report that cannot be written would lose every later case: none starts.
-        report_error = crate::report::write_atomically(&opts.report_path, &report).err();
+        // A report that cannot be written would lose every later case: none starts. (Under MPI
+        // the other ranks learn it at the next case's start, as they learn of a Ctrl-C.)
+        report_error = write(&report);
         if out_of_space || report_error.is_some() {
             break;
         }
@@ -152,8 +181,8 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         }
         failed |= run_fio_sweep(sweep, &root, &run_id, opts, interrupted, &mut report);
     }
-    let was_timed_out = timed_out.load(Ordering::Relaxed);
-    let was_interrupted = !was_timed_out && (interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
+    let was_timed_out = stops.timed_out || timed_out.load(Ordering::Relaxed);
+    let was_interrupted = !was_timed_out && (stops.interrupted || interrupted.load(Ordering::Relaxed) || crate::fio::registry::interrupted());
     report.status = if was_timed_out {
         RunStatus::TimedOut
     } else if was_interrupted {
@@ -168,7 +197,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
     report.warnings = crate::report::warnings::for_report(&report);
-    if report_error.is_none() {
+    if report_error.is_none() && lead {
         report_error =
             crate::report::write_atomically(&opts.report_path, &report).and_then(|()| crate::report::write_html_atomically(&opts.report_path, &report)).err();
     }
@@ -338,6 +367,10 @@ struct CaseRun<'a> {
     files: crate::stats::FileTally,
     /// Why workers stopped early (`give_up_after`), if any did.
     gave_up: Option<String>,
+    /// The processes running the case (one on a single host).
+    ranks: &'a dyn Ranks,
+    /// How many workers the last phase merged: every rank's.
+    workers_merged: u32,
 }
 
 fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> CaseResult {
@@ -348,7 +381,16 @@ fn failed_case(case: &CasePlan, plan: &Plan, why: String, started: Instant) -> C
     r
 }
 
-fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, interrupted: &AtomicBool, progress: &Progress) -> CaseResult {
+/// What every case of a run shares while it runs.
+struct Running<'a> {
+    /// Set on Ctrl-C.
+    interrupted: &'a AtomicBool,
+    progress: &'a Progress,
+    /// The processes running the job (one on a single host).
+    ranks: &'a dyn Ranks,
+}
+
+fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, running: &Running) -> CaseResult {
     let started = Instant::now();
     let target = &plan.targets[case.target];
     let ns = match root.child(&format!("case-{:04}", case.index)) {
@@ -368,7 +410,7 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, i
         return failed_case(case, plan, e, started);
     }
     let mut result = crate::report::empty_case(case, plan);
-    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, interrupted, progress, &mut result);
+    let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, running, &mut result);
     let cleanup = if opts.keep {
         Ok(())
     } else {
@@ -417,15 +459,8 @@ fn open_workers(
 
 /// Measures one case in `case_dir` (its own namespace directory, where a file-server catalog
 /// that is not kept in the backend's database lives).
-fn measure_case(
-    plan: &Plan,
-    case: &CasePlan,
-    backend: &dyn Backend,
-    case_dir: &Path,
-    interrupted: &AtomicBool,
-    progress: &Progress,
-    result: &mut CaseResult,
-) -> Result<(), String> {
+fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &Path, running: &Running, result: &mut CaseResult) -> Result<(), String> {
+    let Running { interrupted, progress, ranks } = *running;
     let info = backend.describe();
     result.durability = info.durability.clone();
     result.filesystem = info.data_paths.first().and_then(|p| crate::host::filesystem_of(existing_ancestor(p)));
@@ -452,6 +487,8 @@ fn measure_case(
         failed_ops: 0,
         files: Default::default(),
         gave_up: None,
+        ranks,
+        workers_merged: case.threads,
     };
     backend.attach_payload(&run.payload);
     let mut sampler = ResourceSampler::start(backend.server_pids());
@@ -507,9 +544,9 @@ fn measure_case(
             let seconds = workload.give_up_after_ns as f64 / 1e9;
             run.gave_up.get_or_insert(format!(
                 "gave up in phase {}: {gave_up} of {} workers saw nothing but failures for {seconds} s (give_up_after)",
-                phase.label, case.threads
+                phase.label, run.workers_merged
             ));
-            if gave_up == case.threads {
+            if gave_up == run.workers_merged {
                 // Every worker found the store dead: later phases would only repeat that.
                 break;
             }
@@ -574,6 +611,7 @@ impl CaseRun<'_> {
             seed: self.plan.seed,
             next_op: AtomicU64::new(0),
             bytes_claimed: AtomicU64::new(0),
+            origin_ns: None,
         }
     }
 
@@ -586,15 +624,18 @@ impl CaseRun<'_> {
         catalogs: &mut [Box<dyn Catalog>],
     ) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let ctx = self.context(phase, stop, warmup);
+        let mut ctx = self.context(phase, stop, warmup);
+        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let planned = stop.count;
         let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
+        let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
+        let (workers, lock_wait_ns) = self.ranks.phase_end(&phase.label, workers, wait_after - wait_before)?;
+        self.workers_merged = workers.len() as u32;
         for w in &workers {
             self.files.add(&w.files);
             self.verification.add(w.verified, w.mismatches, &w.mismatched);
         }
-        let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let merged = crate::stats::merge(&phase.label, workers, wait_after - wait_before);
+        let merged = crate::stats::merge(&phase.label, workers, lock_wait_ns);
         // The steps of uploads and downloads are parts of them, not operations of their own.
         let file_server = phase.mix.iter().any(|(op, _)| op.is_file_server());
         let counted = || merged.ops.iter().filter(|(name, _)| Op::from_name(name).is_some_and(|op| op.counts_in_totals(file_server))).map(|(_, o)| o);
@@ -607,9 +648,11 @@ impl CaseRun<'_> {
     fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
         let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::workload::keys::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
-        let ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
+        let mut ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
+        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let workers =
             phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
+        let (workers, _) = self.ranks.phase_end("preload", workers, 0)?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
         Ok(PreloadResult {

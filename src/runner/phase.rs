@@ -54,6 +54,9 @@ pub struct PhaseContext<'a> {
     pub next_op: AtomicU64,
     /// Bytes claimed so far (for a bytes stop).
     pub bytes_claimed: AtomicU64,
+    /// The phase's time origin (its timeline's zero), when the ranks of a multi-host run agreed
+    /// on one; None: the clock's reading as the phase starts.
+    pub origin_ns: Option<u64>,
 }
 
 impl<'a> PhaseContext<'a> {
@@ -98,7 +101,7 @@ fn worker_cuts(sessions: &[Box<dyn Session>], catalogs: &[Box<dyn Catalog>]) -> 
 /// `catalogs` holds one catalog connection per session for file-server phases, else nothing.
 pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut [Box<dyn Catalog>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
     let barrier = Barrier::new(sessions.len());
-    let origin = if ctx.clock.is_virtual() { 0 } else { ctx.clock.now_ns() };
+    let origin = if ctx.clock.is_virtual() { 0 } else { ctx.origin_ns.unwrap_or_else(|| ctx.clock.now_ns()) };
     let width = ctx.index_width();
     let workers = sessions.len() as u64;
     let watchdog = match ctx.op_timeout_ns {
@@ -443,6 +446,7 @@ mod tests {
             seed,
             next_op: AtomicU64::new(0),
             bytes_claimed: AtomicU64::new(0),
+            origin_ns: None,
         }
     }
 

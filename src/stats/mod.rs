@@ -11,6 +11,9 @@ use crate::workload::op::Op;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
+#[cfg(feature = "mpi")]
+pub mod wire;
+
 /// Finest timeline resolution, in nanoseconds.
 pub const TIMELINE_RESOLUTION_NS: u64 = 10_000_000;
 /// Most fine timeline buckets kept per worker before the resolution doubles.
@@ -341,7 +344,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         window_total_ns,
         window_all_active_ns,
         throughput_total: throughput(window_total_ns, total_ops, total_bytes),
-        throughput_all_active: all_active(&timeline, resolution, last_start - origin, first_end.saturating_sub(origin)),
+        throughput_all_active: all_active(&timeline, resolution, last_start.saturating_sub(origin), first_end.saturating_sub(origin)),
         timeline_per_second: per_second(&timeline, resolution),
         op_index_bucket_ops: index_width,
         growth_ratio: growth(&by_index),

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// The operations a workload can issue, and the steps a file-server operation is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     /// Store an object.

@@ -7,6 +7,7 @@ pub mod atomic_file;
 pub mod backend;
 pub mod cli;
 pub mod clock;
+pub mod columns;
 pub mod error;
 pub mod fio;
 pub mod hash;

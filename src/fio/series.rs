@@ -235,38 +235,8 @@ pub fn charts_csv(charts: &[Chart]) -> String {
     out
 }
 
-/// Left-aligns text columns and right-aligns columns that hold numbers.
+/// Left-aligns text columns and right-aligns columns that hold numbers (`columns::aligned`).
 fn align(header: &[&str], rows: &[Vec<String>]) -> String {
-    let columns = header.len();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate().take(columns) {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let numeric: Vec<bool> = (0..columns)
-        .map(|i| !rows.is_empty() && rows.iter().all(|r| r.get(i).is_some_and(|c| c.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-'))))
-        .collect();
-    let mut out = String::new();
-    let mut write_row = |cells: Vec<&str>| {
-        let line: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let pad = widths[i].saturating_sub(c.chars().count());
-                if numeric[i] {
-                    format!("{}{c}", " ".repeat(pad))
-                } else {
-                    format!("{c}{}", " ".repeat(pad))
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    };
-    write_row(header.to_vec());
-    for row in rows {
-        write_row(row.iter().map(String::as_str).collect());
-    }
-    out
+    let all: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect()).chain(rows.iter().cloned()).collect();
+    crate::columns::aligned(&all, "", true)
 }

@@ -404,13 +404,9 @@ fn step_times(
     write_columns(&lines, out);
 }
 
-/// Writes rows as left-aligned columns, two spaces apart.
+/// Writes rows as left-aligned columns, two spaces apart, indented by two (`columns::aligned`).
 pub(super) fn write_columns(lines: &[Vec<String>], out: &mut String) {
-    let widths: Vec<usize> = (0..lines[0].len()).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
-    for line in lines {
-        let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        let _ = writeln!(out, "  {}", cells.join("  ").trim_end());
-    }
+    out.push_str(&crate::columns::aligned(lines, "  ", false));
 }
 
 /// The cell text and the score used to rank it (bytes/s, or ops/s for empty objects).

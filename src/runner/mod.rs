@@ -118,9 +118,10 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     // rank hears every other's verdict, so all refuse together.
     let mut report = crate::report::new_report(plan, &run_id, &opts.command, root.as_ref().map_or(&parent, |r| &r.dir));
     ranks.describe(&mut report);
-    let checked =
-        root.clone().and_then(|root| preflight(&local, &root, opts)).and_then(|()| if lead { start_report(&opts.report_path, &report) } else { Ok(()) });
-    let root = match (ranks.preflight(checked), root) {
+    let checked = root.clone().and_then(|root| preflight(&local, &root, opts));
+    // The report is started only once every rank agreed to run; its own failure is agreed on too.
+    let agreed = ranks.preflight(checked).and_then(|()| ranks.preflight(if lead { start_report(&opts.report_path, &report) } else { Ok(()) }));
+    let root = match (agreed, root) {
         (Ok(()), Ok(root)) => root,
         (verdict, root) => {
             if let Ok(root) = root {

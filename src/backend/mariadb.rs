@@ -18,6 +18,7 @@
 use super::options::{OptionDoc, Options};
 use super::row_file::{ContentFiles, Order, Row, RowFileSession, Rows};
 use super::server::{self, Endpoint};
+use super::sockets::Reconnecting;
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::Nanos;
 use mysql::prelude::Queryable;
@@ -349,17 +350,17 @@ impl Backend for MariaBackend {
         let shared = self.shared.clone();
         let error = Box::new(move |e| shared.error(e));
         let connecting = self.shared.clone();
-        let conn = super::sockets::Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect()))?;
+        let conn = Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect()))?;
         Ok(Box::new(super::catalog::mariadb::MariaCatalog::new(conn, &self.shared.table, &self.engine, error)))
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        let sockets = super::sockets::Sockets::to_port(self.shared.port());
-        let conn = sockets.track(|| self.shared.connect())?;
+        let connecting = self.shared.clone();
+        let conn = Reconnecting::open(self.shared.port(), Box::new(move || connecting.connect()))?;
         Ok(match &self.file {
-            None => Box::new(MariaSession { conn, sockets, shared: self.shared.clone() }),
+            None => Box::new(MariaSession { conn, shared: self.shared.clone() }),
             Some(file) => Box::new(RowFileSession {
-                rows: MariaRows { conn, sockets, shared: self.shared.clone() },
+                rows: MariaRows { conn, shared: self.shared.clone() },
                 content: ContentFiles::new(file.files.clone(), file.order, file.mode, worker),
             }),
         })
@@ -460,24 +461,15 @@ fn server_objects(s: &Shared) -> BResult<Vec<String>> {
 }
 
 struct MariaSession {
-    conn: Conn,
-    /// Its connection's socket, which the runner's `op_timeout` watchdog may cut.
-    sockets: super::sockets::Sockets,
+    /// Replaced when the runner's `op_timeout` watchdog cut it or the server closed it: the
+    /// crate cannot tell a dead connection, and would fail every later call on it.
+    conn: Reconnecting<Conn>,
     shared: Arc<Shared>,
-}
-
-/// Replaces a connection the `op_timeout` watchdog cut or the server closed (a restart, a reset):
-/// the crate cannot tell a dead connection, and would fail every later call on it.
-fn revive(conn: &mut Conn, sockets: &super::sockets::Sockets, shared: &Shared) -> BResult<()> {
-    if sockets.take_cut() | sockets.peer_closed() {
-        *conn = sockets.track(|| shared.connect())?;
-    }
-    Ok(())
 }
 
 impl Session for MariaSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         if len > s.max_object_bytes {
             return Err(BackendError::new(
@@ -496,7 +488,7 @@ impl Session for MariaSession {
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         let value: Option<Vec<u8>> = self.conn.exec_first(format!("SELECT data FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         let value = value.ok_or_else(|| BackendError::not_found(key))?;
@@ -505,7 +497,7 @@ impl Session for MariaSession {
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         self.conn.exec_drop(format!("DELETE FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
         if self.conn.affected_rows() == 0 {
@@ -515,7 +507,7 @@ impl Session for MariaSession {
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         let len: Option<u64> =
             self.conn.exec_first(format!("SELECT LENGTH(data) FROM `{}` WHERE k = ?", s.table), (key.as_bytes(),)).map_err(|e| s.error(e))?;
@@ -523,7 +515,7 @@ impl Session for MariaSession {
     }
 
     fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
-        Some(self.sockets.cut_handle())
+        Some(self.conn.cut_handle())
     }
 }
 
@@ -531,14 +523,13 @@ impl Session for MariaSession {
 /// File mode's row side: autocommitted reads at READ COMMITTED (the newest committed row), and
 /// short write transactions that lock the key's row.
 struct MariaRows {
-    conn: Conn,
-    sockets: super::sockets::Sockets,
+    conn: Reconnecting<Conn>,
     shared: Arc<Shared>,
 }
 
 impl Rows for MariaRows {
     fn read_row(&mut self, key: &str) -> BResult<Option<Row>> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         let sql = format!("SELECT size_bytes, path, created_ns FROM `{}` WHERE k = ?", s.table);
         let row: Option<(u64, String, i64)> = self.conn.exec_first(sql, (key.as_bytes(),)).map_err(|e| s.error(e))?;
@@ -546,7 +537,7 @@ impl Rows for MariaRows {
     }
 
     fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         let e = |e| s.error(e);
         let select = format!("SELECT size_bytes, path, created_ns FROM `{}` WHERE k = ? FOR UPDATE", s.table);
@@ -594,7 +585,7 @@ impl Rows for MariaRows {
     }
 
     fn delete_row(&mut self, key: &str) -> BResult<Option<String>> {
-        revive(&mut self.conn, &self.sockets, &self.shared)?;
+        self.conn.revive()?;
         let s = self.shared.clone();
         let e = |e| s.error(e);
         // SELECT ... FOR UPDATE, then DELETE, rather than MariaDB's DELETE ... RETURNING, which MySQL lacks.
@@ -609,6 +600,6 @@ impl Rows for MariaRows {
     }
 
     fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
-        Some(self.sockets.cut_handle())
+        Some(self.conn.cut_handle())
     }
 }

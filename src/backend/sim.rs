@@ -86,18 +86,25 @@ pub struct SimBackend {
 }
 
 /// The error kinds `fail_kind` may name.
-const ERROR_KINDS: &[&str] = &["not_found", "too_large", "timeout", "conflict", "connection", "io", "corrupt", "unsupported", "other"];
+const FAULT_KINDS: [ErrorKind; 9] = {
+    use ErrorKind::*;
+    [NotFound, TooLarge, Timeout, Conflict, Connection, Io, Corrupt, Unsupported, Other]
+};
 
 fn parse_kind(name: &str) -> Option<ErrorKind> {
-    use ErrorKind::*;
-    [NotFound, TooLarge, Timeout, Conflict, Connection, Io, Corrupt, Unsupported, Other].into_iter().find(|k| k.name() == name && ERROR_KINDS.contains(&name))
+    FAULT_KINDS.into_iter().find(|k| k.name() == name)
 }
 
 fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("sim", OPTIONS)?;
     let own = SimOptions::read(options)?;
     let fail_kind = parse_kind(&own.fail_kind).ok_or_else(|| {
-        format!("target \"{}\": option \"fail_kind\": \"{}\" is not an error kind; use one of {}", options.target, own.fail_kind, ERROR_KINDS.join(", "))
+        format!(
+            "target \"{}\": option \"fail_kind\": \"{}\" is not an error kind; use one of {}",
+            options.target,
+            own.fail_kind,
+            FAULT_KINDS.map(ErrorKind::name).join(", ")
+        )
     })?;
     let config = SimConfig {
         virtual_clock: own.clock == SimClock::Virtual,

@@ -98,8 +98,9 @@ impl Sockets {
 }
 
 /// One connection the watchdog may cut or the server may drop, with the way to open another:
-/// the file-server catalogs' connections, whose calls `op_timeout` bounds as it bounds a
-/// session's. Client libraries cannot tell a dead connection, so each call first checks.
+/// MariaDB's sessions and the file-server catalogs' connections. Client libraries cannot tell a
+/// dead connection, so an operation first calls `revive` (or `live`); the connection itself is
+/// reached through `Deref`.
 pub struct Reconnecting<C> {
     conn: C,
     sockets: Sockets,
@@ -114,17 +115,36 @@ impl<C> Reconnecting<C> {
         Ok(Reconnecting { conn, sockets, connect })
     }
 
-    /// The connection, replaced first if it was cut or the server closed it.
-    pub fn live(&mut self) -> super::BResult<&mut C> {
+    /// Replaces the connection if it was cut or the server closed it (a restart, a reset).
+    pub fn revive(&mut self) -> super::BResult<()> {
         if self.sockets.take_cut() | self.sockets.peer_closed() {
             self.conn = self.sockets.track(&self.connect)?;
         }
+        Ok(())
+    }
+
+    /// The connection, revived first: for a call that makes one request.
+    pub fn live(&mut self) -> super::BResult<&mut C> {
+        self.revive()?;
         Ok(&mut self.conn)
     }
 
     /// A handle that shuts the connection down (see `Sockets::cut_handle`).
     pub fn cut_handle(&self) -> CutHandle {
         self.sockets.cut_handle()
+    }
+}
+
+impl<C> std::ops::Deref for Reconnecting<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        &self.conn
+    }
+}
+
+impl<C> std::ops::DerefMut for Reconnecting<C> {
+    fn deref_mut(&mut self) -> &mut C {
+        &mut self.conn
     }
 }
 

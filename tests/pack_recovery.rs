@@ -453,3 +453,36 @@ fn read_checks_catch_damage_and_can_be_turned_off_to_read_as_a_file_does() {
     assert_eq!(unchecked.len(), 5000);
     assert_ne!(unchecked, payload(1, 5000), "and return what it holds, damage included");
 }
+
+/// Checked gets of large values read the stripe's mapping (src/pack/view.rs): values appended
+/// after the mapping was made read back right, a flipped byte is still `Corrupt`, and a file cut
+/// short behind the open store's back is read through `pread` (which says how much survived)
+/// instead of touching mapped pages past the end of the file (SIGBUS).
+#[test]
+fn large_values_read_through_the_mapping_are_checked_and_a_cut_file_is_not_touched() {
+    const LARGE: usize = 1 << 20;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let store = PackStore::open(&dir, false).unwrap();
+    let mut lease = store.lease().unwrap();
+    lease.put("a", &mut Cursor::new(payload(1, LARGE)), LARGE as u64).unwrap();
+    assert_eq!(get(&store, "a").unwrap(), payload(1, LARGE), "first get maps the file");
+    lease.put("b", &mut Cursor::new(payload(2, LARGE)), LARGE as u64).unwrap();
+    assert_eq!(get(&store, "b").unwrap(), payload(2, LARGE), "a record appended after the mapping");
+
+    // One value byte of "a" flipped in place, the store still open.
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(DATA_FILE)).unwrap();
+    let at = FILE_HEADER_BYTES + 56 + 1 + 300_000;
+    let mut byte = [0u8];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut byte, at).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[byte[0] ^ 0xff], at).unwrap();
+    assert_eq!(get(&store, "a"), Err(ErrorKind::Corrupt), "the mapped read checks the hash");
+
+    // "b" cut in half behind the store's back: reading it must not touch the lost pages.
+    let b_value_start = FILE_HEADER_BYTES + 2 * (56 + 1) + LARGE as u64;
+    file.set_len(b_value_start + LARGE as u64 / 2).unwrap();
+    let mut out = Vec::new();
+    let e = store.get("b", &mut out, &mut Vec::new()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Corrupt, "{e:?}");
+    assert_eq!(out, payload(2, LARGE)[..LARGE / 2], "what survived was streamed, read with pread: {}", e.message);
+}

@@ -10,6 +10,7 @@ pub mod index_file;
 pub mod record;
 pub mod scan;
 pub mod store;
+pub mod view;
 
 pub use compact::{compact, CompactReport};
 pub use store::{PackStore, Recovery, StripeLease};

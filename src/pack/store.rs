@@ -10,6 +10,7 @@
 use super::index_file::{self, parse_index_file_name, Snapshot, StripeMark};
 use super::record::{FileHeader, RecordHeader, RecordKind, FILE_HEADER_BYTES, MAX_KEY_BYTES, RECORD_HEADER_BYTES};
 use super::scan::{scan, FoundRecord};
+use super::view::View;
 use crate::backend::{copy_exact, BResult, BackendError, ErrorKind, COPY_BUFFER_BYTES};
 use crate::hash::Xxh3;
 use std::collections::HashMap;
@@ -39,11 +40,19 @@ pub struct Stripe {
     /// Length of the file, in bytes: at least `tail_bytes`; beyond the tail, zeros written ahead
     /// of time by a durable writer (see `StripeLease::prepare`). Only the leaseholder moves it.
     file_bytes: AtomicU64,
+    /// The file mapped for checked gets of large values, made by the first such get (`None`
+    /// inside if the system refused the mapping).
+    view: std::sync::OnceLock<Option<View>>,
 }
 
 impl Stripe {
     fn new(id: u32, file: File, salt: u64, path: PathBuf, tail_bytes: u64) -> Stripe {
-        Stripe { id, file, salt, path, tail_bytes: AtomicU64::new(tail_bytes), file_bytes: AtomicU64::new(tail_bytes) }
+        Stripe { id, file, salt, path, tail_bytes: AtomicU64::new(tail_bytes), file_bytes: AtomicU64::new(tail_bytes), view: std::sync::OnceLock::new() }
+    }
+
+    /// The `len` bytes at `offset`, through the file's mapping, if they can be read that way.
+    fn mapped(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        self.view.get_or_init(|| View::map(&self.file)).as_ref()?.bytes(&self.file, offset, len)
     }
 
     /// Current length of the valid part of the file, in bytes.
@@ -67,6 +76,10 @@ const PREPARE_MAX_BYTES: u64 = 64 << 20;
 /// Records up to this size are assembled in memory and written with one positioned write; larger
 /// ones stream through the copy buffer (key and value first, header last).
 const ONE_WRITE_RECORD_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
+/// Checked gets of values this large read the stripe's mapping (`view`), hashing the page cache
+/// in place instead of copying it first; smaller ones are read with one `pread`, which costs less
+/// than the mapping's page-table walk at these sizes.
+const MAPPED_READ_MIN_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 
 /// Where a live value lives.
 #[derive(Debug, Clone, Copy)]
@@ -179,8 +192,8 @@ impl PackStore {
     }
 
     /// Whether gets check each record's body hash. On (the default), a get streams only bytes
-    /// it hashes and fails with `Corrupt` on a mismatch: one more pass over the data, which halves
-    /// large reads from the page cache here (docs/performance.md). Off, a get trusts the disk and
+    /// it hashes and fails with `Corrupt` on a mismatch (large values are hashed in place, from the
+    /// stripe's mapping, so the check costs one pass and no copy). Off, a get trusts the disk and
     /// the filesystem as a plain file read does; opening and compaction still check every record
     /// they read.
     pub fn set_read_checks(&self, on: bool) {
@@ -274,7 +287,11 @@ impl PackStore {
         let loc = self.location(key)?;
         let stripe = self.stripe(loc.stripe_slot);
         let header = loc.header;
-        let read = if self.read_checks.load(Ordering::Relaxed) {
+        let checked = self.read_checks.load(Ordering::Relaxed);
+        let mapped = (checked && header.value_len >= MAPPED_READ_MIN_BYTES).then(|| stripe.mapped(header.value_offset(), header.value_len)).flatten();
+        let read = if let Some(value) = mapped {
+            send_verified(value, &header, key, sink)
+        } else if checked {
             copy_verified(&stripe.file, &header, key, sink, buf)
         } else {
             copy_range(&stripe.file, header.value_offset(), header.value_len, sink, buf)
@@ -340,6 +357,11 @@ pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut d
         std::io::ErrorKind::UnexpectedEof => BackendError::new(ErrorKind::Corrupt, format!("pack record of key \"{key}\" at offset {}: {e}", header.offset)),
         _ => BackendError::new(ErrorKind::Io, format!("pack record of key \"{key}\" at offset {}: {e}", header.offset)),
     })?;
+    check_body_hash(digest, header, key)
+}
+
+/// A `Corrupt` error unless `digest` (of the key and the value just streamed) is the record's.
+fn check_body_hash(digest: u64, header: &RecordHeader, key: &str) -> BResult<()> {
     if digest != header.body_hash {
         return Err(BackendError::new(
             ErrorKind::Corrupt,
@@ -347,6 +369,18 @@ pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut d
         ));
     }
     Ok(())
+}
+
+/// Sends the mapped `value` of the record `header` (of `key`) into `sink` a chunk at a time,
+/// hashing each chunk just before sending it, so the sink reads it from the CPU's cache.
+fn send_verified(value: &[u8], header: &RecordHeader, key: &str, sink: &mut dyn Write) -> BResult<()> {
+    let mut hasher = Xxh3::new();
+    hasher.update(key.as_bytes());
+    for chunk in value.chunks(COPY_BUFFER_BYTES) {
+        hasher.update(chunk);
+        sink.write_all(chunk)?;
+    }
+    check_body_hash(hasher.digest(), header, key)
 }
 
 /// A writer's exclusive hold on one stripe; returned to the free list when dropped.

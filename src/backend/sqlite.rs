@@ -278,7 +278,11 @@ impl SqliteSession {
 
     /// Releases the held snapshot once it is older than `snapshot_max_age`.
     fn release_old_snapshot(&mut self) {
-        if self.held_blob.as_ref().is_some_and(|held| held.opened_at.elapsed() >= self.snapshot_max_age) {
+        if self
+            .held_blob
+            .as_ref()
+            .is_some_and(|held| crate::clock::coarse_monotonic_ns().saturating_sub(held.opened_at_ns) >= self.snapshot_max_age.as_nanos() as u64)
+        {
             self.held_blob = None;
         }
     }

@@ -10,7 +10,6 @@
 use rusqlite::{ffi, Connection};
 use std::ffi::{c_int, CStr};
 use std::ptr::NonNull;
-use std::time::Instant;
 
 /// An open read-only handle on one column of one table, pointing at one row.
 pub(crate) struct ReadBlob {
@@ -18,8 +17,8 @@ pub(crate) struct ReadBlob {
     db: *mut ffi::sqlite3,
     /// Read position within the current row's value, in bytes.
     pos_bytes: u64,
-    /// When the handle was opened: the age of the snapshot it holds.
-    pub opened_at: Instant,
+    /// When the handle was opened (`clock::coarse_monotonic_ns`): the age of the snapshot it holds.
+    pub opened_at_ns: u64,
 }
 
 // SAFETY: the handle is only ever used by the session that owns it and its connection, one call
@@ -37,7 +36,7 @@ impl ReadBlob {
         let mut blob = std::ptr::null_mut();
         let rc = ffi::sqlite3_blob_open(db, c"main".as_ptr(), table.as_ptr(), column.as_ptr(), rowid, 0, &mut blob);
         match NonNull::new(blob) {
-            Some(blob) if rc == ffi::SQLITE_OK => Ok(ReadBlob { blob, db, pos_bytes: 0, opened_at: Instant::now() }),
+            Some(blob) if rc == ffi::SQLITE_OK => Ok(ReadBlob { blob, db, pos_bytes: 0, opened_at_ns: crate::clock::coarse_monotonic_ns() }),
             other => {
                 // SQLite documents that a failed open leaves a handle that is safe to close (or NULL).
                 if let Some(blob) = other {

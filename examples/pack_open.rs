@@ -56,11 +56,13 @@ fn main() {
         let seconds = opening.elapsed().as_secs_f64();
         let recovery = store.recovery().clone();
         println!(
-            "open {}: {seconds:.3} s, {} records from the index, {:.1} MiB scanned, RSS +{:.0} MiB",
+            "open {}: {seconds:.3} s, {} records from the index, {:.1} MiB scanned, RSS +{:.0} MiB (the in-memory index: {:.1} MiB, {:.0} B per object)",
             if with_index { "with index   " } else { "without index" },
             recovery.indexed_records,
             recovery.scanned_bytes as f64 / 1048576.0,
-            (rss_kib().saturating_sub(rss_before)) as f64 / 1024.0
+            (rss_kib().saturating_sub(rss_before)) as f64 / 1024.0,
+            store.index_bytes() as f64 / 1048576.0,
+            store.index_bytes() as f64 / objects as f64
         );
         store.close_without_index();
     }

@@ -105,7 +105,7 @@ fn write_to<'a>(path: &Path, generation: u64, snapshot: &Snapshot, records: impl
 /// Reads the snapshot of generation `generation` in `dir`, handing each record to `on_record`
 /// (key, stripe id, header) as it goes. `Ok(None)`: there is no index file. `Err(reason)`: the
 /// file is unusable, and everything handed out must be thrown away (the checksum is checked last).
-pub fn read(dir: &Path, generation: u64, mut on_record: impl FnMut(String, u32, RecordHeader)) -> Result<Option<Snapshot>, String> {
+pub fn read(dir: &Path, generation: u64, mut on_record: impl FnMut(&str, u32, RecordHeader)) -> Result<Option<Snapshot>, String> {
     let path = dir.join(index_file_name(generation));
     let file = match File::open(&path) {
         Ok(file) => file,
@@ -155,7 +155,7 @@ pub fn read(dir: &Path, generation: u64, mut on_record: impl FnMut(String, u32, 
         }
         key.resize(header.key_len as usize, 0);
         input.read_exact(&mut key).map_err(io_fail)?;
-        let key = String::from_utf8(std::mem::take(&mut key)).map_err(|_| fail("key is not UTF-8"))?;
+        let key = std::str::from_utf8(&key).map_err(|_| fail("key is not UTF-8"))?;
         on_record(key, stripe_id, header);
     }
     let expected = input.hasher.digest();

@@ -7,6 +7,7 @@
 
 pub mod compact;
 pub mod index_file;
+pub mod key_index;
 pub mod record;
 pub mod scan;
 pub mod store;

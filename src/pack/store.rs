@@ -8,6 +8,7 @@
 //! It must never return bytes whose hash it has not checked, and never delete files it did not name.
 
 use super::index_file::{self, parse_index_file_name, Snapshot, StripeMark};
+use super::key_index::{IndexEntry, KeyIndex};
 use super::record::{FileHeader, RecordHeader, RecordKind, FILE_HEADER_BYTES, MAX_KEY_BYTES, RECORD_HEADER_BYTES};
 use super::scan::{scan, FoundRecord};
 use super::view::View;
@@ -89,16 +90,6 @@ pub struct Location {
     /// The record's header (offset, lengths, body hash).
     pub header: RecordHeader,
 }
-
-/// The newest record seen for one key; `live` is `None` for a tombstone.
-#[derive(Debug, Clone, Copy)]
-struct IndexEntry {
-    seq: u64,
-    live: Option<Location>,
-}
-
-/// Key → newest record, in memory.
-type KeyIndex = HashMap<String, IndexEntry>;
 
 /// What opening a pack found and repaired.
 #[derive(Debug, Clone, Default)]
@@ -216,7 +207,7 @@ impl PackStore {
         }
         let index = self.index.read().expect("pack index lock");
         let live: Vec<(&str, u32, RecordHeader)> =
-            index.iter().filter_map(|(key, entry)| entry.live.map(|loc| (key.as_str(), stripes[loc.stripe_slot].id, loc.header))).collect();
+            index.iter().filter_map(|(key, entry)| entry.live.map(|loc| (key, stripes[loc.stripe_slot].id, loc.header))).collect();
         let snapshot = Snapshot { next_seq: self.next_seq.load(Ordering::Acquire), stripes: marks };
         index_file::write(&self.dir, self.generation, &snapshot, live.into_iter())?;
         Ok(())
@@ -239,13 +230,13 @@ impl PackStore {
 
     /// Number of live keys.
     pub fn live_keys(&self) -> usize {
-        self.index.read().expect("pack index lock").values().filter(|e| e.live.is_some()).count()
+        self.index.read().expect("pack index lock").iter().filter(|(_, e)| e.live.is_some()).count()
     }
 
     /// Every live key with its location, ordered by file and offset (for sequential copying).
     pub fn live_locations(&self) -> Vec<(String, Location)> {
         let index = self.index.read().expect("pack index lock");
-        let mut live: Vec<(String, Location)> = index.iter().filter_map(|(k, e)| e.live.map(|loc| (k.clone(), loc))).collect();
+        let mut live: Vec<(String, Location)> = index.iter().filter_map(|(k, e)| e.live.map(|loc| (k.to_string(), loc))).collect();
         live.sort_by_key(|(_, loc)| (loc.stripe_slot, loc.header.offset));
         live
     }
@@ -303,14 +294,12 @@ impl PackStore {
 
     /// Makes a written record visible unless a newer record for the key is already visible.
     fn publish(&self, key: &str, seq: u64, live: Option<Location>) {
-        let mut index = self.index.write().expect("pack index lock");
-        match index.get_mut(key) {
-            Some(entry) if entry.seq > seq => {}
-            Some(entry) => *entry = IndexEntry { seq, live },
-            None => {
-                index.insert(key.to_string(), IndexEntry { seq, live });
-            }
-        }
+        self.index.write().expect("pack index lock").keep_newest(key, IndexEntry { seq, live });
+    }
+
+    /// Bytes of memory the in-memory index holds.
+    pub fn index_bytes(&self) -> usize {
+        self.index.read().expect("pack index lock").allocated_bytes()
     }
 }
 
@@ -665,7 +654,7 @@ fn load_index(dir: &Path, generation: u64, files: &[DataFile], recovery: &mut Re
     let mut index = KeyIndex::new();
     let loaded = index_file::read(dir, generation, |key, stripe_id, header| {
         if let Some(&stripe_slot) = slot_of.get(&stripe_id) {
-            index.insert(key, IndexEntry { seq: header.seq, live: Some(Location { stripe_slot, header }) });
+            index.keep_newest(key, IndexEntry { seq: header.seq, live: Some(Location { stripe_slot, header }) });
         }
     });
     let snapshot = match loaded {
@@ -698,17 +687,10 @@ fn merge_found(index: &mut KeyIndex, found: Vec<Vec<FoundRecord>>) -> u64 {
         for record in records {
             max_seq = max_seq.max(record.header.seq);
             let live = (record.header.kind == RecordKind::Put).then_some(Location { stripe_slot: slot, header: record.header });
-            let entry = IndexEntry { seq: record.header.seq, live };
-            match index.get_mut(&record.key) {
-                Some(existing) if existing.seq > entry.seq => {}
-                Some(existing) => *existing = entry,
-                None => {
-                    index.insert(record.key, entry);
-                }
-            }
+            index.keep_newest(&record.key, IndexEntry { seq: record.header.seq, live });
         }
     }
-    index.retain(|_, e| e.live.is_some());
+    index.retain(|e| e.live.is_some());
     max_seq
 }
 

@@ -454,7 +454,7 @@ fn read_checks_catch_damage_and_can_be_turned_off_to_read_as_a_file_does() {
     assert_ne!(unchecked, payload(1, 5000), "and return what it holds, damage included");
 }
 
-/// Checked gets of large values read the stripe's mapping (src/pack/view.rs): values appended
+/// With mapped reads on, checked gets of large values read the stripe's mapping (src/pack/view.rs): values appended
 /// after the mapping was made read back right, a flipped byte is still `Corrupt`, and a file cut
 /// short behind the open store's back is read through `pread` (which says how much survived)
 /// instead of touching mapped pages past the end of the file (SIGBUS).
@@ -464,6 +464,7 @@ fn large_values_read_through_the_mapping_are_checked_and_a_cut_file_is_not_touch
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p");
     let store = PackStore::open(&dir, false).unwrap();
+    store.set_mapped_reads(true);
     let mut lease = store.lease().unwrap();
     lease.put("a", &mut Cursor::new(payload(1, LARGE)), LARGE as u64).unwrap();
     assert_eq!(get(&store, "a").unwrap(), payload(1, LARGE), "first get maps the file");

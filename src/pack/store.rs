@@ -129,6 +129,8 @@ pub struct PackStore {
     superseded: std::sync::atomic::AtomicBool,
     /// Whether gets check each record's body hash (the default); see `set_read_checks`.
     read_checks: std::sync::atomic::AtomicBool,
+    /// Whether checked gets of large values read the stripe's mapping; see `set_mapped_reads`.
+    mapped_reads: std::sync::atomic::AtomicBool,
 }
 
 /// Parses `g{generation}-s{stripe}.pack`.
@@ -179,12 +181,23 @@ impl PackStore {
             recovery,
             superseded: std::sync::atomic::AtomicBool::new(false),
             read_checks: std::sync::atomic::AtomicBool::new(true),
+            mapped_reads: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
+    /// Whether checked gets of values of `MAPPED_READ_MIN_BYTES` or more hash them in place, from
+    /// the stripe's mapping (src/pack/view.rs): one pass over the page cache instead of `pread`'s
+    /// copy and the hash's pass over the copy. Off by default, as SQLite's mmap_size is: every
+    /// page read stays mapped, so it counts in the process's resident memory. Unmapping pages
+    /// after each read keeps that bounded but costs page faults that made reads 3× slower here
+    /// than with `pread` (docs/performance.md).
+    pub fn set_mapped_reads(&self, on: bool) {
+        self.mapped_reads.store(on, Ordering::Release);
+    }
+
     /// Whether gets check each record's body hash. On (the default), a get streams only bytes
-    /// it hashes and fails with `Corrupt` on a mismatch (large values are hashed in place, from the
-    /// stripe's mapping, so the check costs one pass and no copy). Off, a get trusts the disk and
+    /// it hashes and fails with `Corrupt` on a mismatch: with `pread`, one more pass over the
+    /// data than an unchecked get (see `set_mapped_reads` for one pass). Off, a get trusts the disk and
     /// the filesystem as a plain file read does; opening and compaction still check every record
     /// they read.
     pub fn set_read_checks(&self, on: bool) {
@@ -279,7 +292,8 @@ impl PackStore {
         let stripe = self.stripe(loc.stripe_slot);
         let header = loc.header;
         let checked = self.read_checks.load(Ordering::Relaxed);
-        let mapped = (checked && header.value_len >= MAPPED_READ_MIN_BYTES).then(|| stripe.mapped(header.value_offset(), header.value_len)).flatten();
+        let mappable = checked && header.value_len >= MAPPED_READ_MIN_BYTES && self.mapped_reads.load(Ordering::Relaxed);
+        let mapped = mappable.then(|| stripe.mapped(header.value_offset(), header.value_len)).flatten();
         let read = if let Some(value) = mapped {
             send_verified(value, &header, key, sink)
         } else if checked {

@@ -175,7 +175,7 @@ fn slot_of(key_at: u64, key_len: u16, entry: IndexEntry) -> Slot {
 }
 
 fn entry_of(slot: &Slot) -> IndexEntry {
-    let live = slot.live.then(|| Location {
+    let live = slot.live.then_some(Location {
         stripe_slot: slot.stripe_slot as usize,
         header: RecordHeader {
             kind: RecordKind::Put,

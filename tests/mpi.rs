@@ -265,6 +265,131 @@ fn ctrl_c_on_mpirun_keeps_finished_cases() {
     assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "every rank removed its data");
 }
 
+/// Shared keys (`[mpi] keys = "shared"`) on 4 ranks of one worker each: 200 keys, 50 written by
+/// each rank; a sequential get pass in which each rank reads the next rank's 50 keys (only keys
+/// another rank put), then uniform gets over all 200. Every get must find its key and verify
+/// against what its writer put; the store is measured once and removed once, by rank 0.
+fn four_ranks_share_one_key_space(target: &str) -> (tempfile::TempDir, Value) {
+    let Some(mpirun) = mpirun() else { panic!("checked by the caller") };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "version = 1\nname = \"mpi\"\n[mpi]\nkeys = \"shared\"\n{target}\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
+             [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\n\
+             [[workload.phase]]\nmix = {{ get = 80, head = 20 }}\ncount = 800\nkey_order = \"uniform\"\n"
+        ),
+    )
+    .unwrap();
+    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let report = report(dir.path());
+    let case = report["cases"][0].clone();
+    assert_eq!(case["status"], "ok", "{case}");
+    assert_eq!(report["plan"]["mpi_keys"], "shared");
+    let phases = case["phases"].as_array().unwrap();
+    let (one_pass, uniform) = (&phases[1]["ops"]["get"], &phases[2]["ops"]);
+    assert_eq!((one_pass["count"].as_u64(), one_pass["misses"].as_u64()), (Some(200), Some(0)), "each rank read its neighbour's 50 keys: {one_pass}");
+    for op in ["get", "head"] {
+        assert_eq!(uniform[op]["misses"].as_u64(), Some(0), "{op}: every key any rank put is found by every rank");
+        assert!(uniform[op]["errors"].as_object().unwrap().is_empty(), "{op}: {}", uniform[op]);
+    }
+    let v = &case["verification"];
+    assert_eq!((v["checked"].as_u64(), v["mismatches"].as_u64()), (Some(200 + uniform["get"]["count"].as_u64().unwrap()), Some(0)), "{v}");
+    for r in case["per_rank"].as_array().unwrap() {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["phases"][1]["ops"]["get"]["count"].as_u64(), Some(50), "rank {}: its one pass is its share", r["rank"]);
+    }
+    assert_eq!(case["disk"]["logical_bytes"].as_u64(), Some(200 * 8192), "one store, counted once: {}", case["disk"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("cleanup") && !stderr.contains("kept"), "no rank removed the store under another, nor left it:\n{stderr}");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "rank 0 removed the one run directory");
+    (dir, report)
+}
+
+#[test]
+fn fs_shared_keys_are_read_by_every_rank_and_removed_once() {
+    if mpirun().is_none() {
+        return;
+    }
+    let (_dir, report) = four_ranks_share_one_key_space("[[target]]\nname = \"fs\"\nbackend = \"fs\"\n");
+    assert_eq!(report["cases"][0]["disk"]["files"].as_u64(), Some(200), "one file per key, in one store");
+}
+
+#[test]
+fn s3_shared_keys_are_read_by_every_rank_and_removed_once() {
+    if mpirun().is_none() || !common::available("STOWBENCH_S3_ENDPOINT") {
+        return;
+    }
+    let (dir, report) = four_ranks_share_one_key_space("[[target]]\nname = \"s3\"\nbackend = \"s3\"\n");
+    assert_eq!(report["cases"][0]["disk"]["server_reported_bytes"].as_u64(), Some(200 * 8192), "the server holds one copy of each key");
+    // The one namespace every rank used: nothing of it is left on the server.
+    let run_id = report["run_id"].as_str().unwrap().to_string();
+    let ns = stowbench::backend::Namespace { run_id, dir: dir.path().to_path_buf(), name: "sb_case_0000".into() };
+    let options = stowbench::backend::options::Options::new("s3", "test", toml::Table::new());
+    let s3 = (stowbench::backend::find("s3").unwrap().construct)(&options, &ns).unwrap();
+    assert_eq!(s3.server_objects().unwrap(), Vec::<String>::new());
+}
+
+/// With shared keys a damaged object is reported by the rank that read it: rank 0's `before`
+/// command damages key 60, which rank 1 wrote and rank 0 alone reads (each rank's sequential
+/// pass reads the next rank's keys).
+#[test]
+fn a_damaged_shared_object_is_reported_by_the_rank_that_read_it() {
+    let Some(mpirun) = mpirun() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    let damage = "[ \\\"$OMPI_COMM_WORLD_RANK\\\" != 0 ] || printf XXXX | dd of=$(find \\\"$STOWBENCH_DATA_PATHS\\\" -name obj-0000000060) bs=1 seek=100 conv=notrunc 2>/dev/null";
+    std::fs::write(
+        &job,
+        format!(
+            "version = 1\nname = \"mpi\"\n[mpi]\nkeys = \"shared\"\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
+             [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\nbefore = [\"sh\", \"-c\", \"{damage}\"]\n"
+        ),
+    )
+    .unwrap();
+    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a damaged object fails the run: {}", text(&out));
+    let report = report(dir.path());
+    let case = &report["cases"][0];
+    let v = &case["verification"];
+    assert_eq!((v["checked"].as_u64(), v["mismatches"].as_u64()), (Some(200), Some(1)), "{v}");
+    assert!(case["failure"].as_str().unwrap().contains("obj-0000000060"), "{}", case["failure"]);
+    let errors: Vec<u64> = case["per_rank"].as_array().unwrap().iter().map(|r| r["phases"][1]["ops"]["get"]["errors"].as_u64().unwrap()).collect();
+    assert_eq!(errors, [1, 0, 0, 0], "rank 0 read the damaged object, and only it");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+}
+
+/// A store that one process keeps (pack's index lives in the process that writes it) is refused
+/// under shared keys before anything is written, with the fix.
+#[test]
+fn shared_keys_refuse_a_store_only_one_process_can_open() {
+    let Some(mpirun) = mpirun() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "version = 1\n[mpi]\nkeys = \"shared\"\n[[target]]\nname = \"p\"\nbackend = \"pack\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [2]\nobjects = 10\nphases = [\"put\"]\n",
+    )
+    .unwrap();
+    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("2").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backend pack cannot be shared by several processes") && stderr.contains("keys = \"partitioned\""), "{stderr}");
+    assert!(!dir.path().join("out").exists(), "no report for a run that never started");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn an_unknown_way_to_share_keys_is_refused_at_its_line() {
+    let job = "version = 1\n[mpi]\nkeys = \"sharded\"\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nphases = [\"put\"]\n";
+    let err = stowbench::job::load_text(job, "job.toml").unwrap_err();
+    assert!(err.contains("job.toml:3:1: [mpi], field \"keys\": \"sharded\" is not a way to share keys; use \"partitioned\""), "{err}");
+    let typo = stowbench::job::load_text(&job.replace("keys = \"sharded\"", "key = \"shared\""), "job.toml").unwrap_err();
+    assert!(typo.contains("job.toml:3:1: unknown key \"key\""), "{typo}");
+}
+
 // The parts of a multi-host run that need no mpirun: worker statistics as bytes, and the shares.
 
 use stowbench::backend::ErrorKind;

@@ -36,15 +36,16 @@ pub fn rank_phase(label: &str, workers: Vec<WorkerStats>) -> RankPhase {
 
 /// The case's result from every rank's (in rank order). Every rank merged the same phases from
 /// the same workers, so rank 0's phases, verification and verdict stand for all; added here:
-/// every rank's connections and disk, the case's full worker and key counts, and each rank's
-/// own failure, named by rank and host.
-pub fn case(case: &CasePlan, results: Vec<CaseResult>, infos: &[RankInfo], phases: Vec<(String, Vec<RankPhase>)>) -> CaseResult {
+/// every rank's connections and disk (one namespace's once, when `shared` by every rank), the
+/// case's full worker and key counts, and each rank's own failure, named by rank and host.
+pub fn case(case: &CasePlan, results: Vec<CaseResult>, infos: &[RankInfo], phases: Vec<(String, Vec<RankPhase>)>, shared: bool) -> CaseResult {
     let mut merged = results[0].clone();
     merged.objects = case.objects;
     merged.threads = case.threads;
     merged.connect_ns = results.iter().flat_map(|r| r.connect_ns.iter().copied()).collect();
     merged.wall_ns = results.iter().map(|r| r.wall_ns).max().unwrap_or(0);
-    merged.disk = disk(results.iter().map(|r| &r.disk));
+    // Every rank of a shared namespace measured the same store, and knows every key.
+    merged.disk = if shared { results[0].disk.clone() } else { disk(results.iter().map(|r| &r.disk)) };
     merged.own_work_share = merged.compute_own_work_share();
     let failures = failures(&results, infos);
     if !failures.is_empty() {

@@ -16,8 +16,10 @@ pub mod share;
 
 use crate::clock::Clock;
 use crate::error::{Error, Kind};
+use crate::job::plan::KeySharing;
 use crate::job::{CasePlan, Plan};
 use crate::report::model::{CaseResult, RankInfo, RankPhase, RunReport};
+use crate::runner::keytable::{KeySpace, KeyTable};
 use crate::runner::ranks::{Ranks, Stops};
 use crate::stats::WorkerStats;
 use mpi::datatype::PartitionMut;
@@ -53,6 +55,11 @@ pub struct MpiRanks {
     virtual_clock: Cell<bool>,
     /// This case's phases as each rank ran them: (label, one per rank).
     phases: RefCell<Vec<(String, Vec<RankPhase>)>>,
+    /// The job's `[mpi] keys`, its seed, and with shared keys this rank's keys of each case (by
+    /// case index), once `local_plan` has read the job.
+    sharing: Cell<KeySharing>,
+    job_seed: Cell<u64>,
+    key_spaces: RefCell<Vec<KeySpace>>,
     /// Keeps MPI initialised while the ranks are used; finalises it when dropped.
     _universe: mpi::environment::Universe,
 }
@@ -87,6 +94,9 @@ impl MpiRanks {
             case_over: Cell::new(false),
             virtual_clock: Cell::new(false),
             phases: RefCell::new(Vec::new()),
+            sharing: Cell::new(KeySharing::Partitioned),
+            job_seed: Cell::new(0),
+            key_spaces: RefCell::new(Vec::new()),
             _universe: universe,
         })
     }
@@ -208,10 +218,16 @@ impl Ranks for MpiRanks {
     }
 
     fn local_plan(&self, plan: &Plan) -> Result<Plan, String> {
+        self.sharing.set(plan.mpi_keys);
+        self.job_seed.set(plan.seed);
+        *self.key_spaces.borrow_mut() = plan.cases.iter().map(|case| share::key_space(case, self.rank, self.size)).collect();
         share::local_plan(plan, self.rank, self.size)
     }
 
     fn run_directory(&self, run_id: &str) -> (String, String) {
+        if self.shares_namespace() {
+            return (format!("stowbench-{run_id}"), "sb".into());
+        }
         // A directory and object-name prefix per rank: ranks on one host (or sharing a
         // filesystem) never meet, and each cleans up exactly what it made.
         (format!("stowbench-{run_id}-rank{}", self.rank), format!("sb_r{}", self.rank))
@@ -300,11 +316,7 @@ impl Ranks for MpiRanks {
     }
 
     fn case_end(&self, case: &CasePlan, local: CaseResult, stops: Stops) -> (CaseResult, Stops) {
-        if !self.case_over.get() {
-            // This rank is done (or failed): its last exchange of the case tells the others,
-            // wherever they are; a failure there only repeats what the results will say.
-            let _ = self.exchange(Header { left: true, ..Header::default() }, Vec::new());
-        }
+        self.leave_case();
         self.case_over.set(false);
         let flags = [stops.interrupted as u8, stops.timed_out as u8];
         let mine = serde_json::to_vec(&(local, flags)).expect("a case result serializes");
@@ -313,10 +325,80 @@ impl Ranks for MpiRanks {
         let stops = Stops { interrupted: gathered.iter().any(|(_, f)| f[0] == 1), timed_out: gathered.iter().any(|(_, f)| f[1] == 1) };
         let results: Vec<CaseResult> = gathered.into_iter().map(|(r, _)| r).collect();
         let phases = std::mem::take(&mut *self.phases.borrow_mut());
-        (merge::case(case, results, &self.infos.borrow(), phases), stops)
+        (merge::case(case, results, &self.infos.borrow(), phases, self.shares_namespace()), stops)
     }
 
     fn describe(&self, report: &mut RunReport) {
         report.ranks = Some(self.infos.borrow().clone());
+    }
+
+    fn shares_namespace(&self) -> bool {
+        self.sharing.get() == KeySharing::Shared
+    }
+
+    fn lead_first(&self, step: &mut dyn FnMut()) {
+        if !self.shares_namespace() {
+            return step();
+        }
+        if self.rank == 0 {
+            step();
+        }
+        self.all_gather(&[]);
+        if self.rank != 0 {
+            step();
+        }
+    }
+
+    fn refuse_sharing(&self, plan: &Plan) -> Result<(), String> {
+        if !self.shares_namespace() {
+            return Ok(());
+        }
+        let hosts: std::collections::BTreeSet<String> = self.infos.borrow().iter().map(|i| i.host.clone()).collect();
+        share::refuse_shared_keys(plan, hosts.len())
+    }
+
+    fn key_space(&self, case: &CasePlan) -> KeySpace {
+        match self.key_spaces.borrow().get(case.index) {
+            Some(space) if self.shares_namespace() => *space,
+            _ => KeySpace::own(case.objects),
+        }
+    }
+
+    fn payload_seed(&self, local_seed: u64) -> u64 {
+        if self.shares_namespace() {
+            self.job_seed.get()
+        } else {
+            local_seed
+        }
+    }
+
+    fn store_ready(&self) -> Result<(), String> {
+        if self.shares_namespace() {
+            self.exchange(Header::default(), Vec::new())?;
+        }
+        Ok(())
+    }
+
+    fn share_keys(&self, keys: &KeyTable, space: KeySpace, objects: u64) -> Result<(), String> {
+        if !self.shares_namespace() {
+            return Ok(());
+        }
+        let mine = [&space.first.to_le_bytes()[..], &keys.export(space.first..space.first + objects)].concat();
+        let all = self.exchange(Header::default(), vec![mine])?;
+        for (rank, (_, blobs)) in all.iter().enumerate().filter(|(rank, _)| *rank != self.rank) {
+            let blob = blobs.first().filter(|b| b.len() >= 8).ok_or_else(|| format!("rank {rank} sent no key state"))?;
+            let first = u64::from_le_bytes(blob[..8].try_into().expect("8 bytes"));
+            keys.import(first, &blob[8..]).map_err(|e| format!("rank {rank}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn leave_case(&self) {
+        if !self.case_over.get() {
+            // This rank is done (or failed): its last exchange of the case tells the others,
+            // wherever they are; a failure there only repeats what the results will say.
+            let _ = self.exchange(Header { left: true, ..Header::default() }, Vec::new());
+            self.case_over.set(true);
+        }
     }
 }

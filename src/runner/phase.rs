@@ -4,7 +4,7 @@
 //! Timing covers only the backend call (see `ops` for how our own payload work is kept out of
 //! latencies and windows). Bodies stream in both directions, so no object is ever held whole.
 
-use super::keytable::KeyTable;
+use super::keytable::{KeySpace, KeyTable};
 use super::ops::{OwnTime, Worker};
 use crate::backend::catalog::Catalog;
 use crate::backend::sockets::CutHandle;
@@ -44,6 +44,11 @@ pub struct PhaseContext<'a> {
     pub duplicates: f64,
     /// Key state.
     pub keys: &'a KeyTable,
+    /// The keys this process writes and reads (its own, unless keys are shared by ranks).
+    pub key_space: KeySpace,
+    /// Whether this phase's reads address every rank's keys (shared keys, and no deletes in the
+    /// phase: a delete by another rank would make a read's miss unclassifiable here).
+    pub reads_all: bool,
     /// The clock.
     pub clock: &'a dyn Clock,
     /// Set on Ctrl-C.
@@ -168,6 +173,8 @@ fn worker(
     stats: &mut WorkerStats,
 ) {
     let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
+    // Shared keys: reads draw from every rank's keys, writes from this rank's own range.
+    let mut all_keys = ctx.reads_all.then(|| KeyChooser::new(ctx.phase.key_order, ctx.key_space.all, ctx.seed, !stream_of(ctx, w)));
     let total_weight: u32 = ctx.phase.mix.iter().map(|(_, wt)| wt).sum();
     stats.start_ns = ctx.clock.now_ns();
     stats.end_ns = stats.start_ns;
@@ -236,9 +243,10 @@ fn worker(
         iterations += 1;
         for step in 0..ops_per_iteration {
             let op = if ctx.phase.sequence { ctx.phase.mix[step].0 } else { pick(&ctx.phase.mix, total_weight, &mut mix_rng) };
-            let key = match recent.key(op) {
-                Some(key) => key,
-                None => chooser.next(index, ctx.objects),
+            let key = match (recent.key(op), all_keys.as_mut()) {
+                (Some(key), _) => key,
+                (None, Some(all)) if op.reads() => all.next(ctx.key_space.reads_from + index, ctx.key_space.all),
+                (None, _) => ctx.key_space.first + chooser.next(index, ctx.objects),
             };
             if !worker.one_op(op, key, index) || worker.gave_up {
                 break 'iterations;
@@ -441,6 +449,8 @@ mod tests {
             op_timeout_ns: 0,
             duplicates: 0.0,
             keys,
+            key_space: KeySpace::own(1),
+            reads_all: false,
             clock: &MonotonicClock,
             interrupted,
             seed,

@@ -81,7 +81,10 @@ fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches("stowbench mpi — run").count(), 1, "only rank 0 prints the table:\n{stdout}");
-    assert!(stdout.contains("ranks: 4 on 1 host(s)") && stdout.contains("per rank:"), "the table lists the ranks and their shares:\n{stdout}");
+    assert!(
+        stdout.contains("ranks: 4 on 1 host(s)") && stdout.contains("per rank:") && stdout.contains("per host:"),
+        "the table lists the ranks, their shares and their host:\n{stdout}"
+    );
     let report = report(dir.path());
     check_breakdown_in_csv_and_html(dir.path(), &report);
     let ranks = report["ranks"].as_array().expect("a multi-host report lists its ranks");
@@ -92,6 +95,7 @@ fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
     assert_eq!((case["threads"].as_u64(), case["objects"].as_u64()), (Some(4), Some(200)), "the case is the whole job, not one rank's share");
     let per_rank = case["per_rank"].as_array().expect("a per-rank breakdown");
     assert_eq!(per_rank.len(), 4);
+    check_per_host(case);
     assert_eq!(per_rank.iter().map(|r| r["objects"].as_u64().unwrap()).sum::<u64>(), 200);
     let phases = case["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2);
@@ -138,10 +142,34 @@ fn check_breakdown_in_csv_and_html(dir: &Path, report: &Value) {
     let rank_column = header.iter().position(|c| *c == "rank").expect("a rank column");
     let merged_rows: usize = report["cases"][0]["phases"].as_array().unwrap().iter().map(|p| p["ops"].as_object().unwrap().len()).sum();
     let rank_rows = csv.lines().skip(1).filter(|l| !l.split(',').nth(rank_column).unwrap_or("").is_empty()).count();
-    assert_eq!(csv.lines().count() - 1, merged_rows * 5, "merged rows and 4 ranks' rows:\n{csv}");
+    let phases = report["cases"][0]["phases"].as_array().unwrap().len();
+    assert_eq!(csv.lines().count() - 1, merged_rows * 5 + phases, "merged rows, 4 ranks' rows and the one host's row per phase:\n{csv}");
     assert_eq!(rank_rows, merged_rows * 4);
+    let ranks_column = header.iter().position(|c| *c == "ranks").expect("a ranks column (the host rows')");
+    let host_rows: Vec<&str> = csv.lines().skip(1).filter(|l| l.split(',').nth(ranks_column) == Some("0 1 2 3")).collect();
+    assert_eq!(host_rows.len(), phases, "{csv}");
     let html = render("html");
-    assert!(html.contains("<h3>Per rank</h3>") && html.contains("<h3>Ranks</h3>"));
+    assert!(html.contains("<h3>Per rank</h3>") && html.contains("<h3>Ranks</h3>") && html.contains("<h3>Per host</h3>"));
+}
+
+/// The one host of 4 ranks: its ranks' client figures summed, its server once, all of each phase.
+fn check_per_host(case: &Value) {
+    let per_rank = case["per_rank"].as_array().unwrap();
+    let hosts = case["per_host"].as_array().expect("a per-host breakdown");
+    assert_eq!(hosts.len(), 1, "4 ranks on one machine: {hosts:?}");
+    let host = &hosts[0];
+    assert_eq!(host["ranks"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(host["threads"].as_u64(), Some(4));
+    let sum = |field: &str| per_rank.iter().map(|r| r["resources"][field].as_u64().unwrap()).sum::<u64>();
+    for field in ["client_cpu_user_ns", "client_cpu_system_ns", "client_rss_peak_bytes"] {
+        assert_eq!(host["resources"][field].as_u64(), Some(sum(field)), "{field}: summed over the host's ranks");
+    }
+    assert_eq!(host["resources"]["server_cpu_ns"], per_rank[0]["resources"]["server_cpu_ns"], "the host's server counted once, not once per rank");
+    for (i, phase) in host["phases"].as_array().unwrap().iter().enumerate() {
+        let ops: u64 = per_rank.iter().flat_map(|r| r["phases"][i]["ops"].as_object().unwrap().values()).map(|o| o["count"].as_u64().unwrap()).sum();
+        assert_eq!(phase["count"].as_u64(), Some(ops), "{phase}");
+        assert_eq!((phase["count_share"].as_f64(), phase["bytes_share"].as_f64()), (Some(1.0), Some(1.0)), "{phase}");
+    }
 }
 
 #[test]
@@ -398,6 +426,26 @@ use stowbench::multihost::share::{local_plan, portion, workers_of};
 use stowbench::stats::wire::histogram_base64;
 use stowbench::stats::WorkerStats;
 use stowbench::workload::op::Op;
+
+/// Ranks 0 and 2 on host a, rank 1 on host b: a host's client figures are its ranks' summed,
+/// its server is counted once, and its share of a phase is its ranks' operations over all.
+#[test]
+fn hosts_group_their_ranks() {
+    use stowbench::report::model::{RankCase, RankOp, RankPhase, Resources};
+    let rank = |rank: u32, host: &str, puts: u64, cpu: u64| {
+        let op = RankOp { count: puts, bytes: puts * 10, ..RankOp::default() };
+        let phase = RankPhase { phase: "put".into(), ops: [("put".to_string(), op)].into(), ..RankPhase::default() };
+        let resources = Resources { client_cpu_user_ns: cpu, server_cpu_ns: Some(1000), server_rss_peak_bytes: Some(5), ..Resources::default() };
+        RankCase { rank, host: host.into(), threads: 2, phases: vec![phase], resources, ..RankCase::default() }
+    };
+    let hosts = stowbench::multihost::merge::hosts(&[rank(0, "a", 30, 7), rank(1, "b", 20, 11), rank(2, "a", 50, 13)]);
+    let names: Vec<(&str, &[u32])> = hosts.iter().map(|h| (h.host.as_str(), h.ranks.as_slice())).collect();
+    assert_eq!(names, [("a", &[0, 2][..]), ("b", &[1][..])]);
+    let a = &hosts[0];
+    assert_eq!((a.threads, a.resources.client_cpu_user_ns, a.resources.server_cpu_ns), (4, 20, Some(1000)), "server once, client summed");
+    assert_eq!((a.phases[0].count, a.phases[0].bytes, a.phases[0].count_share, a.phases[0].bytes_share), (80, 800, 0.8, 0.8));
+    assert_eq!(hosts[1].phases[0].count_share, 0.2);
+}
 
 #[test]
 fn worker_statistics_survive_the_round_trip_and_merge_the_same() {

@@ -225,6 +225,38 @@ fn a_rank_that_fails_ends_the_case_on_every_rank() {
     assert_eq!(leftovers(dir.path()), Vec::<String>::new());
 }
 
+/// A failure in the middle of a phase ends the phase on every rank at once, not at the end of
+/// their own share: rank 0's worker panics at once (its sim store answers instantly), while the
+/// other ranks' stores take 100–300 ms an operation and would reach the panic only after the
+/// 60 s phase. The case fails with rank 0's error within seconds, and the next case runs.
+#[test]
+fn a_failure_mid_phase_ends_the_phase_on_every_rank_promptly() {
+    let Some(mpirun) = mpirun() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "version = 1\n[[target]]\nname = \"sim\"\nbackend = \"sim\"\nclock = \"real\"\nlatency = \"{rank}00ms\"\npanic_at = 1000\n\
+         [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\n[[workload.phase]]\nmix = { put = 1 }\nduration = \"60s\"\n\
+         [[workload]]\nname = \"after\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 4\nphases = [\"put\"]\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "a failed case fails the run: {}", text(&out));
+    // Generous for a loaded machine, and far below the 60 s the other ranks' shares would take.
+    assert!(took < std::time::Duration::from_secs(20), "the run took {took:?}: the other ranks ran out their share of the phase");
+    let report = report(dir.path());
+    let failed = &report["cases"][0];
+    let why = failed["failure"].as_str().unwrap();
+    assert!(why.starts_with("rank 0 (") && why.contains("panicked in phase put"), "{why}");
+    let per_rank = failed["per_rank"].as_array().unwrap();
+    assert!(per_rank[1..].iter().all(|r| r["failure"].as_str().unwrap().starts_with(stowbench::multihost::ENDED_BY_ANOTHER)), "{per_rank:?}");
+    assert_eq!(report["cases"][1]["status"], "ok", "{}", report["cases"][1]);
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+}
+
 /// A store only rank 2 cannot use (its `path` is a file): every rank refuses before writing
 /// anything, with rank 2's reason.
 #[test]

@@ -38,6 +38,11 @@ pub fn launched() -> bool {
 /// trip gives the offset.
 const CLOCK_ROUNDS: usize = 32;
 
+/// The tag of a stop notice: a point-to-point message (the case's number) that a rank whose
+/// share of a phase ended early sends every other rank, which polls for it while its workers run.
+/// The collectives carry no tag of their own to collide with.
+const STOP_TAG: mpi::Tag = 0x5354;
+
 /// The prefix of the reason a rank gives when it ended a case because another rank left it: the
 /// case's failure is the other rank's own message, not this.
 pub const ENDED_BY_ANOTHER: &str = "ended because rank";
@@ -60,6 +65,11 @@ pub struct MpiRanks {
     sharing: Cell<KeySharing>,
     job_seed: Cell<u64>,
     key_spaces: RefCell<Vec<KeySpace>>,
+    /// Cases ended so far: the current case's number, which a stop notice carries.
+    cases_ended: Cell<u64>,
+    /// Whether this rank has sent, or received, a stop notice for the current case.
+    stop_sent: Cell<bool>,
+    stop_seen: Cell<bool>,
     /// Keeps MPI initialised while the ranks are used; finalises it when dropped.
     _universe: mpi::environment::Universe,
 }
@@ -97,6 +107,9 @@ impl MpiRanks {
             sharing: Cell::new(KeySharing::Partitioned),
             job_seed: Cell::new(0),
             key_spaces: RefCell::new(Vec::new()),
+            cases_ended: Cell::new(0),
+            stop_sent: Cell::new(false),
+            stop_seen: Cell::new(false),
             _universe: universe,
         })
     }
@@ -318,6 +331,10 @@ impl Ranks for MpiRanks {
     fn case_end(&self, case: &CasePlan, local: CaseResult, stops: Stops) -> (CaseResult, Stops) {
         self.leave_case();
         self.case_over.set(false);
+        self.stop_requested(); // takes in this case's notices, so none waits for a later poll
+        self.cases_ended.set(self.cases_ended.get() + 1);
+        self.stop_sent.set(false);
+        self.stop_seen.set(false);
         let flags = [stops.interrupted as u8, stops.timed_out as u8];
         let mine = serde_json::to_vec(&(local, flags)).expect("a case result serializes");
         let gathered: Vec<(CaseResult, [u8; 2])> =
@@ -391,6 +408,28 @@ impl Ranks for MpiRanks {
             keys.import(first, &blob[8..]).map_err(|e| format!("rank {rank}: {e}"))?;
         }
         Ok(())
+    }
+
+    fn request_stop(&self) {
+        if self.case_over.get() || self.stop_sent.replace(true) {
+            return;
+        }
+        let case = self.cases_ended.get();
+        for other in (0..self.size).filter(|&r| r != self.rank) {
+            // Eight bytes go out eagerly: the send returns without waiting for the other rank.
+            self.world.process_at_rank(other as i32).send_with_tag(&case, STOP_TAG);
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        while let Some((message, _)) = self.world.any_process().immediate_matched_probe_with_tag(STOP_TAG) {
+            let (case, _) = message.matched_receive::<u64>();
+            // A notice of an earlier case arrived after that case ended everywhere: nothing to stop.
+            if case == self.cases_ended.get() {
+                self.stop_seen.set(true);
+            }
+        }
+        self.stop_seen.get()
     }
 
     fn leave_case(&self) {

@@ -688,10 +688,7 @@ impl CaseRun<'_> {
         catalogs: &mut [Box<dyn Catalog>],
     ) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let mut ctx = self.context(phase, stop, warmup);
-        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
-        let planned = stop.count;
-        let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
+        let workers = self.run_workers(phase, stop, warmup, sessions, catalogs)?;
         let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let (workers, lock_wait_ns) = self.ranks.phase_end(&phase.label, workers, wait_after - wait_before)?;
         if phase.mix.iter().any(|(op, _)| op.writes() || *op == Op::Delete) {
@@ -712,13 +709,37 @@ impl CaseRun<'_> {
         Ok(merged)
     }
 
+    /// Runs a phase's workers from the ranks' start barrier. They stop on Ctrl-C and when
+    /// another rank ends its share of the phase early; when this rank's share ends early (a
+    /// worker panicked, or Ctrl-C), it tells the others.
+    fn run_workers(
+        &self,
+        phase: &PhasePlan,
+        stop: Stop,
+        warmup: bool,
+        sessions: &mut [Box<dyn Session>],
+        catalogs: &mut [Box<dyn Catalog>],
+    ) -> Result<Vec<crate::stats::WorkerStats>, String> {
+        let stop_now = AtomicBool::new(self.interrupted.load(Ordering::Relaxed));
+        let mut ctx = self.context(phase, stop, warmup);
+        ctx.interrupted = &stop_now;
+        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
+        let workers = phase::run(&ctx, sessions, catalogs, || {
+            self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), stop.count);
+            if self.interrupted.load(Ordering::Relaxed) || self.ranks.stop_requested() {
+                stop_now.store(true, Ordering::Relaxed);
+            }
+        });
+        if workers.is_err() || self.interrupted.load(Ordering::Relaxed) {
+            self.ranks.request_stop();
+        }
+        workers
+    }
+
     fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
         let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::workload::keys::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
-        let mut ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
-        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
-        let workers =
-            phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
+        let workers = self.run_workers(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false, sessions, &mut [])?;
         let (workers, _) = self.ranks.phase_end("preload", workers, 0)?;
         self.ranks.share_keys(&self.keys, self.key_space, self.case.objects)?;
         let merged = crate::stats::merge("preload", workers, 0);

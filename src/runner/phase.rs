@@ -106,6 +106,9 @@ fn worker_cuts(sessions: &[Box<dyn Session>], catalogs: &[Box<dyn Catalog>]) -> 
 /// `catalogs` holds one catalog connection per session for file-server phases, else nothing.
 pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut [Box<dyn Catalog>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
     let barrier = Barrier::new(sessions.len());
+    // A worker that panicked (a backend bug) fails the phase: the others stop as on Ctrl-C
+    // instead of running out a `duration` for a result that will not be reported.
+    let panicked = AtomicBool::new(false);
     let origin = if ctx.clock.is_virtual() { 0 } else { ctx.origin_ns.unwrap_or_else(|| ctx.clock.now_ns()) };
     let width = ctx.index_width();
     let workers = sessions.len() as u64;
@@ -133,18 +136,27 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
             .iter_mut()
             .enumerate()
             .map(|(w, session)| {
-                let barrier = &barrier;
+                let (barrier, panicked) = (&barrier, &panicked);
                 let catalog = catalogs.next().flatten();
                 scope.spawn(move || {
                     let mut stats = WorkerStats::new(origin, width);
                     barrier.wait();
-                    worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats);
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats)
+                    }));
+                    if let Err(panic) = ran {
+                        panicked.store(true, Ordering::Relaxed);
+                        std::panic::resume_unwind(panic);
+                    }
                     stats
                 })
             })
             .collect();
         while !handles.iter().all(|h| h.is_finished()) {
             on_wait();
+            if panicked.load(Ordering::Relaxed) {
+                ctx.interrupted.store(true, Ordering::Relaxed);
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         if let Some(dog) = watchdog {

@@ -117,6 +117,17 @@ pub trait Ranks {
     /// This rank is done with the case's store (measured, or failed): with one namespace, the
     /// lead removes it only after every rank has said so.
     fn leave_case(&self) {}
+
+    // Ending a phase early on every rank.
+
+    /// Tells the other ranks to end the current phase now: this rank's share of it ended early
+    /// (a worker panicked, or it was interrupted). Without it they would learn only at the end of
+    /// their own share, which for a `duration` phase can be the whole duration.
+    fn request_stop(&self) {}
+    /// Whether another rank asked to end the current phase (polled while the phase runs).
+    fn stop_requested(&self) -> bool {
+        false
+    }
 }
 
 /// One process: the single-host run.

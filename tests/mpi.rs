@@ -47,6 +47,16 @@ fn stowbench_run_args(job: &Path, dir: &Path) -> Vec<String> {
     .to_vec()
 }
 
+/// Writes `job` to a fresh directory and runs it as `ranks` ranks: the directory (the report and
+/// the work directory are in it) and what mpirun returned.
+fn run_job(mpirun: &Path, job: &str, ranks: u32) -> (tempfile::TempDir, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.toml");
+    std::fs::write(&path, job).unwrap();
+    let out = mpirun_command(mpirun, dir.path()).arg("-np").arg(ranks.to_string()).args(stowbench_run_args(&path, dir.path())).output().unwrap();
+    (dir, out)
+}
+
 /// The report the run wrote (checked against the schema).
 fn report(dir: &Path) -> Value {
     let out = dir.join("out");
@@ -67,17 +77,14 @@ fn leftovers(dir: &Path) -> Vec<String> {
 /// phase, and checks the merge against the per-rank breakdown.
 fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
+    let (dir, out) = run_job(
+        &mpirun,
+        &format!(
             "version = 1\nname = \"mpi\"\n{target}\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
              [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 80, head = 20 }}\ncount = 600\nkey_order = \"uniform\"\n"
         ),
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches("stowbench mpi — run").count(), 1, "only rank 0 prints the table:\n{stdout}");
@@ -196,17 +203,14 @@ fn s3_four_ranks_merge_to_the_sum_of_their_shares() {
 #[test]
 fn a_rank_that_fails_ends_the_case_on_every_rank() {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
+    let (dir, out) = run_job(
+        &mpirun,
         "version = 1\nname = \"mpi\"\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\n\
          [[workload.phase]]\nmix = { put = 1 }\n[[workload.phase]]\nmix = { get = 1 }\n\
          before = [\"sh\", \"-c\", \"[ \\\"$OMPI_COMM_WORLD_RANK\\\" != 2 ] || { echo 'rank 2 lost its mount' >&2; exit 3; }\"]\n\
          [[workload]]\nname = \"after\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\nphases = [\"put\"]\n",
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     assert_eq!(out.status.code(), Some(1), "a failed case fails the run: {}", text(&out));
     let report = report(dir.path());
     let failed = &report["cases"][0];
@@ -232,17 +236,14 @@ fn a_rank_that_fails_ends_the_case_on_every_rank() {
 #[test]
 fn a_failure_mid_phase_ends_the_phase_on_every_rank_promptly() {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
+    let started = std::time::Instant::now();
+    let (dir, out) = run_job(
+        &mpirun,
         "version = 1\n[[target]]\nname = \"sim\"\nbackend = \"sim\"\nclock = \"real\"\nlatency = \"{rank}00ms\"\npanic_at = 1000\n\
          [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\n[[workload.phase]]\nmix = { put = 1 }\nduration = \"60s\"\n\
          [[workload]]\nname = \"after\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 4\nphases = [\"put\"]\n",
-    )
-    .unwrap();
-    let started = std::time::Instant::now();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(1), "a failed case fails the run: {}", text(&out));
     // Generous for a loaded machine, and far below the 60 s the other ranks' shares would take.
@@ -331,18 +332,15 @@ fn ctrl_c_on_mpirun_keeps_finished_cases() {
 /// against what its writer put; the store is measured once and removed once, by rank 0.
 fn four_ranks_share_one_key_space(target: &str) -> (tempfile::TempDir, Value) {
     let Some(mpirun) = mpirun() else { panic!("checked by the caller") };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
+    let (dir, out) = run_job(
+        &mpirun,
+        &format!(
             "version = 1\nname = \"mpi\"\n[mpi]\nkeys = \"shared\"\n{target}\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
              [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\n\
              [[workload.phase]]\nmix = {{ get = 80, head = 20 }}\ncount = 800\nkey_order = \"uniform\"\n"
         ),
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     assert!(out.status.success(), "{}", text(&out));
     let report = report(dir.path());
     let case = report["cases"][0].clone();
@@ -398,18 +396,15 @@ fn s3_shared_keys_are_read_by_every_rank_and_removed_once() {
 #[test]
 fn a_damaged_shared_object_is_reported_by_the_rank_that_read_it() {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
     let damage = "[ \\\"$OMPI_COMM_WORLD_RANK\\\" != 0 ] || printf XXXX | dd of=$(find \\\"$STOWBENCH_DATA_PATHS\\\" -name obj-0000000060) bs=1 seek=100 conv=notrunc 2>/dev/null";
-    std::fs::write(
-        &job,
-        format!(
+    let (dir, out) = run_job(
+        &mpirun,
+        &format!(
             "version = 1\nname = \"mpi\"\n[mpi]\nkeys = \"shared\"\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
              [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\nbefore = [\"sh\", \"-c\", \"{damage}\"]\n"
         ),
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     assert_eq!(out.status.code(), Some(1), "a damaged object fails the run: {}", text(&out));
     let report = report(dir.path());
     let case = &report["cases"][0];
@@ -426,14 +421,11 @@ fn a_damaged_shared_object_is_reported_by_the_rank_that_read_it() {
 #[test]
 fn shared_keys_refuse_a_store_only_one_process_can_open() {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
+    let (dir, out) = run_job(
+        &mpirun,
         "version = 1\n[mpi]\nkeys = \"shared\"\n[[target]]\nname = \"p\"\nbackend = \"pack\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [2]\nobjects = 10\nphases = [\"put\"]\n",
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("2").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        2,
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("backend pack cannot be shared by several processes") && stderr.contains("keys = \"partitioned\""), "{stderr}");

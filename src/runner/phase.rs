@@ -626,4 +626,41 @@ mod tests {
         let stats = crate::stats::merge("get", run(&ctx, &mut sessions, &mut [], || ()).unwrap(), 0);
         assert_eq!(totals(&stats, Op::Get), (3, 0, 0, 0));
     }
+
+    /// Puts that take 10 ms, or (`panics`) a put that panics at once, like a backend bug.
+    struct SlowOrPanicking {
+        panics: bool,
+    }
+
+    impl Session for SlowOrPanicking {
+        fn put(&mut self, _: &str, body: &mut dyn Read, _: u64) -> BResult<()> {
+            assert!(!self.panics, "injected backend bug");
+            std::io::copy(body, &mut std::io::sink())?;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            Ok(())
+        }
+        fn get(&mut self, _: &str, _: &mut dyn Write) -> BResult<u64> {
+            unreachable!("this phase only puts")
+        }
+        fn delete(&mut self, _: &str) -> BResult<()> {
+            unreachable!("this phase only puts")
+        }
+        fn head(&mut self, _: &str) -> BResult<u64> {
+            unreachable!("this phase only puts")
+        }
+    }
+
+    #[test]
+    fn a_panicking_worker_stops_the_others_instead_of_running_out_the_duration() {
+        let phase = PhasePlan { stop: Stop { duration_ns: Some(60_000_000_000), ..Stop::default() }, ..PhasePlan::single(Op::Put, KeyOrder::Uniform) };
+        let (keys, flag) = (KeyTable::new(10), AtomicBool::new(false));
+        let mut ctx = context(&phase, &keys, 1, &flag);
+        ctx.objects = 10;
+        let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(SlowOrPanicking { panics: true }), Box::new(SlowOrPanicking { panics: false })];
+        let started = std::time::Instant::now();
+        let Err(err) = run(&ctx, &mut sessions, &mut [], || ()) else { panic!("a panicking worker fails the phase") };
+        assert!(err.contains("worker 0 panicked") && err.contains("injected backend bug"), "{err}");
+        // Generous for a loaded machine; the phase would otherwise last its 60 s.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "the other worker ran on for {:?}", started.elapsed());
+    }
 }

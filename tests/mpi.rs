@@ -47,6 +47,16 @@ fn stowbench_run_args(job: &Path, dir: &Path) -> Vec<String> {
     .to_vec()
 }
 
+/// Writes `job` to a fresh directory and runs it as `ranks` ranks: the directory (the report and
+/// the work directory are in it) and what mpirun returned.
+fn run_job(mpirun: &Path, job: &str, ranks: u32) -> (tempfile::TempDir, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.toml");
+    std::fs::write(&path, job).unwrap();
+    let out = mpirun_command(mpirun, dir.path()).arg("-np").arg(ranks.to_string()).args(stowbench_run_args(&path, dir.path())).output().unwrap();
+    (dir, out)
+}
+
 /// The report the run wrote (checked against the schema).
 fn report(dir: &Path) -> Value {
     let out = dir.join("out");
@@ -67,21 +77,21 @@ fn leftovers(dir: &Path) -> Vec<String> {
 /// phase, and checks the merge against the per-rank breakdown.
 fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
-        format!(
+    let (dir, out) = run_job(
+        &mpirun,
+        &format!(
             "version = 1\nname = \"mpi\"\n{target}\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
              [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 80, head = 20 }}\ncount = 600\nkey_order = \"uniform\"\n"
         ),
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches("stowbench mpi — run").count(), 1, "only rank 0 prints the table:\n{stdout}");
-    assert!(stdout.contains("ranks: 4 on 1 host(s)") && stdout.contains("per rank:"), "the table lists the ranks and their shares:\n{stdout}");
+    assert!(
+        stdout.contains("ranks: 4 on 1 host(s)") && stdout.contains("per rank:") && stdout.contains("per host:"),
+        "the table lists the ranks, their shares and their host:\n{stdout}"
+    );
     let report = report(dir.path());
     check_breakdown_in_csv_and_html(dir.path(), &report);
     let ranks = report["ranks"].as_array().expect("a multi-host report lists its ranks");
@@ -92,6 +102,7 @@ fn four_ranks_merge_to_the_sum_of_their_shares(target: &str) {
     assert_eq!((case["threads"].as_u64(), case["objects"].as_u64()), (Some(4), Some(200)), "the case is the whole job, not one rank's share");
     let per_rank = case["per_rank"].as_array().expect("a per-rank breakdown");
     assert_eq!(per_rank.len(), 4);
+    check_per_host(case);
     assert_eq!(per_rank.iter().map(|r| r["objects"].as_u64().unwrap()).sum::<u64>(), 200);
     let phases = case["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2);
@@ -138,10 +149,34 @@ fn check_breakdown_in_csv_and_html(dir: &Path, report: &Value) {
     let rank_column = header.iter().position(|c| *c == "rank").expect("a rank column");
     let merged_rows: usize = report["cases"][0]["phases"].as_array().unwrap().iter().map(|p| p["ops"].as_object().unwrap().len()).sum();
     let rank_rows = csv.lines().skip(1).filter(|l| !l.split(',').nth(rank_column).unwrap_or("").is_empty()).count();
-    assert_eq!(csv.lines().count() - 1, merged_rows * 5, "merged rows and 4 ranks' rows:\n{csv}");
+    let phases = report["cases"][0]["phases"].as_array().unwrap().len();
+    assert_eq!(csv.lines().count() - 1, merged_rows * 5 + phases, "merged rows, 4 ranks' rows and the one host's row per phase:\n{csv}");
     assert_eq!(rank_rows, merged_rows * 4);
+    let ranks_column = header.iter().position(|c| *c == "ranks").expect("a ranks column (the host rows')");
+    let host_rows: Vec<&str> = csv.lines().skip(1).filter(|l| l.split(',').nth(ranks_column) == Some("0 1 2 3")).collect();
+    assert_eq!(host_rows.len(), phases, "{csv}");
     let html = render("html");
-    assert!(html.contains("<h3>Per rank</h3>") && html.contains("<h3>Ranks</h3>"));
+    assert!(html.contains("<h3>Per rank</h3>") && html.contains("<h3>Ranks</h3>") && html.contains("<h3>Per host</h3>"));
+}
+
+/// The one host of 4 ranks: its ranks' client figures summed, its server once, all of each phase.
+fn check_per_host(case: &Value) {
+    let per_rank = case["per_rank"].as_array().unwrap();
+    let hosts = case["per_host"].as_array().expect("a per-host breakdown");
+    assert_eq!(hosts.len(), 1, "4 ranks on one machine: {hosts:?}");
+    let host = &hosts[0];
+    assert_eq!(host["ranks"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(host["threads"].as_u64(), Some(4));
+    let sum = |field: &str| per_rank.iter().map(|r| r["resources"][field].as_u64().unwrap()).sum::<u64>();
+    for field in ["client_cpu_user_ns", "client_cpu_system_ns", "client_rss_peak_bytes"] {
+        assert_eq!(host["resources"][field].as_u64(), Some(sum(field)), "{field}: summed over the host's ranks");
+    }
+    assert_eq!(host["resources"]["server_cpu_ns"], per_rank[0]["resources"]["server_cpu_ns"], "the host's server counted once, not once per rank");
+    for (i, phase) in host["phases"].as_array().unwrap().iter().enumerate() {
+        let ops: u64 = per_rank.iter().flat_map(|r| r["phases"][i]["ops"].as_object().unwrap().values()).map(|o| o["count"].as_u64().unwrap()).sum();
+        assert_eq!(phase["count"].as_u64(), Some(ops), "{phase}");
+        assert_eq!((phase["count_share"].as_f64(), phase["bytes_share"].as_f64()), (Some(1.0), Some(1.0)), "{phase}");
+    }
 }
 
 #[test]
@@ -168,17 +203,14 @@ fn s3_four_ranks_merge_to_the_sum_of_their_shares() {
 #[test]
 fn a_rank_that_fails_ends_the_case_on_every_rank() {
     let Some(mpirun) = mpirun() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
+    let (dir, out) = run_job(
+        &mpirun,
         "version = 1\nname = \"mpi\"\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\n\
          [[workload.phase]]\nmix = { put = 1 }\n[[workload.phase]]\nmix = { get = 1 }\n\
          before = [\"sh\", \"-c\", \"[ \\\"$OMPI_COMM_WORLD_RANK\\\" != 2 ] || { echo 'rank 2 lost its mount' >&2; exit 3; }\"]\n\
          [[workload]]\nname = \"after\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\nphases = [\"put\"]\n",
-    )
-    .unwrap();
-    let out = mpirun_command(&mpirun, dir.path()).arg("-np").arg("4").args(stowbench_run_args(&job, dir.path())).output().unwrap();
+        4,
+    );
     assert_eq!(out.status.code(), Some(1), "a failed case fails the run: {}", text(&out));
     let report = report(dir.path());
     let failed = &report["cases"][0];
@@ -193,6 +225,35 @@ fn a_rank_that_fails_ends_the_case_on_every_rank() {
         "{per_rank:?}"
     );
     // The next case runs on every rank, as after any failed case.
+    assert_eq!(report["cases"][1]["status"], "ok", "{}", report["cases"][1]);
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+}
+
+/// A failure in the middle of a phase ends the phase on every rank at once, not at the end of
+/// their own share: rank 0's worker panics at once (its sim store answers instantly), while the
+/// other ranks' stores take 100–300 ms an operation and would reach the panic only after the
+/// 60 s phase. The case fails with rank 0's error within seconds, and the next case runs.
+#[test]
+fn a_failure_mid_phase_ends_the_phase_on_every_rank_promptly() {
+    let Some(mpirun) = mpirun() else { return };
+    let started = std::time::Instant::now();
+    let (dir, out) = run_job(
+        &mpirun,
+        "version = 1\n[[target]]\nname = \"sim\"\nbackend = \"sim\"\nclock = \"real\"\nlatency = \"{rank}00ms\"\npanic_at = 1000\n\
+         [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 100\n[[workload.phase]]\nmix = { put = 1 }\nduration = \"60s\"\n\
+         [[workload]]\nname = \"after\"\nsizes = [\"4KiB\"]\nthreads = [4]\nobjects = 4\nphases = [\"put\"]\n",
+        4,
+    );
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "a failed case fails the run: {}", text(&out));
+    // Generous for a loaded machine, and far below the 60 s the other ranks' shares would take.
+    assert!(took < std::time::Duration::from_secs(20), "the run took {took:?}: the other ranks ran out their share of the phase");
+    let report = report(dir.path());
+    let failed = &report["cases"][0];
+    let why = failed["failure"].as_str().unwrap();
+    assert!(why.starts_with("rank 0 (") && why.contains("panicked in phase put"), "{why}");
+    let per_rank = failed["per_rank"].as_array().unwrap();
+    assert!(per_rank[1..].iter().all(|r| r["failure"].as_str().unwrap().starts_with(stowbench::multihost::ENDED_BY_ANOTHER)), "{per_rank:?}");
     assert_eq!(report["cases"][1]["status"], "ok", "{}", report["cases"][1]);
     assert_eq!(leftovers(dir.path()), Vec::<String>::new());
 }
@@ -265,6 +326,122 @@ fn ctrl_c_on_mpirun_keeps_finished_cases() {
     assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "every rank removed its data");
 }
 
+/// Shared keys (`[mpi] keys = "shared"`) on 4 ranks of one worker each: 200 keys, 50 written by
+/// each rank; a sequential get pass in which each rank reads the next rank's 50 keys (only keys
+/// another rank put), then uniform gets over all 200. Every get must find its key and verify
+/// against what its writer put; the store is measured once and removed once, by rank 0.
+fn four_ranks_share_one_key_space(target: &str) -> (tempfile::TempDir, Value) {
+    let Some(mpirun) = mpirun() else { panic!("checked by the caller") };
+    let (dir, out) = run_job(
+        &mpirun,
+        &format!(
+            "version = 1\nname = \"mpi\"\n[mpi]\nkeys = \"shared\"\n{target}\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
+             [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\n\
+             [[workload.phase]]\nmix = {{ get = 80, head = 20 }}\ncount = 800\nkey_order = \"uniform\"\n"
+        ),
+        4,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let report = report(dir.path());
+    let case = report["cases"][0].clone();
+    assert_eq!(case["status"], "ok", "{case}");
+    assert_eq!(report["plan"]["mpi_keys"], "shared");
+    let phases = case["phases"].as_array().unwrap();
+    let (one_pass, uniform) = (&phases[1]["ops"]["get"], &phases[2]["ops"]);
+    assert_eq!((one_pass["count"].as_u64(), one_pass["misses"].as_u64()), (Some(200), Some(0)), "each rank read its neighbour's 50 keys: {one_pass}");
+    for op in ["get", "head"] {
+        assert_eq!(uniform[op]["misses"].as_u64(), Some(0), "{op}: every key any rank put is found by every rank");
+        assert!(uniform[op]["errors"].as_object().unwrap().is_empty(), "{op}: {}", uniform[op]);
+    }
+    let v = &case["verification"];
+    assert_eq!((v["checked"].as_u64(), v["mismatches"].as_u64()), (Some(200 + uniform["get"]["count"].as_u64().unwrap()), Some(0)), "{v}");
+    for r in case["per_rank"].as_array().unwrap() {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["phases"][1]["ops"]["get"]["count"].as_u64(), Some(50), "rank {}: its one pass is its share", r["rank"]);
+    }
+    assert_eq!(case["disk"]["logical_bytes"].as_u64(), Some(200 * 8192), "one store, counted once: {}", case["disk"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("cleanup") && !stderr.contains("kept"), "no rank removed the store under another, nor left it:\n{stderr}");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new(), "rank 0 removed the one run directory");
+    (dir, report)
+}
+
+#[test]
+fn fs_shared_keys_are_read_by_every_rank_and_removed_once() {
+    if mpirun().is_none() {
+        return;
+    }
+    let (_dir, report) = four_ranks_share_one_key_space("[[target]]\nname = \"fs\"\nbackend = \"fs\"\n");
+    assert_eq!(report["cases"][0]["disk"]["files"].as_u64(), Some(200), "one file per key, in one store");
+}
+
+#[test]
+fn s3_shared_keys_are_read_by_every_rank_and_removed_once() {
+    if mpirun().is_none() || !common::available("STOWBENCH_S3_ENDPOINT") {
+        return;
+    }
+    let (dir, report) = four_ranks_share_one_key_space("[[target]]\nname = \"s3\"\nbackend = \"s3\"\n");
+    assert_eq!(report["cases"][0]["disk"]["server_reported_bytes"].as_u64(), Some(200 * 8192), "the server holds one copy of each key");
+    // The one namespace every rank used: nothing of it is left on the server.
+    let run_id = report["run_id"].as_str().unwrap().to_string();
+    let ns = stowbench::backend::Namespace { run_id, dir: dir.path().to_path_buf(), name: "sb_case_0000".into() };
+    let options = stowbench::backend::options::Options::new("s3", "test", toml::Table::new());
+    let s3 = (stowbench::backend::find("s3").unwrap().construct)(&options, &ns).unwrap();
+    assert_eq!(s3.server_objects().unwrap(), Vec::<String>::new());
+}
+
+/// With shared keys a damaged object is reported by the rank that read it: rank 0's `before`
+/// command damages key 60, which rank 1 wrote and rank 0 alone reads (each rank's sequential
+/// pass reads the next rank's keys).
+#[test]
+fn a_damaged_shared_object_is_reported_by_the_rank_that_read_it() {
+    let Some(mpirun) = mpirun() else { return };
+    let damage = "[ \\\"$OMPI_COMM_WORLD_RANK\\\" != 0 ] || printf XXXX | dd of=$(find \\\"$STOWBENCH_DATA_PATHS\\\" -name obj-0000000060) bs=1 seek=100 conv=notrunc 2>/dev/null";
+    let (dir, out) = run_job(
+        &mpirun,
+        &format!(
+            "version = 1\nname = \"mpi\"\n[mpi]\nkeys = \"shared\"\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"8KiB\"]\nthreads = [4]\nobjects = 200\n\
+             [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\nbefore = [\"sh\", \"-c\", \"{damage}\"]\n"
+        ),
+        4,
+    );
+    assert_eq!(out.status.code(), Some(1), "a damaged object fails the run: {}", text(&out));
+    let report = report(dir.path());
+    let case = &report["cases"][0];
+    let v = &case["verification"];
+    assert_eq!((v["checked"].as_u64(), v["mismatches"].as_u64()), (Some(200), Some(1)), "{v}");
+    assert!(case["failure"].as_str().unwrap().contains("obj-0000000060"), "{}", case["failure"]);
+    let errors: Vec<u64> = case["per_rank"].as_array().unwrap().iter().map(|r| r["phases"][1]["ops"]["get"]["errors"].as_u64().unwrap()).collect();
+    assert_eq!(errors, [1, 0, 0, 0], "rank 0 read the damaged object, and only it");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+}
+
+/// A store that one process keeps (pack's index lives in the process that writes it) is refused
+/// under shared keys before anything is written, with the fix.
+#[test]
+fn shared_keys_refuse_a_store_only_one_process_can_open() {
+    let Some(mpirun) = mpirun() else { return };
+    let (dir, out) = run_job(
+        &mpirun,
+        "version = 1\n[mpi]\nkeys = \"shared\"\n[[target]]\nname = \"p\"\nbackend = \"pack\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nthreads = [2]\nobjects = 10\nphases = [\"put\"]\n",
+        2,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backend pack cannot be shared by several processes") && stderr.contains("keys = \"partitioned\""), "{stderr}");
+    assert!(!dir.path().join("out").exists(), "no report for a run that never started");
+    assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn an_unknown_way_to_share_keys_is_refused_at_its_line() {
+    let job = "version = 1\n[mpi]\nkeys = \"sharded\"\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nphases = [\"put\"]\n";
+    let err = stowbench::job::load_text(job, "job.toml").unwrap_err();
+    assert!(err.contains("job.toml:3:1: [mpi], field \"keys\": \"sharded\" is not a way to share keys; use \"partitioned\""), "{err}");
+    let typo = stowbench::job::load_text(&job.replace("keys = \"sharded\"", "key = \"shared\""), "job.toml").unwrap_err();
+    assert!(typo.contains("job.toml:3:1: unknown key \"key\""), "{typo}");
+}
+
 // The parts of a multi-host run that need no mpirun: worker statistics as bytes, and the shares.
 
 use stowbench::backend::ErrorKind;
@@ -273,6 +450,26 @@ use stowbench::multihost::share::{local_plan, portion, workers_of};
 use stowbench::stats::wire::histogram_base64;
 use stowbench::stats::WorkerStats;
 use stowbench::workload::op::Op;
+
+/// Ranks 0 and 2 on host a, rank 1 on host b: a host's client figures are its ranks' summed,
+/// its server is counted once, and its share of a phase is its ranks' operations over all.
+#[test]
+fn hosts_group_their_ranks() {
+    use stowbench::report::model::{RankCase, RankOp, RankPhase, Resources};
+    let rank = |rank: u32, host: &str, puts: u64, cpu: u64| {
+        let op = RankOp { count: puts, bytes: puts * 10, ..RankOp::default() };
+        let phase = RankPhase { phase: "put".into(), ops: [("put".to_string(), op)].into(), ..RankPhase::default() };
+        let resources = Resources { client_cpu_user_ns: cpu, server_cpu_ns: Some(1000), server_rss_peak_bytes: Some(5), ..Resources::default() };
+        RankCase { rank, host: host.into(), threads: 2, phases: vec![phase], resources, ..RankCase::default() }
+    };
+    let hosts = stowbench::multihost::merge::hosts(&[rank(0, "a", 30, 7), rank(1, "b", 20, 11), rank(2, "a", 50, 13)]);
+    let names: Vec<(&str, &[u32])> = hosts.iter().map(|h| (h.host.as_str(), h.ranks.as_slice())).collect();
+    assert_eq!(names, [("a", &[0, 2][..]), ("b", &[1][..])]);
+    let a = &hosts[0];
+    assert_eq!((a.threads, a.resources.client_cpu_user_ns, a.resources.server_cpu_ns), (4, 20, Some(1000)), "server once, client summed");
+    assert_eq!((a.phases[0].count, a.phases[0].bytes, a.phases[0].count_share, a.phases[0].bytes_share), (80, 800, 0.8, 0.8));
+    assert_eq!(hosts[1].phases[0].count_share, 0.2);
+}
 
 #[test]
 fn worker_statistics_survive_the_round_trip_and_merge_the_same() {

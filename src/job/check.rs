@@ -174,8 +174,26 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
         cases,
         fio,
         recipe: None,
+        mpi_keys: check_mpi(job, &ctx, &mut mistakes),
     };
     (plan, mistakes)
+}
+
+/// The `[mpi]` table: how the ranks of a multi-host run share each case's keys.
+fn check_mpi(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> KeySharing {
+    let Some(spanned) = &job.mpi else { return KeySharing::Partitioned };
+    match spanned.get_ref().keys.as_deref() {
+        None | Some("partitioned") => KeySharing::Partitioned,
+        Some("shared") => KeySharing::Shared,
+        Some(other) => {
+            let message = format!(
+                "\"{other}\" is not a way to share keys; use \"partitioned\" (every rank its own keys, the default) or \"shared\" \
+                 (one key space: each key written by one rank, read by every rank)"
+            );
+            mistakes.extend(ctx.field(&spanned.span(), "[mpi]", "keys", message));
+            KeySharing::Partitioned
+        }
+    }
 }
 
 fn check_targets(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> Vec<TargetPlan> {

@@ -232,6 +232,28 @@ pub struct Plan {
     /// Set for a built-in recipe: its name, scale and skipped targets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recipe: Option<crate::report::model::RecipeRun>,
+    /// How the ranks of a multi-host run share each case's keys (`[mpi] keys`); absent from
+    /// the report's plan when partitioned, the default, so single-host reports are unchanged.
+    #[serde(skip_serializing_if = "KeySharing::is_partitioned")]
+    pub mpi_keys: KeySharing,
+}
+
+/// How the ranks of a multi-host run share a case's keys (docs/multi-host.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeySharing {
+    /// Every rank writes and reads its own keys in a namespace of its own.
+    #[default]
+    Partitioned,
+    /// One namespace and key space: each key is written by one rank, and read by every rank.
+    Shared,
+}
+
+impl KeySharing {
+    /// Whether the keys are partitioned (the default).
+    pub fn is_partitioned(&self) -> bool {
+        *self == KeySharing::Partitioned
+    }
 }
 
 /// Default seed, so two runs of the same job write the same bytes unless asked otherwise.
@@ -261,6 +283,7 @@ impl Plan {
             cases: Vec::new(),
             fio: vec![sweep],
             recipe: None,
+            mpi_keys: KeySharing::Partitioned,
         }
     }
 

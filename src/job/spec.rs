@@ -39,6 +39,19 @@ pub struct JobSpec {
     /// Raw block I/O sweeps run through fio.
     #[serde(default, rename = "fio")]
     pub fio: Vec<toml::Spanned<crate::fio::FioSweep>>,
+    /// How the ranks of a multi-host run (mpirun, docs/multi-host.md) share the work.
+    #[serde(default)]
+    pub mpi: Option<toml::Spanned<MpiSpec>>,
+}
+
+/// The `[mpi]` table: how the ranks of `mpirun … stowbench run` share each case's keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MpiSpec {
+    /// "partitioned" (default: every rank its own namespace and keys) or "shared" (one
+    /// namespace; each key written by one rank, read by every rank).
+    #[serde(default)]
+    pub keys: Option<String>,
 }
 
 /// A store to measure: a backend and its options (every other key of the table).
@@ -273,6 +286,7 @@ pub fn parse_all(text: &str) -> Parsed {
         targets: Vec::new(),
         workloads: Vec::new(),
         fio: Vec::new(),
+        mpi: None,
     });
     for (key, value) in arrays {
         let Some(value) = value else { continue };

@@ -6,7 +6,7 @@
 
 use super::ENDED_BY_ANOTHER;
 use crate::job::CasePlan;
-use crate::report::model::{CaseResult, CaseStatus, DiskResult, RankCase, RankInfo, RankOp, RankPhase};
+use crate::report::model::{CaseResult, CaseStatus, DiskResult, HostCase, HostPhase, RankCase, RankInfo, RankOp, RankPhase, Resources};
 use crate::stats::WorkerStats;
 use std::collections::BTreeMap;
 
@@ -36,15 +36,16 @@ pub fn rank_phase(label: &str, workers: Vec<WorkerStats>) -> RankPhase {
 
 /// The case's result from every rank's (in rank order). Every rank merged the same phases from
 /// the same workers, so rank 0's phases, verification and verdict stand for all; added here:
-/// every rank's connections and disk, the case's full worker and key counts, and each rank's
-/// own failure, named by rank and host.
-pub fn case(case: &CasePlan, results: Vec<CaseResult>, infos: &[RankInfo], phases: Vec<(String, Vec<RankPhase>)>) -> CaseResult {
+/// every rank's connections and disk (one namespace's once, when `shared` by every rank), the
+/// case's full worker and key counts, and each rank's own failure, named by rank and host.
+pub fn case(case: &CasePlan, results: Vec<CaseResult>, infos: &[RankInfo], phases: Vec<(String, Vec<RankPhase>)>, shared: bool) -> CaseResult {
     let mut merged = results[0].clone();
     merged.objects = case.objects;
     merged.threads = case.threads;
     merged.connect_ns = results.iter().flat_map(|r| r.connect_ns.iter().copied()).collect();
     merged.wall_ns = results.iter().map(|r| r.wall_ns).max().unwrap_or(0);
-    merged.disk = disk(results.iter().map(|r| &r.disk));
+    // Every rank of a shared namespace measured the same store, and knows every key.
+    merged.disk = if shared { results[0].disk.clone() } else { disk(results.iter().map(|r| &r.disk)) };
     merged.own_work_share = merged.compute_own_work_share();
     let failures = failures(&results, infos);
     if !failures.is_empty() {
@@ -75,7 +76,59 @@ pub fn case(case: &CasePlan, results: Vec<CaseResult>, infos: &[RankInfo], phase
             })
             .collect(),
     );
+    merged.per_host = merged.per_rank.as_deref().map(hosts);
     merged
+}
+
+/// The ranks of each host together, hosts in order of their first rank: the ranks' client CPU
+/// and memory summed, the host's server once (every rank on a host samples the same server), and
+/// each measured phase's operations with the host's share of the phase.
+pub fn hosts(ranks: &[RankCase]) -> Vec<HostCase> {
+    let mut hosts: Vec<HostCase> = Vec::new();
+    for r in ranks {
+        let at = match hosts.iter().position(|h| h.host == r.host) {
+            Some(at) => at,
+            None => {
+                let server =
+                    Resources { client_cpu_user_ns: 0, client_cpu_system_ns: 0, client_rss_start_bytes: 0, client_rss_peak_bytes: 0, ..r.resources.clone() };
+                hosts.push(HostCase { host: r.host.clone(), resources: server, ..HostCase::default() });
+                hosts.len() - 1
+            }
+        };
+        let host = &mut hosts[at];
+        host.ranks.push(r.rank);
+        host.threads += r.threads;
+        let (sum, one) = (&mut host.resources, &r.resources);
+        sum.client_cpu_user_ns += one.client_cpu_user_ns;
+        sum.client_cpu_system_ns += one.client_cpu_system_ns;
+        sum.client_rss_start_bytes += one.client_rss_start_bytes;
+        sum.client_rss_peak_bytes += one.client_rss_peak_bytes;
+        for phase in &r.phases {
+            let at = host.phases.iter().position(|p| p.phase == phase.phase).unwrap_or_else(|| {
+                host.phases.push(HostPhase { phase: phase.phase.clone(), ..HostPhase::default() });
+                host.phases.len() - 1
+            });
+            let sum = &mut host.phases[at];
+            sum.count += phase.ops.values().map(|o| o.count).sum::<u64>();
+            sum.bytes += phase.ops.values().map(|o| o.bytes).sum::<u64>();
+            sum.errors += phase.ops.values().map(|o| o.errors).sum::<u64>();
+        }
+    }
+    // Each phase's operations and bytes over every host, beside each host's own.
+    let whole: Vec<Vec<(u64, u64)>> = hosts
+        .iter()
+        .map(|h| {
+            let total = |label: &str, figure: fn(&HostPhase) -> u64| hosts.iter().flat_map(|h| &h.phases).filter(|q| q.phase == label).map(figure).sum();
+            h.phases.iter().map(|p| (total(&p.phase, |q| q.count), total(&p.phase, |q| q.bytes))).collect()
+        })
+        .collect();
+    let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
+    for (host, whole) in hosts.iter_mut().zip(whole) {
+        for (p, (count, bytes)) in host.phases.iter_mut().zip(whole) {
+            (p.count_share, p.bytes_share) = (share(p.count, count), share(p.bytes, bytes));
+        }
+    }
+    hosts
 }
 
 /// The case's failures: one verdict reached by every rank from the merged figures is told once;

@@ -16,8 +16,10 @@ pub mod share;
 
 use crate::clock::Clock;
 use crate::error::{Error, Kind};
+use crate::job::plan::KeySharing;
 use crate::job::{CasePlan, Plan};
 use crate::report::model::{CaseResult, RankInfo, RankPhase, RunReport};
+use crate::runner::keytable::{KeySpace, KeyTable};
 use crate::runner::ranks::{Ranks, Stops};
 use crate::stats::WorkerStats;
 use mpi::datatype::PartitionMut;
@@ -36,6 +38,11 @@ pub fn launched() -> bool {
 /// trip gives the offset.
 const CLOCK_ROUNDS: usize = 32;
 
+/// The tag of a stop notice: a point-to-point message (the case's number) that a rank whose
+/// share of a phase ended early sends every other rank, which polls for it while its workers run.
+/// The collectives carry no tag of their own to collide with.
+const STOP_TAG: mpi::Tag = 0x5354;
+
 /// The prefix of the reason a rank gives when it ended a case because another rank left it: the
 /// case's failure is the other rank's own message, not this.
 pub const ENDED_BY_ANOTHER: &str = "ended because rank";
@@ -53,6 +60,16 @@ pub struct MpiRanks {
     virtual_clock: Cell<bool>,
     /// This case's phases as each rank ran them: (label, one per rank).
     phases: RefCell<Vec<(String, Vec<RankPhase>)>>,
+    /// The job's `[mpi] keys`, its seed, and with shared keys this rank's keys of each case (by
+    /// case index), once `local_plan` has read the job.
+    sharing: Cell<KeySharing>,
+    job_seed: Cell<u64>,
+    key_spaces: RefCell<Vec<KeySpace>>,
+    /// Cases ended so far: the current case's number, which a stop notice carries.
+    cases_ended: Cell<u64>,
+    /// Whether this rank has sent, or received, a stop notice for the current case.
+    stop_sent: Cell<bool>,
+    stop_seen: Cell<bool>,
     /// Keeps MPI initialised while the ranks are used; finalises it when dropped.
     _universe: mpi::environment::Universe,
 }
@@ -87,6 +104,12 @@ impl MpiRanks {
             case_over: Cell::new(false),
             virtual_clock: Cell::new(false),
             phases: RefCell::new(Vec::new()),
+            sharing: Cell::new(KeySharing::Partitioned),
+            job_seed: Cell::new(0),
+            key_spaces: RefCell::new(Vec::new()),
+            cases_ended: Cell::new(0),
+            stop_sent: Cell::new(false),
+            stop_seen: Cell::new(false),
             _universe: universe,
         })
     }
@@ -208,10 +231,16 @@ impl Ranks for MpiRanks {
     }
 
     fn local_plan(&self, plan: &Plan) -> Result<Plan, String> {
+        self.sharing.set(plan.mpi_keys);
+        self.job_seed.set(plan.seed);
+        *self.key_spaces.borrow_mut() = plan.cases.iter().map(|case| share::key_space(case, self.rank, self.size)).collect();
         share::local_plan(plan, self.rank, self.size)
     }
 
     fn run_directory(&self, run_id: &str) -> (String, String) {
+        if self.shares_namespace() {
+            return (format!("stowbench-{run_id}"), "sb".into());
+        }
         // A directory and object-name prefix per rank: ranks on one host (or sharing a
         // filesystem) never meet, and each cleans up exactly what it made.
         (format!("stowbench-{run_id}-rank{}", self.rank), format!("sb_r{}", self.rank))
@@ -300,12 +329,12 @@ impl Ranks for MpiRanks {
     }
 
     fn case_end(&self, case: &CasePlan, local: CaseResult, stops: Stops) -> (CaseResult, Stops) {
-        if !self.case_over.get() {
-            // This rank is done (or failed): its last exchange of the case tells the others,
-            // wherever they are; a failure there only repeats what the results will say.
-            let _ = self.exchange(Header { left: true, ..Header::default() }, Vec::new());
-        }
+        self.leave_case();
         self.case_over.set(false);
+        self.stop_requested(); // takes in this case's notices, so none waits for a later poll
+        self.cases_ended.set(self.cases_ended.get() + 1);
+        self.stop_sent.set(false);
+        self.stop_seen.set(false);
         let flags = [stops.interrupted as u8, stops.timed_out as u8];
         let mine = serde_json::to_vec(&(local, flags)).expect("a case result serializes");
         let gathered: Vec<(CaseResult, [u8; 2])> =
@@ -313,10 +342,102 @@ impl Ranks for MpiRanks {
         let stops = Stops { interrupted: gathered.iter().any(|(_, f)| f[0] == 1), timed_out: gathered.iter().any(|(_, f)| f[1] == 1) };
         let results: Vec<CaseResult> = gathered.into_iter().map(|(r, _)| r).collect();
         let phases = std::mem::take(&mut *self.phases.borrow_mut());
-        (merge::case(case, results, &self.infos.borrow(), phases), stops)
+        (merge::case(case, results, &self.infos.borrow(), phases, self.shares_namespace()), stops)
     }
 
     fn describe(&self, report: &mut RunReport) {
         report.ranks = Some(self.infos.borrow().clone());
+    }
+
+    fn shares_namespace(&self) -> bool {
+        self.sharing.get() == KeySharing::Shared
+    }
+
+    fn lead_first(&self, step: &mut dyn FnMut()) {
+        if !self.shares_namespace() {
+            return step();
+        }
+        if self.rank == 0 {
+            step();
+        }
+        self.all_gather(&[]);
+        if self.rank != 0 {
+            step();
+        }
+    }
+
+    fn refuse_sharing(&self, plan: &Plan) -> Result<(), String> {
+        if !self.shares_namespace() {
+            return Ok(());
+        }
+        let hosts: std::collections::BTreeSet<String> = self.infos.borrow().iter().map(|i| i.host.clone()).collect();
+        share::refuse_shared_keys(plan, hosts.len())
+    }
+
+    fn key_space(&self, case: &CasePlan) -> KeySpace {
+        match self.key_spaces.borrow().get(case.index) {
+            Some(space) if self.shares_namespace() => *space,
+            _ => KeySpace::own(case.objects),
+        }
+    }
+
+    fn payload_seed(&self, local_seed: u64) -> u64 {
+        if self.shares_namespace() {
+            self.job_seed.get()
+        } else {
+            local_seed
+        }
+    }
+
+    fn store_ready(&self) -> Result<(), String> {
+        if self.shares_namespace() {
+            self.exchange(Header::default(), Vec::new())?;
+        }
+        Ok(())
+    }
+
+    fn share_keys(&self, keys: &KeyTable, space: KeySpace, objects: u64) -> Result<(), String> {
+        if !self.shares_namespace() {
+            return Ok(());
+        }
+        let mine = [&space.first.to_le_bytes()[..], &keys.export(space.first..space.first + objects)].concat();
+        let all = self.exchange(Header::default(), vec![mine])?;
+        for (rank, (_, blobs)) in all.iter().enumerate().filter(|(rank, _)| *rank != self.rank) {
+            let blob = blobs.first().filter(|b| b.len() >= 8).ok_or_else(|| format!("rank {rank} sent no key state"))?;
+            let first = u64::from_le_bytes(blob[..8].try_into().expect("8 bytes"));
+            keys.import(first, &blob[8..]).map_err(|e| format!("rank {rank}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn request_stop(&self) {
+        if self.case_over.get() || self.stop_sent.replace(true) {
+            return;
+        }
+        let case = self.cases_ended.get();
+        for other in (0..self.size).filter(|&r| r != self.rank) {
+            // Eight bytes go out eagerly: the send returns without waiting for the other rank.
+            self.world.process_at_rank(other as i32).send_with_tag(&case, STOP_TAG);
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        while let Some((message, _)) = self.world.any_process().immediate_matched_probe_with_tag(STOP_TAG) {
+            let (case, _) = message.matched_receive::<u64>();
+            // A notice of an earlier case arrived after that case ended everywhere: nothing to stop.
+            if case == self.cases_ended.get() {
+                self.stop_seen.set(true);
+            }
+        }
+        self.stop_seen.get()
+    }
+
+    fn leave_case(&self) {
+        if !self.case_over.get() {
+            // This rank is done (or failed): its last exchange of the case tells the others,
+            // wherever they are; a failure there only repeats what the results will say.
+            let _ = self.exchange(Header { left: true, ..Header::default() }, Vec::new());
+            self.case_over.set(true);
+        }
     }
 }

@@ -44,7 +44,7 @@ pub fn render(report: &RunReport) -> String {
         let value = to_value(case);
         let identity = |phase: &str, op: &str| identity(&report.run_id, &case.case_id, phase, op);
         let mut case_cells = Row::new();
-        flatten(Section::Case, "", &without(&value, &["case_id", "phases", "per_rank"]), &mut case_cells);
+        flatten(Section::Case, "", &without(&value, &["case_id", "phases", "per_rank", "per_host"]), &mut case_cells);
         if !case.verification.mismatched.is_empty() {
             // Which objects differed, and how, is the finding of a failed check: one cell, each
             // object as the table lists it ("obj-… flipped at byte 5000: …"), `;`-separated.
@@ -64,6 +64,7 @@ pub fn render(report: &RunReport) -> String {
             }
         }
         rows.extend(rank_rows(case, &report.run_id));
+        rows.extend(host_rows(case, &report.run_id));
     }
     for case in &report.fio_cases {
         let value = to_value(case);
@@ -101,6 +102,24 @@ fn rank_rows(case: &super::model::CaseResult, run_id: &str) -> Vec<Row> {
                 flatten(Section::Operation, "op", &without(&to_value(o), &["histogram"]), &mut op_cells);
                 rows.push([identity(run_id, &case.case_id, &phase.phase, op), who.to_vec(), case_cells.clone(), phase_cells.clone(), op_cells].concat());
             }
+        }
+    }
+    rows
+}
+
+/// A multi-host run's per-host rows of a case, one per host and phase: the row's identity with
+/// `host` (and `rank` blank), the host's ranks, workers and resources (`resources.*`, as on the
+/// merged rows), then the host's operations in the phase and its share of them (`phase.*`).
+fn host_rows(case: &super::model::CaseResult, run_id: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for h in case.per_host.iter().flatten() {
+        let who = vec![(Section::Identity, "host".to_string(), h.host.clone())];
+        let mut case_cells = vec![(Section::Case, "ranks".to_string(), h.ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(" "))];
+        flatten(Section::Case, "", &without(&to_value(h), &["host", "ranks", "phases"]), &mut case_cells);
+        for phase in &h.phases {
+            let mut phase_cells = Row::new();
+            flatten(Section::Phase, "phase", &without(&to_value(phase), &["phase"]), &mut phase_cells);
+            rows.push([identity(run_id, &case.case_id, &phase.phase, ""), who.clone(), case_cells.clone(), phase_cells].concat());
         }
     }
     rows

@@ -258,6 +258,11 @@ fn tables_section(report: &RunReport) -> String {
             out += "<h3>Per rank</h3>\n<p>Each rank's own share: its throughput over its own window, percentiles from its own histogram.</p>\n";
             out += &table_of(&breakdown, "wrap");
         }
+        let hosts = super::ranks::host_rows(report);
+        if !hosts.is_empty() {
+            out += "<h3>Per host</h3>\n<p>Each host's ranks together: client CPU and memory summed over its ranks (memory as a sum of peaks), the host's server once, and its share of each phase's operations and bytes.</p>\n";
+            out += &table_of(&hosts, "wrap");
+        }
     }
     if !report.fio_cases.is_empty() {
         let _ = writeln!(out, "<h3>fio cases</h3>\n<p>{}; latencies read / write for mixed patterns.</p>", escape(&report.fio_cases[0].fio_version));

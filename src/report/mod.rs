@@ -82,6 +82,7 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
         own_work_share: None,
         file_server: None,
         per_rank: None,
+        per_host: None,
     }
 }
 

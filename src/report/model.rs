@@ -279,6 +279,44 @@ pub struct CaseResult {
     /// Absent from single-host runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<Vec<RankCase>>,
+    /// A multi-host run: the ranks of each host together (several ranks on one host share its
+    /// server and its cores). Absent from single-host runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_host: Option<Vec<HostCase>>,
+}
+
+/// What the ranks on one host did in a case of a multi-host run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HostCase {
+    /// The host (MPI's processor name).
+    pub host: String,
+    /// Its ranks.
+    pub ranks: Vec<u32>,
+    /// Its ranks' workers.
+    pub threads: u32,
+    /// Client CPU and memory summed over its ranks' processes (a sum of peaks: at most the
+    /// host's peak, since the ranks' peaks need not coincide); the server on the host once, as
+    /// its first rank sampled it (every rank there samples the same server).
+    pub resources: Resources,
+    /// Its ranks' share of each measured phase.
+    pub phases: Vec<HostPhase>,
+}
+
+/// One host's share of a phase: its ranks' operations together.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HostPhase {
+    /// Phase label.
+    pub phase: String,
+    /// Successful operations of its ranks, all kinds.
+    pub count: u64,
+    /// Bytes moved by them.
+    pub bytes: u64,
+    /// Failed operations of its ranks.
+    pub errors: u64,
+    /// Its share of the phase's successful operations over all hosts, 0 to 1.
+    pub count_share: f64,
+    /// Its share of the phase's bytes over all hosts, 0 to 1 (0 when the phase moved none).
+    pub bytes_share: f64,
 }
 
 /// One rank (process) of a multi-host run.

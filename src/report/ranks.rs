@@ -1,6 +1,6 @@
 //! The per-rank breakdown of a multi-host run (docs/multi-host.md), as rows the table and the
 //! HTML page both print: the ranks with their hosts and clocks, then each case's phases as each
-//! rank ran them. Nothing for a single-host run.
+//! rank ran them, and each host's ranks together. Nothing for a single-host run.
 
 use super::model::RunReport;
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
@@ -55,6 +55,56 @@ pub fn breakdown_rows(report: &RunReport) -> Vec<Vec<String>> {
                         format_nanos(o.latency.p99_ns),
                     ]);
                 }
+            }
+        }
+    }
+    if rows.len() == 1 {
+        rows.clear();
+    }
+    rows
+}
+
+/// Each case's hosts: their ranks, their ranks' client CPU and memory summed, the host's server
+/// once, and per phase the host's operations and bytes with its share of the phase's.
+pub fn host_rows(report: &RunReport) -> Vec<Vec<String>> {
+    let header = [
+        "case",
+        "host",
+        "ranks",
+        "threads",
+        "client CPU",
+        "client memory (sum of peaks)",
+        "server CPU",
+        "server memory",
+        "phase",
+        "ops",
+        "bytes",
+        "share of ops",
+        "share of bytes",
+    ];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    let or_dash = |figure: Option<String>| figure.unwrap_or_else(|| "-".into());
+    let percent = |share: f64| format!("{:.1}%", share * 100.0);
+    for case in &report.cases {
+        for h in case.per_host.iter().flatten() {
+            let r = &h.resources;
+            let ranks: Vec<String> = h.ranks.iter().map(u32::to_string).collect();
+            let host = vec![
+                case.case_id.clone(),
+                h.host.clone(),
+                ranks.join(" "),
+                h.threads.to_string(),
+                format_nanos(r.client_cpu_user_ns + r.client_cpu_system_ns),
+                format_bytes(r.client_rss_peak_bytes),
+                or_dash(r.server_cpu_ns.map(format_nanos)),
+                or_dash(r.server_rss_peak_bytes.map(format_bytes)),
+            ];
+            if h.phases.is_empty() {
+                rows.push([host.clone(), vec![String::new(); 5]].concat());
+            }
+            for p in &h.phases {
+                let shares = [p.phase.clone(), p.count.to_string(), format_bytes(p.bytes), percent(p.count_share), percent(p.bytes_share)];
+                rows.push([host.clone(), shares.to_vec()].concat());
             }
         }
     }

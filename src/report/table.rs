@@ -491,6 +491,11 @@ fn footer(report: &RunReport, out: &mut String) {
             let _ = writeln!(out, "\nper rank: each rank's own share (throughput over its own window, percentiles from its own histogram)");
             write_columns(&breakdown, out);
         }
+        let hosts = super::ranks::host_rows(report);
+        if !hosts.is_empty() {
+            let _ = writeln!(out, "\nper host: its ranks together (client CPU and memory summed over its ranks, its server once) and its share of each phase");
+            write_columns(&hosts, out);
+        }
     }
     let unchecked: Vec<&str> = report.cases.iter().filter(|c| !c.verification.enabled && c.status != CaseStatus::Skipped).map(|c| c.case_id.as_str()).collect();
     if !unchecked.is_empty() {

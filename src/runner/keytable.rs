@@ -17,7 +17,39 @@
 //! - A put never races into an error: two puts of one key are both correct; the reader checks
 //!   whichever version it finds by its header.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which keys one process's operations address. On one host, and with partitioned keys, that is
+/// all of the case's keys and they are this process's alone. With shared keys
+/// (docs/multi-host.md) the table holds the whole case's keys: this rank writes (puts, deletes)
+/// only its own range, so every key has one writer, and reads every key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpace {
+    /// The first key this rank writes; its range is `first..first + objects` (its share).
+    pub first: u64,
+    /// The case's keys, over all ranks.
+    pub all: u64,
+    /// Where this rank's sequential reads of all keys start: the next rank's first key, so a
+    /// one-pass read reads what another rank wrote (as IOR's reorderTasks does, against the
+    /// client's cache).
+    pub reads_from: u64,
+}
+
+impl KeySpace {
+    /// `objects` keys of this process's own.
+    pub fn own(objects: u64) -> KeySpace {
+        KeySpace { first: 0, all: objects, reads_from: 0 }
+    }
+
+    /// Whether reads address more keys than this process writes (shared keys, several ranks).
+    pub fn is_shared(&self, own_objects: u64) -> bool {
+        self.all != own_objects
+    }
+}
+
+/// Bytes per key of `KeyTable::export`: its state word and its digest word.
+const EXPORTED_BYTES: usize = 16;
 
 const PRESENT: u64 = 1 << 63;
 const UNSETTLED: u64 = 1 << 62;
@@ -210,6 +242,33 @@ impl KeyTable {
         decode(self.state[key as usize].load(Ordering::SeqCst))
     }
 
+    /// The recorded state (presence, generation, size, digest) of `keys`, as bytes for the other
+    /// ranks of a shared key space (`import`). Called between phases, when nothing is in flight.
+    pub fn export(&self, keys: Range<u64>) -> Vec<u8> {
+        let mut out = Vec::with_capacity((keys.end - keys.start) as usize * EXPORTED_BYTES);
+        for k in keys {
+            out.extend_from_slice(&self.state[k as usize].load(Ordering::SeqCst).to_le_bytes());
+            out.extend_from_slice(&self.digests[k as usize].load(Ordering::SeqCst).to_le_bytes());
+        }
+        out
+    }
+
+    /// Takes the state of the keys from `first` on that another rank `export`ed: what its
+    /// writer stored, so a get of them here is verified and a miss classified as on the writer.
+    pub fn import(&self, first: u64, bytes: &[u8]) -> Result<(), String> {
+        let keys = (bytes.len() / EXPORTED_BYTES) as u64;
+        if bytes.len() % EXPORTED_BYTES != 0 || first + keys > self.state.len() as u64 {
+            return Err(format!("a rank sent the state of keys {first}..{} of a table of {}", first + keys, self.state.len()));
+        }
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        for i in 0..keys as usize {
+            let k = first as usize + i;
+            self.state[k].store(word(i * EXPORTED_BYTES), Ordering::SeqCst);
+            self.digests[k].store(word(i * EXPORTED_BYTES + 8), Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
     /// Number of present (or possibly present) keys.
     pub fn present(&self) -> u64 {
         (0..self.state.len() as u64).filter(|k| self.get(*k).is_some()).count() as u64
@@ -241,6 +300,19 @@ mod tests {
         assert_eq!(t.digest_matches(0, 0, 0), None);
         let g = stored(&t, 0, 10);
         assert_eq!((t.digest_matches(0, g, 0xabcd), t.digest_matches(0, g, 1)), (Some(true), Some(false)));
+    }
+
+    #[test]
+    fn an_exported_range_imports_into_another_table_for_verification() {
+        let writer = KeyTable::new(6);
+        stored(&writer, 3, 10);
+        let g = stored(&writer, 4, 20);
+        let reader = KeyTable::new(6);
+        reader.import(3, &writer.export(3..5)).unwrap();
+        assert_eq!((reader.get(3), reader.get(4), reader.get(2)), (Some((0, 10)), Some((g, 20)), None));
+        assert_eq!(reader.digest_matches(4, g, 0xabcd), Some(true), "the writer's digest, checked on the reader");
+        assert_eq!(reader.classify_read_miss(&reader.snapshot(4)), Miss::Lost, "present on the writer, missing: lost");
+        assert!(reader.import(5, &writer.export(3..5)).is_err(), "past the table's end");
     }
 
     #[test]

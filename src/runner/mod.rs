@@ -113,18 +113,30 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     // Absolute: server cases record their directory for `stowbench cleanup`, run from anywhere.
     let parent = std::path::absolute(&parent).map_err(|e| Error::environment(format!("cannot resolve {}: {e}", parent.display())))?;
     let (dir_name, ns_name) = ranks.run_directory(&run_id);
-    let root = Namespace::create(&parent.join(dir_name), &run_id, &ns_name).map_err(Error::environment);
+    let run_dir = parent.join(dir_name);
+    // With one namespace for every rank, the lead makes the run directory; a rank that does not
+    // find it there (a work directory local to its host) makes one of its own, and removes it.
+    let (mut root, mut owns_root) = (Err(Error::environment("the run directory was not made")), true);
+    ranks.lead_first(&mut || {
+        owns_root = !ranks.shares_namespace() || lead || !namespace::is_owned(&run_dir);
+        root = Namespace::create(&run_dir, &run_id, &ns_name).map_err(Error::environment);
+    });
     // Refused before anything is written: no report file claims a run that never started. Every
     // rank hears every other's verdict, so all refuse together.
     let mut report = crate::report::new_report(plan, &run_id, &opts.command, root.as_ref().map_or(&parent, |r| &r.dir));
     ranks.describe(&mut report);
-    let checked = root.clone().and_then(|root| preflight(&local, &root, opts));
+    let checked = root.clone().and_then(|root| {
+        ranks.refuse_sharing(&local).map_err(Error::bad_input)?;
+        // Scratch namespaces of their own, also when the ranks share the run directory.
+        let scratch = if ranks.shares_namespace() { format!("-rank{}", ranks.rank()) } else { String::new() };
+        preflight(&local, &root, opts, &scratch)
+    });
     // The report is started only once every rank agreed to run; its own failure is agreed on too.
     let agreed = ranks.preflight(checked).and_then(|()| ranks.preflight(if lead { start_report(&opts.report_path, &report) } else { Ok(()) }));
     let root = match (agreed, root) {
         (Ok(()), Ok(root)) => root,
         (verdict, root) => {
-            if let Ok(root) = root {
+            if let (Ok(root), true) = (root, owns_root) {
                 let _ = namespace::remove(&root.dir);
             }
             return Err(verdict.err().unwrap_or_else(|| Error::environment("another rank could not start the run")));
@@ -142,7 +154,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
             break;
         }
         progress.start_case(case);
-        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks });
+        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks, owns_root });
         let here = Stops { interrupted: interrupted.load(Ordering::Relaxed), timed_out: timed_out.load(Ordering::Relaxed) };
         let mut result;
         (result, stops) = ranks.case_end(case, local_result, here);
@@ -204,7 +216,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     }
     // What was measured is kept (on disk, or at least in `report`): a directory that cannot be
     // removed fails the run (exit 1), it does not turn it into a refusal or lose the results.
-    let cleanup_error = if opts.keep { None } else { remove_run_directory(&root.dir).err() };
+    let cleanup_error = if opts.keep || !owns_root { None } else { remove_run_directory(&root.dir).err() };
     let exit_code = if report_error.is_some() {
         EXIT_ENVIRONMENT
     } else if was_interrupted {
@@ -297,7 +309,8 @@ fn data_paths(result: &CaseResult) -> Vec<PathBuf> {
 
 /// Builds every target once and holds every case to its backend's declared capabilities (sizes,
 /// delete, overwrite, op_timeout: `contract`) and to the space its data needs, before any data.
-fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Error> {
+/// `scratch` ends the names of the namespaces the targets are built in (each rank's own).
+fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) -> Result<(), Error> {
     let fio = &opts.fio;
     let mut needs = Vec::new();
     if !plan.fio.is_empty() {
@@ -316,7 +329,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions) -> Result<(), Err
     }
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
-        let ns = root.child(&format!("preflight-{i}")).map_err(Error::environment)?;
+        let ns = root.child(&format!("preflight-{i}{scratch}")).map_err(Error::environment)?;
         let built = (kind.construct)(&target.options, &ns);
         let caps = built.as_ref().map(|b| b.capabilities());
         if let Ok(b) = &built {
@@ -359,6 +372,8 @@ struct CaseRun<'a> {
     case: &'a CasePlan,
     clock: Arc<dyn Clock>,
     keys: KeyTable,
+    /// The keys this rank writes and reads (see `KeySpace`).
+    key_space: keytable::KeySpace,
     payload: PayloadSpec,
     interrupted: &'a AtomicBool,
     progress: &'a Progress,
@@ -389,31 +404,60 @@ struct Running<'a> {
     progress: &'a Progress,
     /// The processes running the job (one on a single host).
     ranks: &'a dyn Ranks,
+    /// Whether this process made the run directory (not another rank's shared one).
+    owns_root: bool,
 }
 
 fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, running: &Running) -> CaseResult {
     let started = Instant::now();
     let target = &plan.targets[case.target];
+    let ranks = running.ranks;
+    // With one namespace for every rank, the lead alone makes, prepares and removes the store.
+    let shared = ranks.shares_namespace();
+    let owns_store = !shared || ranks.is_lead();
+    if !owns_store {
+        if let Err(e) = ranks.store_ready() {
+            return failed_case(case, plan, e, started);
+        }
+    }
     let ns = match root.child(&format!("case-{:04}", case.index)) {
         Ok(ns) => ns,
         Err(e) => return failed_case(case, plan, e, started),
     };
-    let built = backend::find(&target.backend).and_then(|kind| (kind.construct)(&target.options, &ns));
+    let built = backend::find(&target.backend).and_then(|kind| Ok(((kind.construct)(&target.options, &ns)?, kind.server.is_some())));
     let backend = match built {
-        Ok(b) => b,
+        Ok((b, server)) if !owns_store && !server => match b.describe().data_paths.iter().find(|p| !p.exists()) {
+            Some(missing) => return failed_case(case, plan, store_not_seen(missing, running.owns_root), started),
+            None => b,
+        },
+        Ok((b, _)) => b,
         Err(e) => return failed_case(case, plan, e, started),
     };
-    // Before anything exists on a server: what this case will own there, for `stowbench cleanup`
-    // after a kill or a server that is down when the case ends.
-    backend.note_keys(case.objects);
-    if let Err(e) = backend::record::write(&ns, &target.name, &target.backend, &target.options, backend.as_ref(), case.objects) {
-        let _ = namespace::remove(&ns.dir);
-        return failed_case(case, plan, e, started);
+    if owns_store {
+        // Before anything exists on a server: what this case will own there, for `stowbench
+        // cleanup` after a kill or a server that is down when the case ends.
+        let objects = ranks.key_space(case).all;
+        backend.note_keys(objects);
+        if let Err(e) = backend::record::write(&ns, &target.name, &target.backend, &target.options, backend.as_ref(), objects) {
+            let _ = namespace::remove(&ns.dir);
+            return failed_case(case, plan, e, started);
+        }
     }
     let mut result = crate::report::empty_case(case, plan);
     let outcome = measure_case(plan, case, backend.as_ref(), &ns.dir, running, &mut result);
+    if shared {
+        // The store is removed once, by the lead, after every rank is done with it.
+        ranks.leave_case();
+    }
     let cleanup = if opts.keep {
         Ok(())
+    } else if !owns_store {
+        // Only a case directory this rank made in a run directory of its own is its to remove.
+        if running.owns_root {
+            namespace::remove(&ns.dir)
+        } else {
+            Ok(())
+        }
     } else {
         backend.cleanup().map_err(|e| e.to_string()).and_then(|()| backend::record::release(&ns.dir)).and_then(|()| namespace::remove(&ns.dir))
     };
@@ -432,6 +476,16 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, r
     }
     result.wall_ns = started.elapsed().as_nanos() as u64;
     result
+}
+
+/// Why a rank that shares the lead's namespace cannot use the store the lead prepared.
+fn store_not_seen(missing: &Path, own_run_directory: bool) -> String {
+    let why = if own_run_directory { "the work directory is not the lead's on this host" } else { "it is not on a filesystem every rank sees" };
+    format!(
+        "[mpi] keys = \"shared\": this rank does not see the store the lead prepared ({} is missing here: {why}); \
+         give --work-dir (or the target's path) on a filesystem every host mounts, or use keys = \"partitioned\"",
+        missing.display()
+    )
 }
 
 type Workers = (Vec<Box<dyn Session>>, Vec<Box<dyn Catalog>>);
@@ -461,7 +515,7 @@ fn open_workers(
 /// Measures one case in `case_dir` (its own namespace directory, where a file-server catalog
 /// that is not kept in the backend's database lives).
 fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &Path, running: &Running, result: &mut CaseResult) -> Result<(), String> {
-    let Running { interrupted, progress, ranks } = *running;
+    let Running { interrupted, progress, ranks, .. } = *running;
     let info = backend.describe();
     result.durability = info.durability.clone();
     result.filesystem = info.data_paths.first().and_then(|p| crate::host::filesystem_of(existing_ancestor(p)));
@@ -473,14 +527,21 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
     if direct {
         result.cache_state = "direct".into();
     }
-    backend.prepare().map_err(|e| format!("prepare failed: {e}"))?;
+    if !ranks.shares_namespace() || ranks.is_lead() {
+        backend.prepare().map_err(|e| format!("prepare failed: {e}"))?;
+        if ranks.shares_namespace() {
+            ranks.store_ready()?;
+        }
+    }
     let workload = &case.workload;
+    let key_space = ranks.key_space(case);
     let mut run = CaseRun {
         plan,
         case,
         clock: backend.clock().unwrap_or_else(|| Arc::new(MonotonicClock)),
-        keys: KeyTable::new(case.objects),
-        payload: PayloadSpec::new(plan.seed, workload.compressibility, case.size),
+        keys: KeyTable::new(key_space.all),
+        key_space,
+        payload: PayloadSpec::new(ranks.payload_seed(plan.seed), workload.compressibility, case.size),
         interrupted,
         progress,
         verification: Verification { enabled: workload.verify, ..Default::default() },
@@ -607,6 +668,8 @@ impl CaseRun<'_> {
             op_timeout_ns: w.op_timeout_ns,
             duplicates: w.duplicates.unwrap_or(0.0),
             keys: &self.keys,
+            key_space: self.key_space,
+            reads_all: self.key_space.is_shared(self.case.objects) && !phase.mix.iter().any(|(op, _)| *op == Op::Delete),
             clock: self.clock.as_ref(),
             interrupted: self.interrupted,
             seed: self.plan.seed,
@@ -625,12 +688,12 @@ impl CaseRun<'_> {
         catalogs: &mut [Box<dyn Catalog>],
     ) -> Result<PhaseResult, String> {
         let wait_before: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
-        let mut ctx = self.context(phase, stop, warmup);
-        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
-        let planned = stop.count;
-        let workers = phase::run(&ctx, sessions, catalogs, || self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned))?;
+        let workers = self.run_workers(phase, stop, warmup, sessions, catalogs)?;
         let wait_after: u64 = sessions.iter().map(|s| s.wait_ns()).sum();
         let (workers, lock_wait_ns) = self.ranks.phase_end(&phase.label, workers, wait_after - wait_before)?;
+        if phase.mix.iter().any(|(op, _)| op.writes() || *op == Op::Delete) {
+            self.ranks.share_keys(&self.keys, self.key_space, self.case.objects)?;
+        }
         self.workers_merged = workers.len() as u32;
         for w in &workers {
             self.files.add(&w.files);
@@ -646,14 +709,39 @@ impl CaseRun<'_> {
         Ok(merged)
     }
 
+    /// Runs a phase's workers from the ranks' start barrier. They stop on Ctrl-C and when
+    /// another rank ends its share of the phase early; when this rank's share ends early (a
+    /// worker panicked, or Ctrl-C), it tells the others.
+    fn run_workers(
+        &self,
+        phase: &PhasePlan,
+        stop: Stop,
+        warmup: bool,
+        sessions: &mut [Box<dyn Session>],
+        catalogs: &mut [Box<dyn Catalog>],
+    ) -> Result<Vec<crate::stats::WorkerStats>, String> {
+        let stop_now = AtomicBool::new(self.interrupted.load(Ordering::Relaxed));
+        let mut ctx = self.context(phase, stop, warmup);
+        ctx.interrupted = &stop_now;
+        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
+        let workers = phase::run(&ctx, sessions, catalogs, || {
+            self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), stop.count);
+            if self.interrupted.load(Ordering::Relaxed) || self.ranks.stop_requested() {
+                stop_now.store(true, Ordering::Relaxed);
+            }
+        });
+        if workers.is_err() || self.interrupted.load(Ordering::Relaxed) {
+            self.ranks.request_stop();
+        }
+        workers
+    }
+
     fn preload(&mut self, sessions: &mut [Box<dyn Session>]) -> Result<PreloadResult, String> {
         let put = PhasePlan { label: "preload".into(), ..PhasePlan::single(Op::Put, crate::workload::keys::KeyOrder::Sequential) };
         let t = self.clock.now_ns();
-        let mut ctx = self.context(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false);
-        ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
-        let workers =
-            phase::run(&ctx, sessions, &mut [], || self.progress.phase_tick("preload", ctx.next_op.load(Ordering::Relaxed), Some(self.case.objects)))?;
+        let workers = self.run_workers(&put, Stop { count: Some(self.case.objects), ..Stop::default() }, false, sessions, &mut [])?;
         let (workers, _) = self.ranks.phase_end("preload", workers, 0)?;
+        self.ranks.share_keys(&self.keys, self.key_space, self.case.objects)?;
         let merged = crate::stats::merge("preload", workers, 0);
         let put = merged.ops.get("put");
         Ok(PreloadResult {

@@ -4,7 +4,7 @@
 //! Timing covers only the backend call (see `ops` for how our own payload work is kept out of
 //! latencies and windows). Bodies stream in both directions, so no object is ever held whole.
 
-use super::keytable::KeyTable;
+use super::keytable::{KeySpace, KeyTable};
 use super::ops::{OwnTime, Worker};
 use crate::backend::catalog::Catalog;
 use crate::backend::sockets::CutHandle;
@@ -44,6 +44,11 @@ pub struct PhaseContext<'a> {
     pub duplicates: f64,
     /// Key state.
     pub keys: &'a KeyTable,
+    /// The keys this process writes and reads (its own, unless keys are shared by ranks).
+    pub key_space: KeySpace,
+    /// Whether this phase's reads address every rank's keys (shared keys, and no deletes in the
+    /// phase: a delete by another rank would make a read's miss unclassifiable here).
+    pub reads_all: bool,
     /// The clock.
     pub clock: &'a dyn Clock,
     /// Set on Ctrl-C.
@@ -101,6 +106,9 @@ fn worker_cuts(sessions: &[Box<dyn Session>], catalogs: &[Box<dyn Catalog>]) -> 
 /// `catalogs` holds one catalog connection per session for file-server phases, else nothing.
 pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut [Box<dyn Catalog>], on_wait: impl Fn()) -> Result<Vec<WorkerStats>, String> {
     let barrier = Barrier::new(sessions.len());
+    // A worker that panicked (a backend bug) fails the phase: the others stop as on Ctrl-C
+    // instead of running out a `duration` for a result that will not be reported.
+    let panicked = AtomicBool::new(false);
     let origin = if ctx.clock.is_virtual() { 0 } else { ctx.origin_ns.unwrap_or_else(|| ctx.clock.now_ns()) };
     let width = ctx.index_width();
     let workers = sessions.len() as u64;
@@ -128,18 +136,27 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
             .iter_mut()
             .enumerate()
             .map(|(w, session)| {
-                let barrier = &barrier;
+                let (barrier, panicked) = (&barrier, &panicked);
                 let catalog = catalogs.next().flatten();
                 scope.spawn(move || {
                     let mut stats = WorkerStats::new(origin, width);
                     barrier.wait();
-                    worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats);
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats)
+                    }));
+                    if let Err(panic) = ran {
+                        panicked.store(true, Ordering::Relaxed);
+                        std::panic::resume_unwind(panic);
+                    }
                     stats
                 })
             })
             .collect();
         while !handles.iter().all(|h| h.is_finished()) {
             on_wait();
+            if panicked.load(Ordering::Relaxed) {
+                ctx.interrupted.store(true, Ordering::Relaxed);
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         if let Some(dog) = watchdog {
@@ -168,6 +185,8 @@ fn worker(
     stats: &mut WorkerStats,
 ) {
     let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
+    // Shared keys: reads draw from every rank's keys, writes from this rank's own range.
+    let mut all_keys = ctx.reads_all.then(|| KeyChooser::new(ctx.phase.key_order, ctx.key_space.all, ctx.seed, !stream_of(ctx, w)));
     let total_weight: u32 = ctx.phase.mix.iter().map(|(_, wt)| wt).sum();
     stats.start_ns = ctx.clock.now_ns();
     stats.end_ns = stats.start_ns;
@@ -236,9 +255,10 @@ fn worker(
         iterations += 1;
         for step in 0..ops_per_iteration {
             let op = if ctx.phase.sequence { ctx.phase.mix[step].0 } else { pick(&ctx.phase.mix, total_weight, &mut mix_rng) };
-            let key = match recent.key(op) {
-                Some(key) => key,
-                None => chooser.next(index, ctx.objects),
+            let key = match (recent.key(op), all_keys.as_mut()) {
+                (Some(key), _) => key,
+                (None, Some(all)) if op.reads() => all.next(ctx.key_space.reads_from + index, ctx.key_space.all),
+                (None, _) => ctx.key_space.first + chooser.next(index, ctx.objects),
             };
             if !worker.one_op(op, key, index) || worker.gave_up {
                 break 'iterations;
@@ -441,6 +461,8 @@ mod tests {
             op_timeout_ns: 0,
             duplicates: 0.0,
             keys,
+            key_space: KeySpace::own(1),
+            reads_all: false,
             clock: &MonotonicClock,
             interrupted,
             seed,
@@ -603,5 +625,42 @@ mod tests {
         ctx.objects = 10;
         let stats = crate::stats::merge("get", run(&ctx, &mut sessions, &mut [], || ()).unwrap(), 0);
         assert_eq!(totals(&stats, Op::Get), (3, 0, 0, 0));
+    }
+
+    /// Puts that take 10 ms, or (`panics`) a put that panics at once, like a backend bug.
+    struct SlowOrPanicking {
+        panics: bool,
+    }
+
+    impl Session for SlowOrPanicking {
+        fn put(&mut self, _: &str, body: &mut dyn Read, _: u64) -> BResult<()> {
+            assert!(!self.panics, "injected backend bug");
+            std::io::copy(body, &mut std::io::sink())?;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            Ok(())
+        }
+        fn get(&mut self, _: &str, _: &mut dyn Write) -> BResult<u64> {
+            unreachable!("this phase only puts")
+        }
+        fn delete(&mut self, _: &str) -> BResult<()> {
+            unreachable!("this phase only puts")
+        }
+        fn head(&mut self, _: &str) -> BResult<u64> {
+            unreachable!("this phase only puts")
+        }
+    }
+
+    #[test]
+    fn a_panicking_worker_stops_the_others_instead_of_running_out_the_duration() {
+        let phase = PhasePlan { stop: Stop { duration_ns: Some(60_000_000_000), ..Stop::default() }, ..PhasePlan::single(Op::Put, KeyOrder::Uniform) };
+        let (keys, flag) = (KeyTable::new(10), AtomicBool::new(false));
+        let mut ctx = context(&phase, &keys, 1, &flag);
+        ctx.objects = 10;
+        let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(SlowOrPanicking { panics: true }), Box::new(SlowOrPanicking { panics: false })];
+        let started = std::time::Instant::now();
+        let Err(err) = run(&ctx, &mut sessions, &mut [], || ()) else { panic!("a panicking worker fails the phase") };
+        assert!(err.contains("worker 0 panicked") && err.contains("injected backend bug"), "{err}");
+        // Generous for a loaded machine; the phase would otherwise last its 60 s.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "the other worker ran on for {:?}", started.elapsed());
     }
 }

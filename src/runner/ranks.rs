@@ -7,6 +7,7 @@
 //! workers' statistics (and so take the same decisions and write the same merged report), and
 //! learn that another rank failed.
 
+use super::keytable::{KeySpace, KeyTable};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::job::{CasePlan, Plan};
@@ -76,6 +77,57 @@ pub trait Ranks {
     }
     /// Adds what the group knows about itself (ranks, hosts, clock offsets) to the report.
     fn describe(&self, _report: &mut RunReport) {}
+
+    // Shared keys (`[mpi] keys = "shared"`): one namespace and key space for every rank.
+
+    /// Whether every rank works in one namespace: the lead makes, prepares and removes it, and
+    /// the others use it between.
+    fn shares_namespace(&self) -> bool {
+        false
+    }
+    /// Runs `step` on the lead first and then, once it is done, on the other ranks (a run
+    /// directory the lead must make before the others look for it); with one namespace per
+    /// rank, on every rank at once.
+    fn lead_first(&self, step: &mut dyn FnMut()) {
+        step()
+    }
+    /// Why this rank cannot share `plan`'s stores with the other ranks, if it cannot.
+    fn refuse_sharing(&self, _plan: &Plan) -> Result<(), String> {
+        Ok(())
+    }
+    /// The keys this rank's share of `case` (from `local_plan`) writes and reads.
+    fn key_space(&self, case: &CasePlan) -> KeySpace {
+        KeySpace::own(case.objects)
+    }
+    /// The seed payloads are made from: one for every rank when keys are shared, so any rank can
+    /// check a get against what its writer put.
+    fn payload_seed(&self, local_seed: u64) -> u64 {
+        local_seed
+    }
+    /// With one namespace: the lead has prepared the case's store (the lead calls this after
+    /// preparing it, the others before opening it); or why the case is over on every rank.
+    fn store_ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// After a phase that wrote: every rank's state of the keys it writes, taken into `keys`, so
+    /// each rank verifies a get of any key against what that key's writer stored.
+    fn share_keys(&self, _keys: &KeyTable, _space: KeySpace, _objects: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// This rank is done with the case's store (measured, or failed): with one namespace, the
+    /// lead removes it only after every rank has said so.
+    fn leave_case(&self) {}
+
+    // Ending a phase early on every rank.
+
+    /// Tells the other ranks to end the current phase now: this rank's share of it ended early
+    /// (a worker panicked, or it was interrupted). Without it they would learn only at the end of
+    /// their own share, which for a `duration` phase can be the whole duration.
+    fn request_stop(&self) {}
+    /// Whether another rank asked to end the current phase (polled while the phase runs).
+    fn stop_requested(&self) -> bool {
+        false
+    }
 }
 
 /// One process: the single-host run.

@@ -77,9 +77,9 @@ const PREPARE_MAX_BYTES: u64 = 64 << 20;
 /// Records up to this size are assembled in memory and written with one positioned write; larger
 /// ones stream through the copy buffer (key and value first, header last).
 const ONE_WRITE_RECORD_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
-/// Checked gets of values this large read the stripe's mapping (`view`), hashing the page cache
-/// in place instead of copying it first; smaller ones are read with one `pread`, which costs less
-/// than the mapping's page-table walk at these sizes.
+/// With mapped reads on, checked gets of values this large read the stripe's mapping (`view`),
+/// hashing the page cache in place instead of copying it first; smaller ones, whose copy is a
+/// small part of a get, keep the one `pread` they always had.
 const MAPPED_READ_MIN_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 
 /// Where a live value lives.
@@ -189,8 +189,8 @@ impl PackStore {
     /// the stripe's mapping (src/pack/view.rs): one pass over the page cache instead of `pread`'s
     /// copy and the hash's pass over the copy. Off by default, as SQLite's mmap_size is: every
     /// page read stays mapped, so it counts in the process's resident memory. Unmapping pages
-    /// after each read keeps that bounded but costs page faults that made reads 3× slower here
-    /// than with `pread` (docs/performance.md).
+    /// after each read keeps that bounded, but the page faults it costs made reads slower than
+    /// with `pread` here: 2.6–2.8× fs's time (docs/performance.md).
     pub fn set_mapped_reads(&self, on: bool) {
         self.mapped_reads.store(on, Ordering::Release);
     }

@@ -70,8 +70,7 @@ impl KeyIndex {
     }
 
     fn slot(&self, number: u32) -> &Slot {
-        let n = number as usize;
-        &self.slots[n / SLOTS_PER_CHUNK][n % SLOTS_PER_CHUNK]
+        slot_in(&self.slots, number)
     }
 
     fn key(&self, slot: &Slot) -> &[u8] {
@@ -96,8 +95,8 @@ impl KeyIndex {
         let bytes = key.as_bytes();
         let hash = hash_of(bytes);
         if let Some(&number) = self.table.find(hash, |&n| self.key(self.slot(n)) == bytes) {
-            let n = number as usize;
-            let slot = &mut self.slots[n / SLOTS_PER_CHUNK][n % SLOTS_PER_CHUNK];
+            let (chunk, at) = chunk_of(number);
+            let slot = &mut self.slots[chunk][at];
             if slot.seq <= entry.seq {
                 *slot = slot_of(slot.key_at, slot.key_len, entry);
             }
@@ -112,10 +111,7 @@ impl KeyIndex {
         }
         self.slots.last_mut().expect("a chunk with room").push(slot_of(key_at, key_len, entry));
         let KeyIndex { table, slots, arena } = self;
-        table.insert_unique(hash, number, |&n| {
-            let n = n as usize;
-            hash_of(key_in(arena, &slots[n / SLOTS_PER_CHUNK][n % SLOTS_PER_CHUNK]))
-        });
+        table.insert_unique(hash, number, |&n| hash_of(key_in(arena, slot_in(slots, n))));
     }
 
     /// Appends `bytes` to the arena's last chunk (a new one if they do not fit); their `key_at`.
@@ -157,6 +153,16 @@ impl KeyIndex {
         let buckets = (self.table.capacity() * 8).div_ceil(7);
         buckets * (std::mem::size_of::<u32>() + 1) + self.slots.len() * SLOTS_PER_CHUNK * std::mem::size_of::<Slot>() + self.arena.len() * ARENA_CHUNK_BYTES
     }
+}
+
+/// The chunk of the slot array that holds slot `number`, and its place there.
+fn chunk_of(number: u32) -> (usize, usize) {
+    (number as usize / SLOTS_PER_CHUNK, number as usize % SLOTS_PER_CHUNK)
+}
+
+fn slot_in(slots: &[Vec<Slot>], number: u32) -> &Slot {
+    let (chunk, at) = chunk_of(number);
+    &slots[chunk][at]
 }
 
 fn key_in<'a>(arena: &'a [Vec<u8>], slot: &Slot) -> &'a [u8] {

@@ -33,6 +33,16 @@ fn run_one_case(name: &str, job: &str) -> Value {
     case
 }
 
+/// A job that puts `objects` objects of `size` through `backend` with `threads` workers, then
+/// makes `gets` verified gets.
+fn put_then_get(backend: &str, size: &str, objects: u64, threads: u32, gets: u64) -> String {
+    format!(
+        "version = 1\n[[target]]\nname = \"{backend}\"\nbackend = \"{backend}\"\n\
+         [[workload]]\nname = \"scale\"\nsizes = [\"{size}\"]\nobjects = {objects}\nthreads = [{threads}]\n\
+         [[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = 1 }}\ncount = {gets}\n"
+    )
+}
+
 /// How far the client's resident memory rose during the case, in MiB.
 fn client_growth_mib(case: &Value) -> u64 {
     let resources = &case["resources"];
@@ -47,23 +57,7 @@ fn client_growth_mib(case: &Value) -> u64 {
 /// +262 MiB (docs/performance.md, Scale and memory), which this bound refuses.
 #[test]
 fn a_million_objects_through_pack_stay_within_160_mib() {
-    let job = r#"
-version = 1
-[[target]]
-name = "pack"
-backend = "pack"
-[[workload]]
-name = "million"
-sizes = ["1KiB"]
-objects = 1000000
-threads = [4]
-[[workload.phase]]
-mix = { put = 1 }
-[[workload.phase]]
-mix = { get = 1 }
-count = 1000000
-"#;
-    let case = run_one_case("pack, a million objects", job);
+    let case = run_one_case("pack, a million objects", &put_then_get("pack", "1KiB", 1_000_000, 4, 1_000_000));
     assert_eq!(case["verification"]["checked"].as_u64(), Some(1_000_000), "every get was checked");
     let growth = client_growth_mib(&case);
     assert!(growth < 160, "pack with a million objects: client memory rose by {growth} MiB");
@@ -73,23 +67,7 @@ count = 1000000
 /// operations. Measured here: +35 MiB.
 #[test]
 fn sixty_four_threads_on_fs_stay_within_96_mib() {
-    let job = r#"
-version = 1
-[[target]]
-name = "fs"
-backend = "fs"
-[[workload]]
-name = "threads"
-sizes = ["4KiB"]
-objects = 6400
-threads = [64]
-[[workload.phase]]
-mix = { put = 1 }
-[[workload.phase]]
-mix = { get = 1 }
-count = 64000
-"#;
-    let case = run_one_case("fs, 64 threads", job);
+    let case = run_one_case("fs, 64 threads", &put_then_get("fs", "4KiB", 6400, 64, 64_000));
     assert_eq!(case["threads"].as_u64(), Some(64), "{case:#}");
     let growth = client_growth_mib(&case);
     assert!(growth < 96, "fs with 64 threads: client memory rose by {growth} MiB");

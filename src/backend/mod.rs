@@ -314,9 +314,26 @@ pub fn waiting_for_lock<T>(wait_ns: &mut u64, take: impl FnOnce() -> T) -> T {
 }
 
 /// Copies `len` bytes from `body` to `sink` through a bounded buffer; errors if `body` ends early.
-/// The buffer is the calling thread's own and reused: allocating and zeroing 256 KiB for every
-/// operation would cost a measurable share of a fast get.
 pub fn copy_exact(body: &mut dyn Read, sink: &mut dyn Write, len: u64) -> BResult<()> {
+    with_copy_buffer(|buf| {
+        let mut left = len;
+        while left > 0 {
+            let want = buf.len().min(left as usize);
+            let n = body.read(&mut buf[..want])?;
+            if n == 0 {
+                return Err(BackendError::new(ErrorKind::Io, format!("body ended {left} bytes early")));
+            }
+            sink.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `work` with a buffer of `COPY_BUFFER_BYTES`. The buffer is the calling thread's own and
+/// reused: allocating and zeroing 256 KiB for every operation would cost a measurable share of a
+/// fast get.
+pub fn with_copy_buffer<T>(work: impl FnOnce(&mut [u8]) -> T) -> T {
     thread_local! {
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -331,17 +348,7 @@ pub fn copy_exact(body: &mut dyn Read, sink: &mut dyn Write, len: u64) -> BResul
         if buf.len() < COPY_BUFFER_BYTES {
             buf.resize(COPY_BUFFER_BYTES, 0);
         }
-        let mut left = len;
-        while left > 0 {
-            let want = buf.len().min(left as usize);
-            let n = body.read(&mut buf[..want])?;
-            if n == 0 {
-                return Err(BackendError::new(ErrorKind::Io, format!("body ended {left} bytes early")));
-            }
-            sink.write_all(&buf[..n])?;
-            left -= n as u64;
-        }
-        Ok(())
+        work(&mut buf[..COPY_BUFFER_BYTES])
     })
 }
 

@@ -77,6 +77,8 @@ const PREPARE_MAX_BYTES: u64 = 64 << 20;
 /// Records up to this size are assembled in memory and written with one positioned write; larger
 /// ones stream through the copy buffer (key and value first, header last).
 const ONE_WRITE_RECORD_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
+/// Larger records are written in pieces that end on multiples of this in the file (`write_record`).
+const ALIGNED_WRITE_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 /// With mapped reads on, checked gets of values this large read the stripe's mapping (`view`),
 /// hashing the page cache in place instead of copying it first; smaller ones, whose copy is a
 /// small part of a get, keep the one `pread` they always had.
@@ -505,13 +507,48 @@ fn check_key(key: &str) -> BResult<()> {
 
 /// Writes key and value after the header slot, then the header last, so a header on disk whose
 /// body is incomplete fails the body hash. Returns the header written.
+///
+/// The writes end on `ALIGNED_WRITE_BYTES` boundaries of the file (the first one holds zeros where
+/// the header goes, the key and the value's first bytes): the page cache then holds the value in
+/// large folios, as it holds a file written from its start. Written from an unaligned offset,
+/// each 256 KiB write split the cache into small folios, and every later get copied out of them
+/// a fifth slower than fs read its files (docs/performance.md, "pack large gets").
 pub fn write_record(stripe: &Stripe, offset: u64, kind: RecordKind, seq: u64, key: &str, body: &mut dyn Read, len: u64) -> BResult<RecordHeader> {
-    let mut writer = PositionedWriter { file: &stripe.file, pos: offset + RECORD_HEADER_BYTES, hasher: Xxh3::new() };
-    writer.write_all(key.as_bytes())?;
-    copy_exact(body, &mut writer, len)?;
-    let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash: writer.hasher.digest() };
+    let mut hasher = Xxh3::new();
+    hasher.update(key.as_bytes());
+    let end = offset + RECORD_HEADER_BYTES + key.len() as u64 + len;
+    // What goes before the value: zeros where the header goes (written last), then the key.
+    let mut prefix = vec![0u8; RECORD_HEADER_BYTES as usize];
+    prefix.extend_from_slice(key.as_bytes());
+    crate::backend::with_copy_buffer(|buf| {
+        let mut at = offset;
+        while at < end {
+            let chunk_end = ((at / ALIGNED_WRITE_BYTES + 1) * ALIGNED_WRITE_BYTES).min(end);
+            let chunk = &mut buf[..(chunk_end - at) as usize];
+            // The prefix may end in this chunk, or (a record starting just before a boundary) later.
+            let prefix_left = prefix.len().saturating_sub((at - offset) as usize);
+            let from_prefix = prefix_left.min(chunk.len());
+            chunk[..from_prefix].copy_from_slice(&prefix[prefix.len() - prefix_left..][..from_prefix]);
+            let value = &mut chunk[from_prefix..];
+            body.read_exact(value).map_err(|e| body_error(e, end - at))?;
+            hasher.update(value);
+            stripe.file.write_all_at(chunk, at)?;
+            at = chunk_end;
+        }
+        Ok::<(), BackendError>(())
+    })?;
+    let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash: hasher.digest() };
     stripe.file.write_all_at(&header.encode(stripe.salt), offset)?;
     Ok(header)
+}
+
+/// A body that ended early is an I/O error, as `copy_exact` makes it; `left` is what the record
+/// still lacked when the piece being filled began.
+fn body_error(e: std::io::Error, left: u64) -> BackendError {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => BackendError::new(ErrorKind::Io, format!("body ended early: {left} bytes of the record were still to write")),
+        _ => e.into(),
+    }
 }
 
 /// Writes a record that fits in memory with one positioned write: header, key and value
@@ -538,26 +575,6 @@ fn write_small_record(
     buf[..header_bytes].copy_from_slice(&header.encode(stripe.salt));
     stripe.file.write_all_at(buf, offset)?;
     Ok(header)
-}
-
-/// A `Write` that appends with positioned writes and hashes what passes through.
-struct PositionedWriter<'a> {
-    file: &'a File,
-    pos: u64,
-    hasher: Xxh3,
-}
-
-impl Write for PositionedWriter<'_> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.file.write_all_at(data, self.pos)?;
-        self.hasher.update(data);
-        self.pos += data.len() as u64;
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Takes the exclusive lock of a pack directory, or says who to close.
@@ -750,4 +767,59 @@ fn new_salt(path: &Path) -> u64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let text = format!("{nanos}:{}:{}:{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed), path.display());
     crate::hash::xxh3_64(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A payload whose bytes depend on `seed` and their place, so a shifted or swapped piece shows.
+    fn payload(seed: u8, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[1] ^ seed).collect()
+    }
+
+    /// Large records are written in pieces that end on aligned offsets; whatever the record's start
+    /// (its header and key may cross a boundary, or end exactly on one), every value reads back
+    /// whole, checked, from the open store and after a reopening that scans the records.
+    #[test]
+    fn large_records_read_back_whatever_their_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut expected = Vec::new();
+        {
+            let store = PackStore::open(dir.path(), false).unwrap();
+            let mut lease = store.lease().unwrap();
+            for (n, before_boundary) in [1u64, 30, 56, 57, 69, 70, 71, 200, 4096, ALIGNED_WRITE_BYTES].into_iter().enumerate() {
+                // A small filler record moves the tail to `before_boundary` bytes short of a boundary.
+                let tail = lease.stripe.tail_bytes();
+                let overhead = RECORD_HEADER_BYTES + 6;
+                let mut target = (tail / ALIGNED_WRITE_BYTES + 1) * ALIGNED_WRITE_BYTES - before_boundary;
+                while target < tail + overhead {
+                    target += ALIGNED_WRITE_BYTES;
+                }
+                let filler = vec![7u8; (target - tail - overhead) as usize];
+                lease.put(&format!("fill{n:02}"), &mut filler.as_slice(), filler.len() as u64).unwrap();
+                assert_eq!(lease.stripe.tail_bytes(), target);
+                let key = format!("large-{n}-{}", "k".repeat(n * 9));
+                let value = payload(n as u8, 600 * 1024 + n * 13);
+                lease.put(&key, &mut value.as_slice(), value.len() as u64).unwrap();
+                expected.push((key, value));
+            }
+            for (key, value) in &expected {
+                let mut got = Vec::new();
+                lease.get(key, &mut got).unwrap();
+                assert!(got == *value, "{key} read back different bytes");
+            }
+        }
+        // Without the persisted index, reopening scans the records: it reads every key from the file.
+        let indexes: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "index")).collect();
+        assert_eq!(indexes.len(), 1, "closing the pack writes its index");
+        fs::remove_file(&indexes[0]).unwrap();
+        let store = PackStore::open(dir.path(), false).unwrap();
+        let mut buf = Vec::new();
+        for (key, value) in &expected {
+            let mut got = Vec::new();
+            store.get(key, &mut got, &mut buf).unwrap();
+            assert!(got == *value, "{key} read back different bytes after reopening");
+        }
+    }
 }

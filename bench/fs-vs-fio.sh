@@ -6,6 +6,7 @@
 #                      [--fanout N] [--buffered-volume SIZE] [--fsync-volume SIZE]
 #                      [--read-volume SIZE] [--max-reads N] [--max-objects N]
 #                      [--max-fsync-objects N] [--no-drop-caches] [--write-mode rename|in-place]
+#                      [--no-dir-fsync]
 #
 # For every cell (size × threads × durability) and every repeat it runs fio and stowbench
 # back to back on the same filesystem, and prints each tool's median MB/s, the min–max over the
@@ -27,6 +28,9 @@
 #   --write-mode in-place makes the fs backend write the final file directly (no temporary name,
 #                       no rename; fsync of the directory only for a new file): exactly fio's I/O,
 #                       which shows what the default's atomic visibility costs.
+#   --no-dir-fsync makes the fs backend fsync only the file (fsync_dir = false), never its
+#                       directory, as fio does: with --write-mode in-place, the fsync cells then
+#                       make exactly fio's calls, one device flush per file.
 # - stowbench fs get  = open + fstat + read() in 256 KiB pieces + close, sequential keys.
 #   fio get           = rw=read on the files the put made, same bs, same one-file-at-a-time order;
 #                       invalidate=0 keeps the page cache (fio drops it per file by default).
@@ -41,7 +45,7 @@
 # - gets are warm on both sides: one untimed read of every object first (fio: a read job whose
 #   result is discarded; stowbench: warmup_count = N), then `passes` timed reads of every object
 #   (fio loops, stowbench count = passes × N) so the measured read lasts long enough to time.
-# Not matchable (so not matched): the rename, the directory fsync with fsync=true, stowbench's
+# Not matched by default (the two options above match them): the rename, the directory fsync with fsync=true. Not matchable: stowbench's
 # fstat per get, and payload generation/verification (stowbench's own work, outside its latency
 # but inside its throughput window; --no-verify turns verification off to see its share).
 set -euo pipefail
@@ -62,6 +66,7 @@ WORK=""
 VERIFY=true
 FANOUT=0
 WRITE_MODE=rename
+FSYNC_DIR=true
 # Data per put phase. Buffered puts land in the page cache at ~3 GB/s here: 1 GiB keeps even the
 # largest objects' put above ~0.3 s, long enough for fio's millisecond runtime and stowbench's
 # 10 ms throughput buckets to read within ~1 %. fsync puts go at disk speed: less data.
@@ -92,6 +97,7 @@ parse_args() {
     --no-drop-caches) DROP_CACHES=false; shift ;;
     --fanout) FANOUT=$2; shift 2 ;;
     --write-mode) WRITE_MODE=$2; shift 2 ;;
+    --no-dir-fsync) FSYNC_DIR=false; shift ;;
     --buffered-volume) BUFFERED_VOLUME=$(parse_size "$2"); shift 2 ;;
     --fsync-volume) FSYNC_VOLUME=$(parse_size "$2"); shift 2 ;;
     --read-volume) READ_VOLUME=$(parse_size "$2"); shift 2 ;;
@@ -227,6 +233,7 @@ backend = "fs"
 fsync = $([[ ${durability} == fsync ]] && echo true || echo false)
 fanout_levels = ${FANOUT}
 write_mode = "${WRITE_MODE}"
+$([[ ${durability} == fsync && ${FSYNC_DIR} == false ]] && echo 'fsync_dir = false')
 
 EOF
   sb_put_then_get_workload fio-match "${size}" "${threads}" "${objects}" "${passes}" >>"${file}"
@@ -281,7 +288,7 @@ write_conditions() {
     printf 'work dir: %s (%s)\n' "${WORK}" "$(df -T "${WORK}" | awk 'NR == 2 { print $2 " on " $1 }')"
     printf 'root: %s; before each put: %s\n' "$(is_root && echo yes || echo no)" \
       "$(if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi)"
-    printf 'stowbench verify: %s, fanout_levels: %s, write_mode: %s\n' "${VERIFY}" "${FANOUT}" "${WRITE_MODE}"
+    printf 'stowbench verify: %s, fanout_levels: %s, write_mode: %s, fsync_dir: %s\n' "${VERIFY}" "${FANOUT}" "${WRITE_MODE}" "${FSYNC_DIR}"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"
 }

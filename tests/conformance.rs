@@ -516,12 +516,13 @@ conformance!(fs_fsync, "fs", "fsync = true");
 conformance!(fs_flat, "fs", "fanout_levels = 0");
 conformance!(fs_direct, "fs", "direct = true");
 conformance!(fs_direct_fsync_flat, "fs", "direct = true\nfsync = true\nfanout_levels = 0");
+conformance!(fs_fsync_file_only, "fs", "fsync = true\nfsync_dir = false");
 
 /// `write_mode = "in-place"` gives up atomic visibility on purpose (a failed put leaves a partial
 /// object, a racing reader can see one), so it joins every behaviour but those two.
 #[test]
 fn fs_in_place_keeps_every_behaviour_but_atomic_visibility() {
-    for options in ["write_mode = \"in-place\"", "write_mode = \"in-place\"\nfsync = true"] {
+    for options in ["write_mode = \"in-place\"", "write_mode = \"in-place\"\nfsync = true", "write_mode = \"in-place\"\nfsync = true\nfsync_dir = false"] {
         let f = Fixture::new("fs", options);
         round_trip_is_byte_exact(&f);
         overwrite_returns_the_new_value(&f);

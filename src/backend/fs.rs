@@ -5,6 +5,9 @@
 //! after it: the object then survives a power cut. Keys are hashed into two levels of 256
 //! directories so no directory grows past a few thousand entries.
 //!
+//! `fsync_dir = false` (with `fsync = true`) fsyncs only the file, never its directory, as fio and
+//! most applications do: what a put costs then without the second flush.
+//!
 //! `write_mode = "in-place"` writes the final file directly (create, or truncate and rewrite), as
 //! fio and many applications do: no rename, so a reader can see a partial object and a failed put
 //! leaves one. It exists to measure exactly the I/O fio does (bench/fs-vs-fio.sh) and to show what
@@ -38,6 +41,7 @@ crate::backend_options! {
     /// fs's own options.
     pub struct FsOptions {
         fsync: bool = false => "fsync each file before its rename and the directory after it",
+        fsync_dir: bool = true => "with fsync = true, also fsync each directory that gained or lost an entry (the rename, a new file written in place, a removal, a new fan-out directory): only then does POSIX promise the new name survives a crash. false fsyncs only the file, as fio and most applications do: one device flush per put instead of two, and the name's durability is left to the filesystem (ext4 and XFS commit a new entry with the file's fsync; others may not)",
         fanout_levels: u64 = 2 => "levels of 256-way hashed directories (0 to 3)",
         write_mode: FsWriteMode = "rename" => "rename (temporary file, then rename: never half-visible) or in-place (write the final file directly, as fio does: a reader or a crash can see a partial object)",
         direct: bool = false => "read and write with O_DIRECT, around the page cache, as fio's direct=1: gets then measure the device, not memory. Writes go out in whole 4 KiB-aligned blocks from an aligned buffer; the last block of an object whose length is not a multiple of 4 KiB is padded with zeros and the file cut back to the object's length, so the stored bytes are exactly the object. Checked when the target is built: a filesystem that refuses O_DIRECT stops the run with the directory and the fix, before any data (tmpfs accepts it since Linux 6.6). The report's cache state for these cases and phases is direct",
@@ -47,8 +51,10 @@ crate::backend_options! {
 /// How a file is written: durably or not, through the page cache or around it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteMode {
-    /// fsync the file (and the directories that gained an entry).
+    /// fsync the file.
     pub fsync: bool,
+    /// fsync the directories that gained or lost an entry (only with `fsync`).
+    pub fsync_dirs: bool,
     /// O_DIRECT (see `backend::direct`).
     pub direct: bool,
 }
@@ -58,6 +64,7 @@ pub struct FsBackend {
     root: PathBuf,
     data: DataNamespace,
     fsync: bool,
+    fsync_dir: bool,
     fanout_levels: u32,
     in_place: bool,
     direct: bool,
@@ -71,6 +78,12 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     if own.fanout_levels > 3 {
         return Err(format!("target \"{}\": option \"fanout_levels\" is {}; use 0 to 3", options.target, own.fanout_levels));
     }
+    if !own.fsync_dir && !own.fsync {
+        return Err(format!(
+            "target \"{}\": option \"fsync_dir\" = false only changes what a durable put flushes; add fsync = true or remove fsync_dir",
+            options.target
+        ));
+    }
     if own.direct {
         super::direct::check_supported(&data.ns.dir, &options.target)?;
     }
@@ -79,6 +92,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         root: data.ns.dir.join("objects"),
         data,
         fsync: own.fsync,
+        fsync_dir: own.fsync_dir,
         fanout_levels: own.fanout_levels as u32,
         in_place: own.write_mode == FsWriteMode::InPlace,
         options: options.clone(),
@@ -115,20 +129,19 @@ fn encode_key(key: &str) -> String {
 
 /// Writes `len` bytes from `body` to `path` atomically (temporary file + rename), optionally durable.
 pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, mode: WriteMode, worker: usize) -> BResult<()> {
-    let fsync = mode.fsync;
     let dir = path.parent().expect("object paths always have a parent");
     let tmp = dir.join(format!(".tmp-{worker}-{}", path.file_name().unwrap_or_default().to_string_lossy()));
     let open = || opener(mode).write(true).create(true).truncate(true).open(&tmp);
     let mut file = match open() {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            create_dirs(dir, fsync)?;
+            create_dirs(dir, mode.fsync_dirs)?;
             open().map_err(|e| call_error("open", &tmp, e))?
         }
         Err(e) => return Err(call_error("open", &tmp, e)),
     };
     let written = fill(&mut file, &tmp, body, len, mode).and_then(|()| {
-        if fsync {
+        if mode.fsync {
             file.sync_all().map_err(|e| call_error("fsync", &tmp, e))?;
         }
         Ok(())
@@ -143,7 +156,7 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, mode: W
         let _ = fs::remove_file(&tmp);
         return Err(call_error("rename", &tmp, e));
     }
-    if fsync {
+    if mode.fsync_dirs {
         sync_dir(dir)?;
     }
     Ok(())
@@ -151,15 +164,16 @@ pub fn write_file_atomically(path: &Path, body: &mut dyn Read, len: u64, mode: W
 
 /// fsyncs directory `dir` (its entries become durable); the error names the call and directory.
 fn sync_dir(dir: &Path) -> BResult<()> {
+    #[cfg(test)]
+    tests::DIR_FSYNCS.with(|n| n.set(n.get() + 1));
     let handle = File::open(dir).map_err(|e| call_error("open (to fsync the directory)", dir, e))?;
     handle.sync_all().map_err(|e| call_error("fsync (directory)", dir, e))
 }
 
 /// Writes `len` bytes from `body` straight to `path` (no temporary name): a new file is created
-/// with O_EXCL, an existing one truncated and rewritten. With `fsync`, the file is fsynced, and the
-/// directory too when the file is new (its entry must be durable as well).
+/// with O_EXCL, an existing one truncated and rewritten. With `fsync`, the file is fsynced, and
+/// (with `fsync_dirs`) the directory too when the file is new (its entry must be durable as well).
 pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, mode: WriteMode) -> BResult<()> {
-    let fsync = mode.fsync;
     let dir = path.parent().expect("object paths always have a parent");
     let create = || opener(mode).write(true).create_new(true).open(path);
     let open_error = |e| call_error("open", path, e);
@@ -167,15 +181,15 @@ pub fn write_file_in_place(path: &Path, body: &mut dyn Read, len: u64, mode: Wri
         Ok(f) => (f, true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (opener(mode).write(true).truncate(true).open(path).map_err(open_error)?, false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            create_dirs(dir, fsync)?;
+            create_dirs(dir, mode.fsync_dirs)?;
             (create().map_err(open_error)?, true)
         }
         Err(e) => return Err(open_error(e)),
     };
     fill(&mut file, path, body, len, mode)?;
-    if fsync {
+    if mode.fsync {
         file.sync_all().map_err(|e| call_error("fsync", path, e))?;
-        if created {
+        if created && mode.fsync_dirs {
             sync_dir(dir)?;
         }
     }
@@ -293,6 +307,7 @@ impl Backend for FsBackend {
         let mut options = self.options.redacted_json();
         if let Some(map) = options.as_object_mut() {
             map.insert("fsync".into(), self.fsync.into());
+            map.insert("fsync_dir".into(), self.fsync_dir.into());
             map.insert("fanout_levels".into(), self.fanout_levels.into());
             map.insert("write_mode".into(), if self.in_place { "in-place" } else { "rename" }.into());
             map.insert("direct".into(), self.direct.into());
@@ -302,6 +317,8 @@ impl Backend for FsBackend {
             versions: Default::default(),
             options,
             durability: match (self.fsync, self.in_place, self.direct) {
+                (true, false, _) if !self.fsync_dir => "fsync of the file before rename, not of its directory (fsync_dir = false): whether the new name survives a crash is the filesystem's choice (ext4 and XFS commit it with the file; POSIX does not promise it)",
+                (true, true, _) if !self.fsync_dir => "fsync of the file, not of its directory (fsync_dir = false): whether a new file's name survives a crash is the filesystem's choice (ext4 and XFS commit it with the file; POSIX does not promise it); written in place: a reader or a crash can see a partial object",
                 (true, false, _) => "fsync of the file before rename and of its directory after",
                 (true, true, _) => "fsync of the file, and of its directory when the file is new; written in place: a reader or a crash can see a partial object",
                 (false, false, false) => "none: data reaches the page cache; the kernel writes it back later",
@@ -320,7 +337,7 @@ impl Backend for FsBackend {
     }
 
     fn open_session(&self, worker: usize) -> BResult<Box<dyn Session>> {
-        let mode = WriteMode { fsync: self.fsync, direct: self.direct };
+        let mode = WriteMode { fsync: self.fsync, fsync_dirs: self.fsync && self.fsync_dir, direct: self.direct };
         Ok(Box::new(FsSession { root: self.root.clone(), mode, levels: self.fanout_levels, in_place: self.in_place, worker }))
     }
 
@@ -368,7 +385,7 @@ impl Session for FsSession {
     fn delete(&mut self, key: &str) -> BResult<()> {
         let path = self.path(key);
         fs::remove_file(&path).map_err(|e| not_found_or(e, key, "unlink", &path))?;
-        if self.mode.fsync {
+        if self.mode.fsync_dirs {
             // The removal is durable only once the directory that lost the entry is.
             sync_dir(path.parent().expect("object paths always have a parent"))?;
         }
@@ -393,6 +410,46 @@ fn not_found_or(e: std::io::Error, key: &str, call: &str, path: &Path) -> Backen
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Directory fsyncs made by this thread (each test runs on its own).
+        pub static DIR_FSYNCS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Directory fsyncs that `put`, then `delete`, of one object in a fresh fs target made.
+    fn dir_fsyncs_of_put_and_delete(options: &str) -> (usize, usize) {
+        let tmp = tempfile::tempdir().unwrap();
+        let ns = Namespace::create(tmp.path(), "fs-test", "fs").unwrap();
+        let options = Options::new("fs", "test", toml::from_str(options).unwrap());
+        let target = construct(&options, &ns).unwrap();
+        target.prepare().unwrap();
+        let mut session = target.open_session(0).unwrap();
+        let before = DIR_FSYNCS.with(|n| n.get());
+        session.put("k", &mut &[7u8; 100][..], 100).unwrap();
+        let after_put = DIR_FSYNCS.with(|n| n.get());
+        session.delete("k").unwrap();
+        (after_put - before, DIR_FSYNCS.with(|n| n.get()) - after_put)
+    }
+
+    /// A durable put fsyncs the directories that gained entries (two new fan-out levels, then the
+    /// rename's) and a delete the one that lost it; `fsync_dir = false` fsyncs no directory.
+    #[test]
+    fn fsync_dir_decides_whether_directories_are_fsynced() {
+        assert_eq!(dir_fsyncs_of_put_and_delete("fsync = true"), (3, 1));
+        assert_eq!(dir_fsyncs_of_put_and_delete("fsync = true\nwrite_mode = \"in-place\"\nfanout_levels = 0"), (1, 1));
+        assert_eq!(dir_fsyncs_of_put_and_delete("fsync = true\nfsync_dir = false"), (0, 0));
+        assert_eq!(dir_fsyncs_of_put_and_delete("fsync = true\nfsync_dir = false\nwrite_mode = \"in-place\""), (0, 0));
+        assert_eq!(dir_fsyncs_of_put_and_delete(""), (0, 0));
+    }
+
+    #[test]
+    fn fsync_dir_without_fsync_is_refused_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ns = Namespace::create(tmp.path(), "fs-test", "fs").unwrap();
+        let options = Options::new("fs", "test", toml::from_str("fsync_dir = false").unwrap());
+        let e = construct(&options, &ns).err().expect("refused");
+        assert!(e.contains("fsync_dir") && e.contains("fsync = true"), "{e}");
+    }
 
     #[test]
     fn keys_cannot_escape_their_directory() {

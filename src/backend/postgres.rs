@@ -160,7 +160,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         _ if options.table.contains_key("direct") => {
             return Err(format!("target \"{}\": option \"direct\" applies only to mode = \"file\"; set mode = \"file\" or remove it", options.target))
         }
-        _ => super::fs::WriteMode { fsync: own.fsync, direct: false },
+        _ => super::fs::WriteMode { fsync: own.fsync, fsync_dirs: own.fsync, direct: false },
     };
     let mut shared = Shared {
         connect_timeout: server::ConnectTimeout::read(options)?.connect_timeout,

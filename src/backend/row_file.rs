@@ -43,7 +43,7 @@ crate::backend_options! {
 /// How content files are written and read, from the backend's `fsync` and option `direct`; `direct` is tried
 /// in `files` first, so a filesystem without O_DIRECT is refused before any data.
 pub fn content_mode(options: &Options, fsync: bool, files: &Path) -> Result<WriteMode, String> {
-    let mode = WriteMode { fsync, direct: DirectOption::read(options)?.direct };
+    let mode = WriteMode { fsync, fsync_dirs: fsync, direct: DirectOption::read(options)?.direct };
     if mode.direct {
         super::direct::check_supported(files, &options.target)?;
     }

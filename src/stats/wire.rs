@@ -16,10 +16,11 @@ struct WireWorker {
     ops: Vec<WireOp>,
     origin_ns: u64,
     resolution_ns: u64,
-    /// Buckets as [ops, bytes, errors, latency sum, latency max].
-    timeline: Vec<[u64; 5]>,
+    /// Buckets as [ops, bytes, errors, latency sum, latency max, work ops, work bytes] (the last
+    /// two are f64 bit patterns).
+    timeline: Vec<[u64; 7]>,
     index_width: u64,
-    by_index: Vec<[u64; 5]>,
+    by_index: Vec<[u64; 7]>,
     start_ns: u64,
     end_ns: u64,
     generation_ns: u64,
@@ -87,12 +88,20 @@ pub fn histogram_from_base64(text: &str) -> Result<Histogram<u64>, String> {
     Deserializer::new().deserialize(&mut &bytes[..]).map_err(|e| format!("not an HdrHistogram V2 encoding: {e:?}"))
 }
 
-fn bucket_row(b: &Bucket) -> [u64; 5] {
-    [b.ops, b.bytes, b.errors, b.latency_sum_ns, b.latency_max_ns]
+fn bucket_row(b: &Bucket) -> [u64; 7] {
+    [b.ops, b.bytes, b.errors, b.latency_sum_ns, b.latency_max_ns, b.work_ops.to_bits(), b.work_bytes.to_bits()]
 }
 
-fn bucket_of(r: &[u64; 5]) -> Bucket {
-    Bucket { ops: r[0], bytes: r[1], errors: r[2], latency_sum_ns: r[3], latency_max_ns: r[4] }
+fn bucket_of(r: &[u64; 7]) -> Bucket {
+    Bucket {
+        ops: r[0],
+        bytes: r[1],
+        errors: r[2],
+        latency_sum_ns: r[3],
+        latency_max_ns: r[4],
+        work_ops: f64::from_bits(r[5]),
+        work_bytes: f64::from_bits(r[6]),
+    }
 }
 
 impl WorkerStats {

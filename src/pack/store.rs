@@ -512,7 +512,7 @@ fn check_key(key: &str) -> BResult<()> {
 /// the header goes, the key and the value's first bytes): the page cache then holds the value in
 /// large folios, as it holds a file written from its start. Written from an unaligned offset,
 /// each 256 KiB write split the cache into small folios, and every later get copied out of them
-/// a fifth slower than fs read its files (docs/performance.md, "pack large gets").
+/// a fifth slower than fs read its files (docs/performance.md, "Where pack's pread gap came from").
 pub fn write_record(stripe: &Stripe, offset: u64, kind: RecordKind, seq: u64, key: &str, body: &mut dyn Read, len: u64) -> BResult<RecordHeader> {
     let mut hasher = Xxh3::new();
     hasher.update(key.as_bytes());

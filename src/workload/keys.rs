@@ -33,7 +33,9 @@ pub fn write_key_name(out: &mut String, index: u64) {
     }
     out.clear();
     out.push_str("obj-");
-    out.push_str(std::str::from_utf8(&digits[first.min(digits.len() - 10)..]).expect("ASCII digits"));
+    // SAFETY: every byte of `digits` is an ASCII digit (b'0' + a value below 10), so valid UTF-8;
+    // the checked conversion cost about 120 instructions a key (callgrind), a tenth of the runner.
+    out.push_str(unsafe { std::str::from_utf8_unchecked(&digits[first.min(digits.len() - 10)..]) });
 }
 
 /// Precomputed constants of a Zipf distribution over `n` items.

@@ -223,11 +223,19 @@ fn hashed_row_id(key: &str) -> i64 {
 pub fn numbered_index(key: &str) -> Option<i64> {
     let digits = key.strip_prefix("obj-")?.as_bytes();
     let canonical = digits.len() == 10 || (11..=19).contains(&digits.len()) && digits[0] != b'0';
-    if !canonical || !digits.iter().all(u8::is_ascii_digit) {
+    if !canonical {
         return None;
     }
-    // At most 19 digits: fits a u64 without overflow.
-    let n = digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    // One pass that checks and adds up (a blob get parses its key on every call). At most 19
+    // digits: fits a u64 without overflow.
+    let mut n = 0u64;
+    for &d in digits {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n = n * 10 + u64::from(digit);
+    }
     i64::try_from(n).ok()
 }
 

@@ -63,6 +63,9 @@ pub struct Worker<'a, 'c> {
     pub key: u64,
     /// The clock reading that ended the last timed call.
     pub timed_end_ns: u64,
+    /// The same moment on the worker's storage clock (its own work taken out): where the
+    /// operation ends in the timeline, whatever bookkeeping follows before it is recorded.
+    pub ended_ns: u64,
     /// Whether the last put (or upload) was stored (acknowledged by the backend).
     pub last_put_stored: bool,
     /// Contents this worker uploaded first, which its duplicate uploads repeat.
@@ -184,12 +187,12 @@ impl Worker<'_, '_> {
         };
         match outcome {
             Some(outcome) => {
-                // The check's own time runs from the timed call's last clock reading to the one
-                // `finish` takes anyway, so checking costs no clock reads of its own.
+                // The check's own time runs from the timed call's last clock reading, so checking
+                // costs one clock read of its own.
                 let checked = self.count_check(outcome).and(result);
                 let now = ctx.clock.now_ns();
                 self.own.verification_ns.set(self.own.verification_ns.get() + now - self.timed_end_ns);
-                self.finish_at(Op::Get, index, latency, retries, checked, now);
+                self.finish(Op::Get, index, latency, retries, checked);
             }
             None => self.finish(Op::Get, index, latency, retries, result),
         }
@@ -276,7 +279,7 @@ impl Worker<'_, '_> {
     fn timed<T>(&mut self, attempt: impl FnMut(&mut Self) -> BResult<T>) -> (BResult<T>, u64, u32) {
         let start = self.own.now_ns(self.ctx.clock);
         let (result, retries) = self.within_deadline(attempt);
-        (result, self.timed_end_ns - self.own.total() - start, retries)
+        (result, self.ended_ns - start, retries)
     }
 
     /// Runs `attempt` up to 1 + retries times under the phase's `op_timeout` (the watchdog cuts
@@ -297,6 +300,7 @@ impl Worker<'_, '_> {
                 Err(e) if !cut(dog) && self.retry.again(e.kind, retries, self.ctx.retries, clock) && !cut(dog) => retries += 1,
                 other => {
                     self.timed_end_ns = clock.now_ns();
+                    self.ended_ns = self.timed_end_ns - self.own.total();
                     let was_cut = dog.is_some_and(|(dog, w)| dog.disarm(w));
                     let other = match other {
                         Err(e) if was_cut => Err(BackendError::new(
@@ -311,14 +315,11 @@ impl Worker<'_, '_> {
         }
     }
 
+    /// Records the outcome of the operation whose last timed call just ended. It ends where that
+    /// call did (`ended_ns`): the bookkeeping between the call and this record takes no clock
+    /// reading of its own, and falls in the gap before the next operation.
     pub(super) fn finish(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>) {
-        let now = self.ctx.clock.now_ns();
-        self.finish_at(op, index, latency, retries, result, now);
-    }
-
-    /// Records an operation's outcome at clock reading `now`.
-    pub(super) fn finish_at(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>, now: u64) {
-        let end = now - self.own.total();
+        let end = self.ended_ns;
         self.stats.end_ns = end;
         match result {
             Ok(bytes) => {

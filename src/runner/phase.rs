@@ -205,6 +205,7 @@ fn worker(
         name: String::new(),
         key: 0,
         timed_end_ns: 0,
+        ended_ns: 0,
         last_put_stored: false,
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),
         intended_ns: None,

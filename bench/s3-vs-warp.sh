@@ -4,6 +4,7 @@
 #   bench/s3-vs-warp.sh [--sizes 1MiB,16MiB] [--concurrency 1,4] [--duration 20s]
 #                       [--payload signed|unsigned]
 #                       [--repeat N] [--quick] [--out DIR] [--work-dir DIR] [--no-verify]
+#                       [--no-drop-caches]
 #
 # The endpoint: STOWBENCH_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and optionally
 # STOWBENCH_S3_REGION, STOWBENCH_S3_BUCKET) — e.g. `eval "$(scripts/services.sh env DIR)"`.
@@ -49,7 +50,7 @@ VERIFY=true
 PAYLOAD=signed
 GET_VOLUME=$((512 << 20)) # bytes warp get uploads before it reads (K = volume / size, 16 to 2500)
 
-usage() { sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
   while (($#)); do
@@ -62,6 +63,7 @@ parse_args() {
     --work-dir) WORK=$2; shift 2 ;;
     --no-verify) VERIFY=false; shift ;;
     --payload) PAYLOAD=$2; shift 2 ;;
+    --no-drop-caches) DROP_CACHES=false; shift ;;
     --quick) SIZES="1MiB"; DURATION=8; REPEAT=1; GET_VOLUME=$((128 << 20)); shift ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -231,11 +233,16 @@ main() {
     printf 'endpoint: %s (%s)\n' "${STOWBENCH_S3_ENDPOINT}" "$([[ -n ${SERVICES_DIR} ]] && echo "MinIO started by this script" || echo "from the environment")"
     printf 'warp bucket: %s; stowbench bucket: %s; duration per tool per cell: %s s; verify: %s; payload: %s\n' \
       "${WARP_BUCKET}" "${STOWBENCH_S3_BUCKET:-stowbench}" "${DURATION}" "${VERIFY}" "${PAYLOAD}"
+    printf 'root: %s; before each tool runs: %s\n' "$(is_root && echo yes || echo no)" \
+      "$(if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi)"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"
   : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in
   csv_row "${OUT}/raw.csv" size concurrency op repeat tool value target objects_per_s objects
-  local repeat first tool sz size conc op objects put_keys line tag label
+  local repeat first tool sz size conc op objects put_keys line tag label room_bytes
+  # The objects land in MinIO's data directory when this script started MinIO, else wherever the
+  # endpoint keeps them; stowbench checks its estimate against the work directory's filesystem.
+  room_bytes=$(df -B1 --output=avail "${SERVICES_DIR:-${WORK}}" | tail -n 1)
   for repeat in $(seq 1 "${REPEAT}"); do
     first="$(order_for_repeat "${repeat}")"
     for sz in $(split_list "${SIZES}"); do
@@ -244,12 +251,19 @@ main() {
       objects=$((GET_VOLUME / size))
       ((objects < 16)) && objects=16
       ((objects > 2500)) && objects=2500
-      # More keys than a put phase can write in DURATION at 2 GB/s: every put makes a new object.
-      put_keys=$((DURATION * 2000000000 / size + 1000))
+      # More keys than a put phase can write in DURATION at 2 GB/s, so every put makes a new
+      # object; but no more than half the free space where the data goes holds (stowbench refuses
+      # a key space the disk cannot hold, and a 16 MiB put phase never comes near 2 GB/s here).
+      put_keys=$((DURATION * 2000000000 / size + 16))
+      ((put_keys > room_bytes / 2 / size)) && put_keys=$((room_bytes / 2 / size))
       for conc in $(split_list "${CONCURRENCY}"); do
         for op in put get; do
           tag="${label}-c${conc}-r${repeat}"
           for tool in ${first}; do
+            # MinIO writes what either tool uploads through the page cache: let the last run's
+            # writeback finish first, or it slows whichever tool comes next (the first put on a
+            # fresh MinIO ran 1.5x the later ones without this).
+            settle_before_put
             if [[ ${tool} == ref ]]; then
               line="$(run_warp "${op}" "${size}" "${conc}" "${objects}" "${tag}")"
             elif [[ ${op} == put ]]; then

@@ -5,6 +5,7 @@
 #                             [--order asc|random] [--repeat N] [--quick] [--out DIR]
 #                             [--work-dir DIR] [--no-verify] [--no-drop-caches]
 #                             [--schema rowid|text-key] [--blob-handle per-session|per-get]
+#                             [--kvtest-threaded]
 #
 # kvtest (test/kvtest.c of SQLite, built by bench/kvtest-build.sh against the same SQLite
 # amalgamation stowbench links) is the SQLite authors' "BLOBs in a table vs files" read test.
@@ -36,6 +37,10 @@
 # for up to 100 ms at a time; docs/backends/sqlite.md says what a get then sees).
 # What still differs (bench/README.md): in SQL mode each stowbench get is its own transaction;
 # kvtest --multitrans resets its statement only before the next read.
+# kvtest is one thread; stowbench's workers are threads, and a multi-threaded process pays more
+# per pread (glibc's cancellation-point wrappers, the kernel's reference on a shared file table).
+# --kvtest-threaded starts one idle thread inside kvtest (bench/kvtest-idle-thread.c, LD_PRELOAD)
+# so both processes have that shape; the target is judged against plain kvtest either way.
 # stowbench copies each value into its verification buffer and checks it after the timed call
 # (--no-verify drops the check); kvtest only takes a pointer (SQL) or copies into its buffer
 # (blob). kvtest's data comes from its own `init` (one bulk transaction), stowbench's from its
@@ -56,9 +61,10 @@ WORK=""
 VERIFY=true
 SCHEMA=rowid
 BLOB_HANDLE=per-session
+KVTEST_THREADED=false
 readonly TARGET=0.95
 
-usage() { sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
   while (($#)); do
@@ -74,6 +80,7 @@ parse_args() {
     --no-verify) VERIFY=false; shift ;;
     --schema) SCHEMA=$2; shift 2 ;;
     --blob-handle) BLOB_HANDLE=$2; shift 2 ;;
+    --kvtest-threaded) KVTEST_THREADED=true; shift ;;
     --no-drop-caches) DROP_CACHES=false; shift ;;
     --quick) COUNT=2000; READS=50000; REPEAT=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -95,9 +102,24 @@ parse_args() {
 kvtest_run() { # LOGFILE ARGS...
   local logf=$1
   shift
-  "${KVTEST}" "$@" >"${logf}" 2>&1 || die "kvtest $* failed: $(tail -n 5 "${logf}")"
+  local preload=()
+  [[ -n ${KVTEST_PRELOAD} ]] && preload=(LD_PRELOAD="${KVTEST_PRELOAD}")
+  env "${preload[@]}" "${KVTEST}" "$@" >"${logf}" 2>&1 || die "kvtest $* failed: $(tail -n 5 "${logf}")"
   awk '/^Microseconds per BLOB read:/ { printf "%.3f\n", 1e6 / $5; found = 1 } END { exit !found }' "${logf}" ||
     die "no 'Microseconds per BLOB read' line in ${logf}"
+}
+
+# Builds bench/kvtest-idle-thread.c into a preload library (cached by its source); prints its path.
+build_idle_thread() {
+  need_cmd cc "apt-get install gcc"
+  local src="${BENCH_DIR}/kvtest-idle-thread.c" lib
+  lib="${CACHE_DIR}/kvtest/idle-thread-$(sha256sum "${src}" | cut -c1-16).so"
+  if [[ ! -f ${lib} ]]; then
+    mkdir -p "$(dirname -- "${lib}")"
+    cc -O2 -shared -fPIC -o "${lib}.tmp" "${src}" -lpthread >&2 || die "could not build ${src}"
+    mv -- "${lib}.tmp" "${lib}"
+  fi
+  printf '%s\n' "${lib}"
 }
 
 measure_kvtest() { # MODE REPEAT TAG; prints get objects/s
@@ -171,6 +193,8 @@ main() {
   parse_args "$@"
   STOWBENCH="$(find_stowbench)"
   KVTEST="$("${BENCH_DIR}/kvtest-build.sh")"
+  KVTEST_PRELOAD=""
+  [[ ${KVTEST_THREADED} == true ]] && KVTEST_PRELOAD="$(build_idle_thread)"
   OUT="$(make_out_dir "${OUT}")"
   mkdir -p "${OUT}/jobs" "${OUT}/logs" "${OUT}/stowbench"
   mkdir -p "${WORK:=/var/tmp}"
@@ -181,6 +205,7 @@ main() {
     printf 'kvtest: %s (built against: %s)\n' "${KVTEST}" "$(cat "${KVTEST}.how" 2>/dev/null || echo unknown)"
     printf 'stowbench: %s (%s)\n' "$("${STOWBENCH}" --version)" "${STOWBENCH}"
     printf 'objects: %s of %s bytes; timed reads: %s (%s order); verify: %s\n' "${COUNT}" "${SIZE}" "${READS}" "${ORDER}" "${VERIFY}"
+    printf 'kvtest threads: %s\n' "$([[ ${KVTEST_THREADED} == true ]] && echo "2 (one idle, ${KVTEST_PRELOAD})" || echo 1)"
     printf 'stowbench sqlite: schema = %s; blob mode: blob_handle = %s\n' "${SCHEMA}" "${BLOB_HANDLE}"
     printf 'work dir: %s (%s)\n' "${WORK}" "$(df -T "${WORK}" | awk 'NR == 2 { print $2 " on " $1 }')"
     printf 'load average at start: %s\n' "$(load_average)"

@@ -689,7 +689,13 @@ conformance!(mariadb_file_fsync, "mariadb", "mode = \"file\"\nfsync = true", req
 conformance!(mariadb_file_direct_row_then_file, "mariadb", "mode = \"file\"\ndirect = true\norder = \"row-then-file\"", requires = "STOWBENCH_MARIADB_URI");
 conformance!(s3_default, "s3", "", requires = "STOWBENCH_S3_ENDPOINT");
 conformance!(s3_multipart, "s3", "multipart_threshold = \"1MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");
-conformance!(s3_unsigned_payload, "s3", "unsigned_payload = true\nmultipart_threshold = \"5MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");
+conformance!(s3_whole_payload, "s3", "payload_signing = \"whole\"\nmultipart_threshold = \"5MiB\"\npart_size = \"5MiB\"", requires = "STOWBENCH_S3_ENDPOINT");
+conformance!(
+    s3_unsigned_payload,
+    "s3",
+    "payload_signing = \"unsigned\"\nmultipart_threshold = \"5MiB\"\npart_size = \"5MiB\"",
+    requires = "STOWBENCH_S3_ENDPOINT"
+);
 conformance!(gridfs_default, "gridfs", "", requires = "STOWBENCH_MONGO_URI");
 conformance!(gridfs_small_chunks, "gridfs", "chunk_size = \"64KiB\"", requires = "STOWBENCH_MONGO_URI");
 conformance!(sim_default, "sim", "");

@@ -55,6 +55,14 @@ impl Options {
         }
     }
 
+    /// Refuses an option an earlier version had, saying what replaced it (`instead`).
+    pub fn check_retired(&self, name: &str, instead: &str) -> Result<(), String> {
+        match self.table.contains_key(name) {
+            true => Err(format!("{}: option \"{name}\" was replaced: {instead}", self.context_of(name))),
+            false => Ok(()),
+        }
+    }
+
     /// Refuses options that `docs` does not declare, suggesting the closest name.
     pub fn check_known(&self, backend: &str, docs: &[OptionDoc]) -> Result<(), String> {
         let names: Vec<&str> = docs.iter().map(|d| d.name).collect();
@@ -349,6 +357,9 @@ mod tests {
         assert!(err.starts_with("job.toml line 3: target \"t\": option \"flag\": expected true or false"), "{err}");
         let err = options("flavor = \"plain\"").check_known("example", Example::DOCS).unwrap_err();
         assert!(err.contains("unknown option \"flavor\"") && err.contains("Did you mean \"flavour\"?"), "{err}");
+        let err = options("flavor = \"plain\"").check_retired("flavor", "write flavour").unwrap_err();
+        assert!(err.ends_with("target \"t\": option \"flavor\" was replaced: write flavour"), "{err}");
+        assert!(options("flavour = \"plain\"").check_retired("flavor", "write flavour").is_ok());
     }
 
     #[test]

@@ -9,14 +9,18 @@
 //! case's objects. Each session owns a single-threaded tokio runtime and its own HTTP connection
 //! pool, and blocks on it: no hand-off between threads sits inside a measured operation.
 
+mod chunked;
+mod sigv4;
 mod uploads;
 
 use super::options::{OptionDoc, Options};
 use super::server::{self, Endpoint};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::{ByteSize, Nanos};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
 use std::collections::BTreeMap;
@@ -60,10 +64,15 @@ crate::backend_options! {
         create_bucket: bool = true => "create the bucket when it does not exist (a signed PUT /bucket/); false: only check, and explain",
         multipart_threshold: ByteSize = "64MiB" => "objects of at least this size go up as multipart uploads",
         part_size: ByteSize = "16MiB" => "multipart part size (5MiB to 5GiB); one part is in memory at a time",
-        unsigned_payload: bool = false => "sign requests with UNSIGNED-PAYLOAD instead of the body's SHA-256 (as warp --disable-sha256-payload): the client skips hashing each body, and the signature no longer covers it (use it over TLS or loopback)",
+        payload_signing: PayloadSigning = "chunked" => "how a PUT's signature covers its body: chunked (each 64 KiB chunk signed as it is sent, as minio-go and the AWS SDKs over HTTP), whole (the body's SHA-256, hashed before the first byte is sent: object_store's way) or unsigned (UNSIGNED-PAYLOAD, as warp --disable-sha256-payload: no hashing, and the signature does not cover the body; use it over TLS or loopback)",
         request_timeout: Nanos = "300s" => "give up on one HTTP request after this long (no retries)",
         virtual_hosted: bool = false => "bucket in the host name (AWS style) instead of the path (MinIO style)",
     }
+}
+
+crate::option_choice! {
+    /// How a PUT's signature covers its body (option `payload_signing`).
+    pub enum PayloadSigning { Chunked = "chunked", Whole = "whole", Unsigned = "unsigned" }
 }
 
 /// S3's smallest part (all but the last) and largest part.
@@ -83,7 +92,7 @@ struct Settings {
     prefix: String,
     multipart_threshold_bytes: u64,
     part_bytes: u64,
-    unsigned_payload: bool,
+    payload_signing: PayloadSigning,
 }
 
 /// The s3 backend for one case.
@@ -102,6 +111,8 @@ pub struct S3Backend {
 struct Client {
     runtime: Runtime,
     store: AmazonS3,
+    /// For the requests sent without object_store: chunk-signed PUTs.
+    http: reqwest::Client,
     settings: Arc<Settings>,
 }
 
@@ -110,6 +121,10 @@ fn env_or(name: &str, default: &str) -> String {
 }
 
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
+    options.check_retired(
+        "unsigned_payload",
+        "write payload_signing = \"unsigned\" for unsigned_payload = true; false is payload_signing = \"whole\", and the default is now \"chunked\"",
+    )?;
     options.check_known("s3", OPTIONS)?;
     let mut endpoint = server::endpoint(options, "s3", &SERVER)?;
     let own = S3Options::read(options)?;
@@ -134,7 +149,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         prefix: server::owned_name(ns),
         multipart_threshold_bytes: own.multipart_threshold.0.max(1),
         part_bytes,
-        unsigned_payload: own.unsigned_payload,
+        payload_signing: own.payload_signing,
         endpoint,
     });
     let admin = Client::new(settings.clone()).map_err(|e| e.message)?;
@@ -176,12 +191,17 @@ impl Client {
             .with_access_key_id(&settings.access_key)
             .with_secret_access_key(&settings.secret_key)
             .with_virtual_hosted_style_request(settings.virtual_hosted)
-            .with_unsigned_payload(settings.unsigned_payload)
+            .with_unsigned_payload(settings.payload_signing == PayloadSigning::Unsigned)
             .with_client_options(client_options)
             .with_retry(retry)
             .build()
             .map_err(|e| BackendError::new(ErrorKind::Other, server::context("s3", &settings.endpoint, &e.to_string())))?;
-        Ok(Client { runtime, store, settings })
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_nanos(settings.request_timeout.0))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| BackendError::new(ErrorKind::Other, server::context("s3", &settings.endpoint, &server::chain(&e))))?;
+        Ok(Client { runtime, store, http, settings })
     }
 
     fn error(&self, e: object_store::Error) -> BackendError {
@@ -298,7 +318,7 @@ impl Backend for S3Backend {
             map.insert("prefix".into(), format!("{}/", s.prefix).into());
             map.insert("multipart_threshold".into(), s.multipart_threshold_bytes.into());
             map.insert("part_size".into(), s.part_bytes.into());
-            map.insert("unsigned_payload".into(), s.unsigned_payload.into());
+            map.insert("payload_signing".into(), s.payload_signing.as_str().into());
             map.insert("retries".into(), 0.into());
         }
         let mut versions = BTreeMap::new();
@@ -384,27 +404,59 @@ struct S3Session {
 }
 
 impl S3Session {
+    /// Sends `body` in `part_size` parts, one in memory at a time; aborts the upload on any
+    /// failure, so no half upload is left behind.
     fn put_multipart(&mut self, path: &ObjectPath, body: &mut dyn Read, len: u64) -> BResult<()> {
         let c = &self.client;
         let part = c.settings.part_bytes;
         c.runtime.block_on(async {
-            let mut upload = c.store.put_multipart(path).await.map_err(|e| c.error(e))?;
+            let id = c.store.create_multipart(path).await.map_err(|e| c.error(e))?;
+            let mut parts = Vec::new();
             let mut left = len;
             while left > 0 {
                 let n = part.min(left);
                 let sent = match read_exactly(body, n) {
-                    Ok(bytes) => upload.put_part(PutPayload::from(bytes)).await.map_err(|e| c.error(e)),
+                    Ok(bytes) => c.put_part(path, &id, parts.len(), bytes).await,
                     Err(e) => Err(e),
                 };
-                if let Err(e) = sent {
-                    let _ = upload.abort().await; // never leave a half upload behind
-                    return Err(e);
+                match sent {
+                    Ok(part) => parts.push(part),
+                    Err(e) => {
+                        let _ = c.store.abort_multipart(path, &id).await;
+                        return Err(e);
+                    }
                 }
                 left -= n;
             }
-            upload.complete().await.map_err(|e| c.error(e))?;
+            if let Err(e) = c.store.complete_multipart(path, &id, parts).await {
+                let _ = c.store.abort_multipart(path, &id).await;
+                return Err(c.error(e));
+            }
             Ok(())
         })
+    }
+}
+
+impl Client {
+    /// One PUT of a whole object, signed as `payload_signing` says.
+    async fn put_object(&self, path: &ObjectPath, bytes: Vec<u8>) -> BResult<()> {
+        match self.settings.payload_signing {
+            PayloadSigning::Chunked => self.put_chunked(path.as_ref(), &[], Bytes::from(bytes)).await.map(drop),
+            PayloadSigning::Whole | PayloadSigning::Unsigned => self.store.put(path, PutPayload::from(bytes)).await.map(drop).map_err(|e| self.error(e)),
+        }
+    }
+
+    /// Part `index` (from 0) of multipart upload `id`, signed as `payload_signing` says.
+    async fn put_part(&self, path: &ObjectPath, id: &str, index: usize, bytes: Vec<u8>) -> BResult<PartId> {
+        match self.settings.payload_signing {
+            PayloadSigning::Chunked => {
+                let query = [("partNumber", (index + 1).to_string()), ("uploadId", id.to_string())];
+                Ok(PartId { content_id: self.put_chunked(path.as_ref(), &query, Bytes::from(bytes)).await? })
+            }
+            PayloadSigning::Whole | PayloadSigning::Unsigned => {
+                MultipartStore::put_part(&self.store, path, &id.to_string(), index, PutPayload::from(bytes)).await.map_err(|e| self.error(e))
+            }
+        }
     }
 }
 
@@ -430,8 +482,7 @@ impl Session for S3Session {
             return self.put_multipart(&path, body, len);
         }
         let bytes = read_exactly(body, len)?;
-        c.runtime.block_on(c.store.put(&path, PutPayload::from(bytes))).map_err(|e| c.error(e))?;
-        Ok(())
+        c.runtime.block_on(c.put_object(&path, bytes))
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {

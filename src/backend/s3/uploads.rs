@@ -7,11 +7,11 @@
 //! Only uploads whose object name lies under our prefix are ever aborted. Reads and aborts only:
 //! nothing here writes an object.
 
+use super::sigv4;
 use super::Client;
 use crate::backend::{server, BResult, BackendError, ErrorKind};
 use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
-use ring::{digest, hmac};
 
 /// Most keys asked for one by one (a bigger case relies on the prefix listing).
 const MAX_KEYS_BY_NAME: u64 = 100_000;
@@ -74,32 +74,15 @@ impl Client {
     fn signed_get(&self, query: &[(&str, String)]) -> BResult<String> {
         let s = &self.settings;
         let fail = |kind, what: String| BackendError::new(kind, server::context("s3", &s.endpoint, &what));
-        let base = s.endpoint.uri.trim_end_matches('/');
-        let (scheme, authority) = base.split_once("://").ok_or_else(|| fail(ErrorKind::Other, "the endpoint is not a URL".into()))?;
-        let (host, path) = match s.virtual_hosted {
-            true => (format!("{}.{authority}", s.bucket), "/".to_string()),
-            false => (authority.to_string(), format!("/{}", encode(&s.bucket))),
-        };
-        let mut pairs: Vec<(String, String)> = query.iter().map(|(k, v)| (encode(k), encode(v))).collect();
-        pairs.sort();
-        let query = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
-        let stamp: String = crate::report::rfc3339(std::time::SystemTime::now()).chars().filter(|c| *c != '-' && *c != ':').collect();
-        let day = &stamp[..8];
-        let payload = hex(digest::digest(&digest::SHA256, b"").as_ref());
-        let headers = format!("host:{host}\nx-amz-content-sha256:{payload}\nx-amz-date:{stamp}\n");
-        let signed = "host;x-amz-content-sha256;x-amz-date";
-        let canonical = format!("GET\n{path}\n{query}\n{headers}\n{signed}\n{payload}");
-        let scope = format!("{day}/{}/s3/aws4_request", s.region);
-        let to_sign = format!("AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}", hex(digest::digest(&digest::SHA256, canonical.as_bytes()).as_ref()));
-        let mut key = format!("AWS4{}", s.secret_key).into_bytes();
-        for part in [day, s.region.as_str(), "s3", "aws4_request"] {
-            key = sign(&key, part.as_bytes());
-        }
-        let signature = hex(&sign(&key, to_sign.as_bytes()));
-        let auth = format!("AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed}, Signature={signature}", s.access_key);
-        let url = format!("{scheme}://{host}{path}?{query}");
+        let target = sigv4::target(s, "")?;
+        let query = sigv4::canonical_query(query);
+        let scope = sigv4::Scope::now(s);
+        let payload = sigv4::EMPTY_SHA256;
+        let headers = [("host", target.host.clone()), ("x-amz-content-sha256", payload.to_string()), ("x-amz-date", scope.stamp.clone())];
+        let (auth, _) = scope.authorize(&s.access_key, "GET", &target, &query, &headers, payload);
+        let (url, stamp) = (format!("{}?{query}", target.url), &scope.stamp);
         self.runtime.block_on(async {
-            let request = reqwest::Client::new().get(&url).header("x-amz-date", &stamp).header("x-amz-content-sha256", &payload).header("authorization", auth);
+            let request = reqwest::Client::new().get(&url).header("x-amz-date", stamp).header("x-amz-content-sha256", payload).header("authorization", auth);
             let response = request.send().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;
             let status = response.status();
             let body = response.text().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;
@@ -109,27 +92,6 @@ impl Client {
             Ok(body)
         })
     }
-}
-
-fn sign(key: &[u8], data: &[u8]) -> Vec<u8> {
-    hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data).as_ref().to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// SigV4's URI encoding: everything but A-Z a-z 0-9 - _ . ~ as %XX (a slash too).
-fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The text of the first `<name>` element, XML entities decoded.
@@ -163,6 +125,5 @@ mod tests {
         let found = uploads_in(xml);
         assert_eq!(found, [Upload { path: "p/a&b".into(), id: "id1".into() }, Upload { path: "p/b".into(), id: "id2".into() }]);
         assert_eq!(tag(xml, "IsTruncated").as_deref(), Some("true"));
-        assert_eq!(encode("a/b c~"), "a%2Fb%20c~");
     }
 }

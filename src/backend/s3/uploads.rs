@@ -82,7 +82,7 @@ impl Client {
         let (auth, _) = scope.authorize(&s.access_key, "GET", &target, &query, &headers, payload);
         let (url, stamp) = (format!("{}?{query}", target.url), &scope.stamp);
         self.runtime.block_on(async {
-            let request = reqwest::Client::new().get(&url).header("x-amz-date", stamp).header("x-amz-content-sha256", payload).header("authorization", auth);
+            let request = self.http.get(&url).header("x-amz-date", stamp).header("x-amz-content-sha256", payload).header("authorization", auth);
             let response = request.send().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;
             let status = response.status();
             let body = response.text().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;

@@ -1,13 +1,15 @@
 //! `s3`: one object per key in an S3-compatible store (MinIO, AWS S3, Ceph RGW, ...), through
 //! the `object_store` crate with its retries turned off, so a failure is counted as a failure and
-//! never hidden inside a slow operation.
+//! never hidden inside a slow operation. PUTs whose body is signed chunk by chunk (the default,
+//! `payload_signing = "chunked"`) are sent by this backend itself (`chunked`), as object_store
+//! only signs a whole body.
 //!
 //! A put below `multipart_threshold` is one PUT whose body is read into memory first (S3 needs
-//! the length and signature up front); at or above it, a multipart upload sends `part_size` parts
-//! one after another, so at most one part is in memory. A get streams the response body into the
-//! sink. Keys live under the prefix `<owned name>/`, so cleanup lists and deletes only this
-//! case's objects. Each session owns a single-threaded tokio runtime and its own HTTP connection
-//! pool, and blocks on it: no hand-off between threads sits inside a measured operation.
+//! the length up front); at or above it, a multipart upload sends `part_size` parts one after
+//! another, so at most one part is in memory. A get streams the response body into the sink.
+//! Keys live under the prefix `<owned name>/`, so cleanup lists and deletes only this case's
+//! objects. Each session owns a single-threaded tokio runtime and its own HTTP connection pools,
+//! and blocks on it: no hand-off between threads sits inside a measured operation.
 
 mod chunked;
 mod sigv4;

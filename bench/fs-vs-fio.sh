@@ -287,7 +287,7 @@ write_conditions() {
     printf 'cpus: %s, memory: %s\n' "$(nproc)" "$(free -h | awk '/^Mem:/ { print $2 }')"
     printf 'work dir: %s (%s)\n' "${WORK}" "$(df -T "${WORK}" | awk 'NR == 2 { print $2 " on " $1 }')"
     printf 'root: %s; before each put: %s\n' "$(is_root && echo yes || echo no)" \
-      "$(if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi)"
+      "$(settle_description)"
     printf 'stowbench verify: %s, fanout_levels: %s, write_mode: %s, fsync_dir: %s\n' "${VERIFY}" "${FANOUT}" "${WRITE_MODE}" "${FSYNC_DIR}"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"

@@ -92,6 +92,11 @@ settle_before_put() {
   fi
 }
 
+# What settle_before_put does on this machine, for conditions.txt.
+settle_description() {
+  if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi
+}
+
 # "fio first" on odd repeats, "stowbench first" on even ones: a slow drift of the machine then
 # falls on both tools alike instead of always on the second.
 order_for_repeat() {

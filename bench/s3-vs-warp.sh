@@ -242,7 +242,7 @@ main() {
     printf 'warp bucket: %s; stowbench bucket: %s; duration per tool per cell: %s s; verify: %s; payload: %s\n' \
       "${WARP_BUCKET}" "${STOWBENCH_S3_BUCKET:-stowbench}" "${DURATION}" "${VERIFY}" "${PAYLOAD}"
     printf 'root: %s; before each tool runs: %s\n' "$(is_root && echo yes || echo no)" \
-      "$(if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi)"
+      "$(settle_description)"
     printf 'load average at start: %s\n' "$(load_average)"
   } >"${OUT}/conditions.txt"
   : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in

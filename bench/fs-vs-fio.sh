@@ -45,9 +45,13 @@
 # - gets are warm on both sides: one untimed read of every object first (fio: a read job whose
 #   result is discarded; stowbench: warmup_count = N), then `passes` timed reads of every object
 #   (fio loops, stowbench count = passes × N) so the measured read lasts long enough to time.
-# Not matched by default (the two options above match them): the rename, the directory fsync with fsync=true. Not matchable: stowbench's
-# fstat per get, and payload generation/verification (stowbench's own work, outside its latency
-# but inside its throughput window; --no-verify turns verification off to see its share).
+# - the figure: fio's bytes over the slowest thread's runtime; stowbench's phase bytes over the
+#   phase's span, first start to last end (throughput_total). Its all-active window is kept in
+#   raw.csv as steady_value.
+# Not matched by default (the two options above match them): the rename, the directory fsync
+# with fsync=true. Not matchable: stowbench's fstat per get, and payload generation and
+# verification (stowbench's own work, timed apart and taken out of its latencies and its
+# windows, but run on the same cores; --no-verify turns verification off to see its share).
 set -euo pipefail
 BENCH_NAME=fs-vs-fio
 # shellcheck source=bench/lib.sh
@@ -80,7 +84,10 @@ MAX_READS=200000
 MAX_PASSES=256
 MIN_OBJECTS=16
 MAX_OBJECTS=20000
-MAX_FSYNC_OBJECTS=512 # ~2 flushes per object at a few ms each: this bounds an fsync put to seconds
+# ~2 flushes per object: on a disk that flushes in a few ms this bounds an fsync put to seconds.
+# Not fewer: at 512, fio's 4 KiB four-thread fsync put ran 44 ms here (flushes take ~90 µs),
+# too short for its millisecond runtime and for either tool's start-up to wash out.
+MAX_FSYNC_OBJECTS=2048
 
 usage() { sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
@@ -265,13 +272,22 @@ measure() { # TOOL SIZE THREADS DURABILITY OBJECTS PASSES REPEAT
     put="$(sb_phase_throughput "${report}" put)" || die "bad report ${report}"
     get="$(sb_phase_throughput "${report}" get)" || die "bad report ${report}"
   fi
-  local op line bps ops window
+  local op line bps ops window steady
   for op in put get; do
     if [[ ${op} == put ]]; then line=${put}; else line=${get}; fi
-    read -r bps _ window _ <<<"${line}"
+    # fio's figure is bytes over the slowest thread's runtime; stowbench's is the same, the
+    # phase's bytes over its span (throughput_total). Its all-active window, which leaves out
+    # the last threads' ramp-down, is kept as steady_value (fio's line: its value again).
+    if [[ ${tool} == ref ]]; then
+      read -r bps _ window <<<"${line}"
+      steady=${bps}
+    else
+      read -r steady _ _ bps _ <<<"${line}"
+      window=total
+    fi
     ops="$(awk -v b="${bps}" -v s="${size}" 'BEGIN { printf "%.1f", b / s }')"
     csv_row "${OUT}/raw.csv" "${label}" "${threads}" "${durability}" "${op}" "${repeat}" "${tool}" \
-      "${bps}" "${target}" "${size}" "${objects}" "${passes}" "${ops}" "${window}"
+      "${bps}" "${target}" "${size}" "${objects}" "${passes}" "${ops}" "${window}" "${steady}"
     log "$(printf '%-6s t%s %-8s r%s %-3s %-9s %8.1f MB/s' "${label}" "${threads}" "${durability}" "${repeat}" "${op}" \
       "$([[ ${tool} == ref ]] && echo fio || echo stowbench)" "$(awk -v b="${bps}" 'BEGIN { print b / 1e6 }')")"
   done
@@ -311,7 +327,7 @@ main() {
   mkdir -p "${SB_DIR}"
   write_conditions
   : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in
-  csv_row "${OUT}/raw.csv" size threads durability op repeat tool value target size_bytes objects passes ops_per_s window
+  csv_row "${OUT}/raw.csv" size threads durability op repeat tool value target size_bytes objects passes ops_per_s window steady_value
   local multiple size sz threads durability objects passes repeat first second
   multiple="$(lcm_of_threads)"
   local t0=${SECONDS}

@@ -256,8 +256,8 @@ mod tests {
         assert!(process_tree(me).contains(&me));
         // A test binary run alone may not have used a clock tick of CPU yet (stat counts in
         // 10 ms ticks): work until getrusage's exact figure shows 50 ms, then both must see it.
-        let mut x = 0u64;
-        while self_cpu_ns().0 + self_cpu_ns().1 < 50_000_000 {
+        let (mut x, give_up) = (0u64, std::time::Instant::now() + Duration::from_secs(30));
+        while self_cpu_ns().0 + self_cpu_ns().1 < 50_000_000 && std::time::Instant::now() < give_up {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
         assert!(cpu_ns_of(&[me]) > 0);
@@ -278,7 +278,11 @@ mod tests {
         let sleep: u32 = children_of_sh().trim().parse().expect("sh has forked sleep");
         let by_files = descendants_by_children_files(me).expect("this kernel lists children");
         let by_scan = descendants_by_scan(me);
-        let _ = child.kill();
+        // Only sleep is killed: sh then reaps it and exits, and is reaped here. Killing sh
+        // would leave sleep running, then a zombie of whoever adopts it. Its pid cannot have
+        // been reused, since sh, its parent, has not reaped it yet.
+        // SAFETY: kill only sends a signal.
+        unsafe { libc::kill(sleep as i32, libc::SIGKILL) };
         let _ = child.wait();
         for pid in [me, sh, sleep] {
             assert!(by_files.contains(&pid), "{pid} not in {by_files:?}");

@@ -47,13 +47,7 @@ impl Client {
             ("x-amz-date", scope.stamp.clone()),
             ("x-amz-decoded-content-length", len.to_string()),
         ];
-        let query = sigv4::canonical_query(query);
-        let (authorization, seed) = scope.authorize(&s.access_key, "PUT", &target, &query, &headers, STREAMING_PAYLOAD);
-        let url = if query.is_empty() { target.url } else { format!("{}?{query}", target.url) };
-        let mut request = self.http.put(url).header("authorization", authorization);
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
+        let (request, seed) = self.signed_request(reqwest::Method::PUT, &target, query, &scope, &headers, STREAMING_PAYLOAD);
         let signer = ChunkSigner { scope, previous: seed, body, sent: 0, queue: VecDeque::new(), finished: false };
         let response = request.body(reqwest::Body::wrap_stream(signer)).send().await.map_err(|e| self.request_error(object, &e))?;
         let status = response.status();

@@ -1,6 +1,7 @@
 //! AWS Signature Version 4 for the requests this backend sends itself rather than through
-//! object_store: the multipart-upload listing (`uploads`) and the chunk-signed PUTs (`chunked`).
-//! HMAC-SHA256 and SHA-256 come from ring.
+//! object_store: the multipart-upload listing (`uploads`) and the chunk-signed PUTs (`chunked`),
+//! built by `Client::signed_request` with exactly the headers they sign. HMAC-SHA256 and SHA-256
+//! come from ring.
 
 use super::Settings;
 use crate::backend::{server, BResult, BackendError, ErrorKind};
@@ -34,7 +35,7 @@ pub(super) fn target(s: &Settings, object: &str) -> BResult<Target> {
 }
 
 /// The canonical query string of `pairs`: each name and value encoded, sorted by name.
-pub(super) fn canonical_query(pairs: &[(&str, String)]) -> String {
+fn canonical_query(pairs: &[(&str, String)]) -> String {
     let mut encoded: Vec<(String, String)> = pairs.iter().map(|(k, v)| (encode(k), encode(v))).collect();
     encoded.sort();
     encoded.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")
@@ -89,12 +90,36 @@ impl Scope {
     }
 }
 
+impl super::Client {
+    /// A request to `target` with `query` (name and value pairs), signed in `scope`, carrying
+    /// the `authorization` header and exactly the `headers` it signs (names in lower case,
+    /// sorted); returns it and its signature (the seed of a chunk-signed body).
+    pub(super) fn signed_request(
+        &self,
+        method: reqwest::Method,
+        target: &Target,
+        query: &[(&str, String)],
+        scope: &Scope,
+        headers: &[(&str, String)],
+        payload: &str,
+    ) -> (reqwest::RequestBuilder, String) {
+        let query = canonical_query(query);
+        let (authorization, signature) = scope.authorize(&self.settings.access_key, method.as_str(), target, &query, headers, payload);
+        let url = if query.is_empty() { target.url.clone() } else { format!("{}?{query}", target.url) };
+        let mut request = self.http.request(method, url).header("authorization", authorization);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        (request, signature)
+    }
+}
+
 /// SHA-256 of `data`, hex.
 pub(super) fn sha256_hex(data: &[u8]) -> String {
     hex(digest::digest(&digest::SHA256, data).as_ref())
 }
 
-pub(super) fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -75,14 +75,11 @@ impl Client {
         let s = &self.settings;
         let fail = |kind, what: String| BackendError::new(kind, server::context("s3", &s.endpoint, &what));
         let target = sigv4::target(s, "")?;
-        let query = sigv4::canonical_query(query);
         let scope = sigv4::Scope::now(s);
         let payload = sigv4::EMPTY_SHA256;
         let headers = [("host", target.host.clone()), ("x-amz-content-sha256", payload.to_string()), ("x-amz-date", scope.stamp.clone())];
-        let (auth, _) = scope.authorize(&s.access_key, "GET", &target, &query, &headers, payload);
-        let (url, stamp) = (format!("{}?{query}", target.url), &scope.stamp);
+        let (request, _) = self.signed_request(reqwest::Method::GET, &target, query, &scope, &headers, payload);
         self.runtime.block_on(async {
-            let request = self.http.get(&url).header("x-amz-date", stamp).header("x-amz-content-sha256", payload).header("authorization", auth);
             let response = request.send().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;
             let status = response.status();
             let body = response.text().await.map_err(|e| fail(ErrorKind::Connection, format!("listing multipart uploads: {}", server::chain(&e))))?;

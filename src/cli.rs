@@ -221,7 +221,7 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
                 if markdown {
                     chosen.iter().for_each(|kind| print!("{}", options_markdown(kind)));
                 } else {
-                    print!("{}", list_backends_checked(uri.as_deref()));
+                    print!("{}", list_backends_checked(&chosen, uri.as_deref()));
                 }
                 0
             })
@@ -442,16 +442,11 @@ fn validate(path: &Path) -> Result<i32, Error> {
     Ok(0)
 }
 
-/// The text of `stowbench backends`.
-pub fn list_backends() -> String {
-    list_backends_checked(None)
-}
-
-/// The text of `stowbench backends`, with a line per server backend saying whether its server
-/// (at `uri`, or named by its environment variable) answers, and its version.
-pub fn list_backends_checked(uri: Option<&str>) -> String {
+/// The text of `stowbench backends` for `kinds`, with a line per server backend saying whether
+/// its server (at `uri`, or named by its environment variable) answers, and its version.
+pub fn list_backends_checked(kinds: &[&backend::BackendKind], uri: Option<&str>) -> String {
     let mut out = String::new();
-    for kind in backend::registry() {
+    for kind in kinds {
         let tool = if kind.is_test_tool { " [test tool]" } else { "" };
         out += &format!("{}{tool}: {}\n", kind.name, kind.summary);
         if let Some(line) = backend::server::reachability(kind.name, uri) {

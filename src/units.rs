@@ -180,17 +180,12 @@ pub fn format_rate_bytes(bytes_per_s: f64) -> String {
 
 /// Formats a byte count with binary units ("1.50 GiB"): disk space is usually read that way.
 pub fn format_bytes(bytes: u64) -> String {
-    let v = bytes as f64;
-    let (value, unit) = if v >= (1u64 << 30) as f64 {
-        (v / (1u64 << 30) as f64, "GiB")
-    } else if v >= (1u64 << 20) as f64 {
-        (v / (1u64 << 20) as f64, "MiB")
-    } else if v >= 1024.0 {
-        (v / 1024.0, "KiB")
-    } else {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    // The largest unit the value reaches: KiB is 2^10, each next one 2^10 more.
+    let Some(step) = (0..UNITS.len()).rev().find(|&i| bytes >= 1u64 << (10 * (i + 1))) else {
         return format!("{bytes} B");
     };
-    format!("{} {unit}", three_digits(value))
+    format!("{} {}", three_digits(bytes as f64 / (1u64 << (10 * (step + 1))) as f64), UNITS[step])
 }
 
 /// Three significant digits without scientific notation.
@@ -282,6 +277,15 @@ mod tests {
             let label = ByteSize(bytes).label();
             assert_eq!(ByteSize::parse(&label).unwrap().0, bytes, "{label}");
         }
+    }
+
+    #[test]
+    fn byte_counts_take_the_largest_unit_they_reach() {
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1024), "1.00 KiB");
+        assert_eq!(format_bytes(391 << 20), "391 MiB");
+        assert_eq!(format_bytes(3 << 39), "1.50 TiB");
+        assert_eq!(format_bytes(u64::MAX), "16.0 EiB");
     }
 
     #[test]

@@ -210,6 +210,16 @@ fn backends_lists_every_backend_with_its_options() {
     }
 }
 
+#[test]
+fn backends_with_names_lists_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let listing = text(&stowbench(dir.path(), &["backends", "sim", "pack"]));
+    let headers: Vec<&str> = listing.lines().filter(|l| !l.starts_with(' ')).map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(headers, ["sim [test tool]", "pack"], "{listing}");
+    let refused = stowbench(dir.path(), &["backends", "sqlit"]);
+    assert!(!refused.status.success() && text(&refused).contains("sqlite"), "{}", text(&refused));
+}
+
 /// Each backend's page carries its options table exactly as the declarations generate it (the
 /// defaults are written once, in the code), and `--markdown` prints that table.
 #[test]

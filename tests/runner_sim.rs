@@ -88,6 +88,23 @@ fn injected_faults_are_counted_by_kind_and_fail_the_error_budget() {
     assert!(put.errors.is_empty());
 }
 
+/// A failed preload is the cause of whatever the measured phases then miss, so the case's
+/// failure says so first, with how many objects and the first error.
+#[test]
+fn a_failed_preload_names_itself_and_its_first_error() {
+    let run = run_job(&sim_job("fail_every = 4\nfail_kind = \"io\"", "sizes = [10]\nobjects = 20\nphases = [\"get\"]")).unwrap();
+    assert_eq!(run.exit_code, 1);
+    let case = &run.report.cases[0];
+    let preload = case.preload.as_ref().unwrap();
+    assert_eq!((preload.ops, preload.errors), (15, 5));
+    assert_eq!(preload.first_errors[0], "put obj-0000000003: injected fault on operation 4");
+    let failure = case.failure.as_deref().unwrap();
+    assert_eq!(
+        failure,
+        "preload failed: 5 of 20 objects could not be stored before the measured phases; first: put obj-0000000003: injected fault on operation 4"
+    );
+}
+
 /// A store where every operation fails (a dead server) ends the case after `give_up_after`,
 /// instead of spinning through errors for the phase's whole duration; a store that fails every
 /// other operation is slow, not dead, and runs its course.

@@ -409,6 +409,9 @@ pub struct PreloadResult {
     pub elapsed_ns: u64,
     /// Failed puts.
     pub errors: u64,
+    /// The first failures, as in `OpResult::first_errors`: why the preload failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_errors: Vec<String>,
 }
 
 /// One measured phase.

@@ -749,6 +749,7 @@ impl CaseRun<'_> {
             bytes: put.map(|p| p.bytes).unwrap_or(0),
             elapsed_ns: self.clock.now_ns() - t,
             errors: put.map(|p| p.errors.values().sum()).unwrap_or(0),
+            first_errors: put.map(|p| p.first_errors.clone()).unwrap_or_default(),
         })
     }
 
@@ -765,6 +766,11 @@ impl CaseRun<'_> {
             };
             return Err(format!("verification failed: {} of {} gets differ from what was put:{}{more}", v.mismatches, v.checked, lines.concat()));
         }
+        // Before the budget: the measured phases' failures follow from objects never stored.
+        if let Some(preload) = result.preload.as_ref().filter(|p| p.errors > 0) {
+            let first = preload.first_errors.first().map(|e| format!("; first: {e}")).unwrap_or_default();
+            return Err(format!("preload failed: {} of {} objects could not be stored before the measured phases{first}", preload.errors, self.case.objects));
+        }
         let budget = self.case.workload.max_error_ratio;
         let over_budget = (self.attempted > 0 && self.failed_ops as f64 > budget * self.attempted as f64).then(|| {
             // The first failure says which call failed on which object: where to look first.
@@ -780,9 +786,6 @@ impl CaseRun<'_> {
         }
         if let Some(problem) = result.file_server.as_ref().and_then(|f| f.problems.first()) {
             return Err(format!("file catalog audit failed: {problem}"));
-        }
-        if result.preload.as_ref().is_some_and(|p| p.errors > 0) {
-            return Err("preload failed: some objects could not be stored before the measured phases".into());
         }
         result.status = CaseStatus::Ok;
         Ok(())

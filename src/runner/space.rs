@@ -30,8 +30,10 @@ impl Need {
         Need { case_id: case.id.clone(), path: path.to_path_buf(), objects: case.objects, object_bytes: case.size.mean_bytes() }
     }
 
+    /// Saturating: a size near u64::MAX (accepted by the job file) must read as "too large",
+    /// not wrap to a few bytes and let the run fill the disk.
     fn bytes(&self) -> u64 {
-        self.objects.saturating_mul(self.object_bytes.div_ceil(BLOCK).max(1) * BLOCK)
+        self.objects.saturating_mul(self.object_bytes.div_ceil(BLOCK).max(1).saturating_mul(BLOCK))
     }
 }
 
@@ -55,7 +57,7 @@ pub fn check(needs: &[Need], keep: bool) -> Result<(), String> {
     for needs in by_device.values() {
         let Ok(space) = filesystem_space(existing_ancestor(&needs[0].path)) else { continue };
         let (required, what) = if keep {
-            let total: u64 = needs.iter().map(|n| n.bytes()).sum();
+            let total = needs.iter().fold(0u64, |total, n| total.saturating_add(n.bytes()));
             (total, format!("the run keeps every case's data (--keep): {} cases store about {} together", needs.len(), format_bytes(total)))
         } else {
             let Some(largest) = needs.iter().max_by_key(|n| n.bytes()) else { continue };
@@ -93,4 +95,24 @@ pub fn exhausted(case_id: &str, data_paths: &[PathBuf]) -> String {
          same way. Free space or point --work-dir (or the target's path) at a larger filesystem, then run again",
         filesystem_name(&at)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A size near u64::MAX once wrapped the case's need to 0 bytes, and the preload wrote until
+    /// the disk was full.
+    #[test]
+    fn a_need_too_large_to_count_is_refused_not_wrapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let need = |objects, object_bytes| Need { case_id: "fs/w/huge/t1/r1".into(), path: dir.path().to_path_buf(), objects, object_bytes };
+        assert_eq!(need(10, u64::MAX).bytes(), u64::MAX);
+        assert_eq!(need(1, u64::MAX - 1).bytes(), u64::MAX);
+        for keep in [false, true] {
+            let refused = check(&[need(10, u64::MAX), need(10, u64::MAX)], keep).unwrap_err();
+            assert!(refused.starts_with("not enough disk space"), "{refused}");
+        }
+        check(&[need(1, 4096)], false).unwrap();
+    }
 }

@@ -125,6 +125,13 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
         if let Some(t) = threads.iter().find(|t| **t == 0 || **t > MAX_THREADS) {
             report("threads", None, format!("{t} is out of range; use 1 to {MAX_THREADS}"));
         }
+        // A case id names its size and thread count: one listed twice would give two cases one id.
+        if let Some(t) = threads.iter().enumerate().find_map(|(i, t)| threads[..i].contains(t).then_some(t)) {
+            report("threads", None, format!("{t} is listed twice; list each thread count once (repeats = N runs each case N times)"));
+        }
+        if let Some(label) = sizes.iter().enumerate().find_map(|(i, s)| sizes[..i].iter().any(|o| o.label() == s.label()).then(|| s.label())) {
+            report("sizes", None, format!("{label} is listed twice (sizes are compared by bytes: 4KiB and 4096B are one size); list each size once (repeats = N runs each case N times)"));
+        }
         let repeats = w.repeats.unwrap_or(1);
         if repeats == 0 || repeats > 1000 {
             report("repeats", None, format!("{repeats} is out of range; use 1 to 1000"));
@@ -605,6 +612,17 @@ mod tests {
         assert_eq!(p.cases[0].id, "sim/w/4KiB/t1/r1");
         assert_eq!(p.cases[15].id, "fs2/w/2.6MB/t4/r2");
         assert!(!p.workloads[0].preload);
+    }
+
+    #[test]
+    fn a_size_or_thread_count_listed_twice_is_refused() {
+        let err = plan(&format!(
+            "{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"1MiB\", \"4096B\"]\nthreads = [1, 4, 1]\nobjects = 10\nphases = [\"put\"]\n"
+        ))
+        .unwrap_err();
+        assert!(err.contains("field \"threads\": 1 is listed twice"), "{err}");
+        assert!(err.contains("field \"sizes\": 4KiB is listed twice"), "{err}");
+        plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4kB\", \"4KiB\"]\nthreads = [1, 4]\nobjects = 10\nphases = [\"put\"]\n")).unwrap();
     }
 
     #[test]

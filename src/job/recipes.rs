@@ -102,7 +102,14 @@ pub fn plan(recipe: &Recipe, scale: f64) -> Result<Plan, String> {
     let source = format!("built-in recipe {}", recipe.name);
     let mut job = spec::parse(recipe.text).map_err(|e| format!("{source}: {}", e.message))?;
     scale_job(&mut job, scale);
-    let mut plan = super::check::build(&job, &source, recipe.text)?;
+    // The recipe itself plans at scale 1 (a test checks): a mistake here is the scale's doing.
+    let mut plan = super::check::build(&job, &source, recipe.text).map_err(|e| {
+        if scale == 1.0 {
+            e
+        } else {
+            format!("{e}\n(at --scale {scale}: every size, count and duration is multiplied by it; a larger scale keeps them apart)")
+        }
+    })?;
     let mut skipped = Vec::new();
     for target in &plan.targets {
         if let Some((reason, enable)) = crate::backend::server::unconfigured(&target.backend, &target.options) {
@@ -225,5 +232,8 @@ mod tests {
     fn unknown_names_and_scales_are_refused_with_the_fix() {
         assert!(find("e1-filestraem").unwrap_err().contains("Did you mean \"e1-filestream\""));
         assert!(plan(find("quick").unwrap(), 0.0).unwrap_err().contains("above 0"));
+        // So small that 4KiB and 94kB both become 1 byte: one case id for two sizes.
+        let merged = plan(find("e1-filestream").unwrap(), 1e-6).unwrap_err();
+        assert!(merged.contains("1B is listed twice") && merged.contains("at --scale 0.000001"), "{merged}");
     }
 }

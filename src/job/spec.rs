@@ -418,6 +418,16 @@ fn explain(message: &str) -> String {
     if let Some((found, expected)) = message.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected ")) {
         return format!("{found} is the wrong type here; write {expected}");
     }
+    if let Some((found, expected)) = message.strip_prefix("invalid value: integer `").and_then(|rest| rest.split_once("`, expected ")) {
+        let range = match expected {
+            "u8" => format!("from 0 to {}", u8::MAX),
+            "u16" => format!("from 0 to {}", u16::MAX),
+            "u32" => format!("from 0 to {}", u32::MAX),
+            "u64" | "usize" => format!("from 0 to {}", u64::MAX),
+            _ => expected.to_string(),
+        };
+        return format!("{found} is out of range here; write a whole number {range}");
+    }
     let Some(rest) = message.strip_prefix("unknown field `") else { return message.to_string() };
     let Some((field, expected)) = rest.split_once('`') else { return message.to_string() };
     let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
@@ -430,6 +440,13 @@ fn explain(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_integer_out_of_its_type_says_the_range() {
+        let err = parse("version = 1\n[[workload]]\nname = \"w\"\n[[workload.phase]]\nmix = { put = 4294967296 }\n").unwrap_err();
+        assert_eq!(err.line, Some(5), "{err:?}");
+        assert!(err.message.contains("4294967296 is out of range here; write a whole number from 0 to 4294967295"), "{}", err.message);
+    }
 
     #[test]
     fn unknown_keys_are_located_with_a_suggestion() {

@@ -276,6 +276,18 @@ fn compaction_keeps_live_records_and_reclaims_the_rest() {
     assert_state(&store, &ops, &expected_at(&ops, u64::MAX), "after second compaction");
 }
 
+/// `stowbench compact` given the wrong directory: refused, and nothing is written there.
+#[test]
+fn compaction_refuses_a_directory_that_is_not_a_pack() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("notes.txt"), b"not a pack").unwrap();
+    let refused = compact(tmp.path()).unwrap_err().to_string();
+    assert!(refused.contains("is not a pack directory") && refused.contains("nothing was written"), "{refused}");
+    let names: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["notes.txt"]);
+    assert!(compact(&tmp.path().join("absent")).unwrap_err().to_string().contains("is not a pack directory"));
+}
+
 #[test]
 fn interrupted_compaction_leftovers_are_resolved_on_open() {
     let tmp = tempfile::tempdir().unwrap();

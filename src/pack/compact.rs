@@ -8,7 +8,7 @@
 
 use super::index_file::index_file_name;
 use super::record::FILE_HEADER_BYTES;
-use super::store::{create_unpublished_stripe, data_file_name, sync_dir, write_record, PackStore};
+use super::store::{create_unpublished_stripe, data_file_name, parse_data_file_name, sync_dir, write_record, PackStore};
 use crate::backend::{BResult, BackendError, ErrorKind};
 use std::fs;
 use std::io::Read;
@@ -31,8 +31,20 @@ pub struct CompactReport {
 /// Compacts the pack in `pack_dir`: live records only, one data file, old files removed.
 /// Fails with `Conflict` if the pack is open elsewhere; on any failure the old files stay.
 pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
-    if !pack_dir.is_dir() {
-        return Err(BackendError::new(ErrorKind::NotFound, format!("{} is not a pack directory", pack_dir.display())));
+    // Opening makes a store's files: a directory with no data file of its own is refused
+    // before that, so compaction never writes into something that was not a pack.
+    let holds_data_file =
+        fs::read_dir(pack_dir).map(|entries| entries.flatten().any(|e| e.file_name().to_str().and_then(parse_data_file_name).is_some())).unwrap_or(false);
+    if !holds_data_file {
+        return Err(BackendError::new(
+            ErrorKind::NotFound,
+            format!(
+                "{} is not a pack directory: it holds no pack data file ({}); nothing was written. Give the directory a pack target \
+                 stored its files in (the report's data_paths, kept with --keep)",
+                pack_dir.display(),
+                data_file_name(1, 0)
+            ),
+        ));
     }
     let store = PackStore::open(pack_dir, true)?;
     let old_files: Vec<_> = (0..store.recovery().files).map(|slot| store.stripe(slot).path.clone()).collect();

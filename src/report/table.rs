@@ -503,8 +503,8 @@ fn footer(report: &RunReport, out: &mut String) {
     }
     if !report.warnings.is_empty() {
         let _ = writeln!(out, "\nwarnings:");
-        for w in &report.warnings {
-            let _ = writeln!(out, "  - {}", w.line());
+        for line in super::warnings::lines_for_people(&report.warnings) {
+            let _ = writeln!(out, "  - {line}");
         }
     }
 }

@@ -185,6 +185,37 @@ fn high_spread(report: &RunReport) -> Vec<Warning> {
         .collect()
 }
 
+/// The lines a person reads: the warnings in order, except that more than `SPREAD_LISTED`
+/// cells of high spread fold into one line naming the widest (a quick run on a busy machine
+/// gives dozens; each stays in the report's JSON and page).
+pub fn lines_for_people(warnings: &[Warning]) -> Vec<String> {
+    const SPREAD_LISTED: usize = 3;
+    let mut spread: Vec<(f64, &Warning)> = warnings.iter().filter(|w| w.kind == WarningKind::HighSpread).map(|w| (spread_percent(w), w)).collect();
+    if spread.len() <= SPREAD_LISTED {
+        return warnings.iter().map(Warning::line).collect();
+    }
+    spread.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let widest: Vec<String> =
+        spread[..SPREAD_LISTED].iter().map(|(percent, w)| format!("{} {percent:.0}%", w.message.split(':').next().unwrap_or_default())).collect();
+    let folded = format!(
+        "{} cells' throughput varies by more than {:.0}% (CV) across their repeats; the widest: {}, … (each is listed in the report's warnings). {}",
+        spread.len(),
+        HIGH_CV * 100.0,
+        widest.join(", "),
+        spread[0].1.advice
+    );
+    let first = warnings.iter().position(|w| w.kind == WarningKind::HighSpread).unwrap_or(0);
+    let mut lines: Vec<String> = warnings.iter().filter(|w| w.kind != WarningKind::HighSpread).map(Warning::line).collect();
+    lines.insert(first.min(lines.len()), folded);
+    lines
+}
+
+/// The percentage a high-spread warning's message states (`high_spread` writes it).
+fn spread_percent(w: &Warning) -> f64 {
+    let after = w.message.split("varies by ").nth(1).unwrap_or_default();
+    after.split('%').next().and_then(|p| p.parse().ok()).unwrap_or(0.0)
+}
+
 fn margins_inside_spread(headlines: &[Headline]) -> Option<Warning> {
     let ties: Vec<&Headline> = headlines.iter().filter(|h| h.verdict == super::spread::Verdict::Tie.name()).collect();
     let first = ties.first()?;
@@ -427,4 +458,33 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
 /// A report of schema version 1 held its warnings as plain strings.
 pub fn from_v1(lines: Vec<String>) -> Vec<Warning> {
     lines.into_iter().map(|message| Warning::new(WarningKind::Unclassified, message, "")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(case: &str, percent: u32) -> Warning {
+        Warning::new(WarningKind::HighSpread, format!("{case} get: throughput varies by {percent}% (CV) across 3 repeats"), "Add repeats")
+    }
+
+    #[test]
+    fn more_than_three_spread_warnings_fold_into_one_line_naming_the_widest() {
+        let few = Warning::new(WarningKind::FewSamples, "2 case(s) have few samples".into(), "Raise objects");
+        let last = Warning::new(WarningKind::Unclassified, "the last".into(), "");
+        let mut warnings = vec![few.clone(), spread("a/w/4KiB/t1", 12), spread("b/w/4KiB/t1", 33), spread("c/w/4KiB/t1", 27)];
+        let listed = lines_for_people(&[warnings.clone(), vec![last.clone()]].concat());
+        assert_eq!(listed.len(), 5, "three are listed one by one: {listed:?}");
+
+        warnings.extend([spread("d/w/4KiB/t1", 15), last]);
+        let folded = lines_for_people(&warnings);
+        assert_eq!(folded.len(), 3, "{folded:?}");
+        assert_eq!(folded[0], few.line());
+        assert_eq!(
+            folded[1],
+            "4 cells' throughput varies by more than 10% (CV) across their repeats; the widest: b/w/4KiB/t1 get 33%, c/w/4KiB/t1 get 27%, \
+             d/w/4KiB/t1 get 15%, … (each is listed in the report's warnings). Add repeats"
+        );
+        assert_eq!(folded[2], "the last");
+    }
 }

@@ -401,7 +401,14 @@ fn validate(path: &Path) -> Result<i32, Error> {
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
         let ns = root.child(&namespace::safe_name(&target.name)).map_err(Error::environment)?;
-        match (kind.construct)(&target.options, &ns) {
+        // A multi-host job's `{rank}` paths are checked as rank 0 (this host) would use them.
+        let mut options = target.options.clone();
+        for (_, value) in options.table.iter_mut() {
+            if let toml::Value::String(text) = value {
+                *text = text.replace("{rank}", "0");
+            }
+        }
+        match (kind.construct)(&options, &ns) {
             Ok(b) => {
                 // What the run's preflight would refuse, validate refuses too.
                 if let Err(e) = runner::contract::check(&plan, i, &b.capabilities()) {

@@ -569,3 +569,31 @@ fn a_report_that_cannot_be_written_exits_3_before_or_during_the_run() {
     assert!(csv.contains("sim/w/100B/t1/r1") && csv.contains("sim/w/200B/t1/r1") && !csv.contains("sim/w/300B"), "{csv}");
     assert!(!std::fs::read_dir(dir.path()).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("stowbench-")), "the run's data is removed");
 }
+
+/// A target's `path` that does not exist is refused, located, before anything is written: it
+/// was made (with every missing parent) and left behind after the run. `validate` checks a
+/// multi-host `{rank}` path as rank 0 uses it.
+#[test]
+fn a_missing_path_is_refused_before_anything_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = |path: &str| {
+        format!("version = 1\n[[target]]\nbackend = \"fs\"\npath = {path:?}\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n")
+    };
+    std::fs::write(dir.path().join("typo.toml"), job(&dir.path().join("no/such/dir").display().to_string())).unwrap();
+    for command in ["validate", "run"] {
+        let args: &[&str] = if command == "run" { &["run", "typo.toml", "--no-progress", "--work-dir", "."] } else { &["validate", "typo.toml"] };
+        let out = stowbench(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", text(&out));
+        assert!(
+            text(&out).contains("typo.toml:4:1: target \"fs\": option \"path\": ") && text(&out).contains("is not an existing directory"),
+            "{}",
+            text(&out)
+        );
+        assert!(!dir.path().join("no").exists(), "{command} made nothing");
+    }
+    std::fs::create_dir(dir.path().join("d0")).unwrap();
+    std::fs::write(dir.path().join("ranks.toml"), job(&dir.path().join("d{rank}").display().to_string())).unwrap();
+    let out = stowbench(dir.path(), &["validate", "ranks.toml"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read_dir(dir.path().join("d0")).unwrap().count(), 0, "validate left nothing in the path");
+}

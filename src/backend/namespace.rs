@@ -210,7 +210,7 @@ pub fn empty(dir: &Path) -> Result<(), String> {
 crate::backend_options! {
     /// The `path` option every backend that writes files takes (see `DataNamespace`).
     pub struct DataPath {
-        path: Option<String>, "<run directory>" => "directory under which the run's namespace directory (stowbench-<run id>-<case>, removed by cleanup) is created",
+        path: Option<String>, "<run directory>" => "existing directory under which the run's namespace directory (stowbench-<run id>-<case>, removed by cleanup) is created",
     }
 }
 
@@ -231,6 +231,17 @@ impl DataNamespace {
     pub fn new(options: &super::options::Options, ns: &Namespace) -> Result<DataNamespace, String> {
         match DataPath::read(options)?.path {
             Some(path) => {
+                // The path must exist: made here, it would outlive the run (removal takes only
+                // the marked directory inside it), so a mistyped path left new directories behind.
+                if !Path::new(&path).is_dir() {
+                    return Err(options.bad(
+                        "path",
+                        format!(
+                            "{path:?} is not an existing directory. Create it first, or fix the path: stowbench makes only its own \
+                             marked directory inside it and removes only that"
+                        ),
+                    ));
+                }
                 let dir = PathBuf::from(path).join(format!("stowbench-{}-{}", ns.run_id, ns.name));
                 Ok(DataNamespace { ns: Namespace::create(&dir, &ns.run_id, &ns.name)?, made_for_path: Some(dir) })
             }
@@ -261,6 +272,25 @@ mod tests {
         assert!(Namespace::create(&foreign, "r1", "x").unwrap_err().contains("not empty"));
         assert!(remove(&foreign).unwrap_err().contains("refusing"));
         assert!(foreign.join("precious.txt").exists());
+    }
+
+    /// A mistyped `path` once had its missing directories made, and left behind after the run.
+    #[test]
+    fn a_path_option_that_does_not_exist_is_refused_and_nothing_is_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = Namespace::create(&tmp.path().join("run"), "r1", "case").unwrap();
+        let missing = tmp.path().join("typo/data");
+        let table: toml::Table = toml::from_str(&format!("path = {:?}", missing.display().to_string())).unwrap();
+        let err = DataNamespace::new(&super::super::options::Options::new("t", "", table), &run).err().expect("refused");
+        assert!(err.starts_with("target \"t\": option \"path\": ") && err.contains("typo/data\" is not an existing directory"), "{err}");
+        assert!(!tmp.path().join("typo").exists(), "nothing was made");
+
+        fs::create_dir_all(&missing).unwrap();
+        let table: toml::Table = toml::from_str(&format!("path = {:?}", missing.display().to_string())).unwrap();
+        let data = DataNamespace::new(&super::super::options::Options::new("t", "", table), &run).unwrap();
+        assert!(data.ns.dir.starts_with(&missing) && is_owned(&data.ns.dir));
+        data.release().unwrap();
+        assert_eq!(fs::read_dir(&missing).unwrap().count(), 0, "only the marked directory inside was removed");
     }
 
     #[test]

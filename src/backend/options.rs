@@ -75,7 +75,9 @@ impl Options {
         Ok(())
     }
 
-    fn bad(&self, name: &str, why: impl std::fmt::Display) -> String {
+    /// A message about option `name`, located where it was written: "job.toml:4:1: target
+    /// \"fs\": option \"path\": why".
+    pub(crate) fn bad(&self, name: &str, why: impl std::fmt::Display) -> String {
         format!("{}: option \"{name}\": {why}", self.context_of(name))
     }
 

@@ -181,3 +181,36 @@ fn the_comparison_html_is_one_self_contained_escaped_page() {
     }
     assert!(page.contains("<div class=\"gate failed\">"));
 }
+
+/// A target whose `path` put its data on another filesystem than the work directory's: the
+/// header once said only "data in <work dir> on ext4", the page likewise, whatever the data was on.
+#[test]
+fn a_target_on_another_filesystem_is_named_with_its_filesystem() {
+    let mut report = load("objects-a");
+    let target = report.cases[0].target.clone();
+    let mut elsewhere = report.environment.work_dir_filesystem.clone().expect("the fixture states its filesystem");
+    (elsewhere.path, elsewhere.mount_point, elsewhere.source) = ("/dev/shm/bench/stowbench-run-case".into(), "/dev/shm".into(), "tmpfs".into());
+    (elsewhere.fs_type, elsewhere.mount_options, elsewhere.journal) = ("tmpfs".into(), "rw,nosuid,nodev".into(), None);
+    for case in report.cases.iter_mut().filter(|c| c.target == target) {
+        case.filesystem = Some(elsewhere.clone());
+    }
+    let table = render_report("table", &report);
+    let line = format!("  data of {target} under /dev/shm/bench on tmpfs (rw,nosuid,nodev) at /dev/shm\n");
+    assert_eq!(table.matches(&line).count(), 1, "once per target and mount:\n{table}");
+    assert_eq!(table.matches("  data of ").count(), 1, "targets in the work directory are not repeated:\n{table}");
+    let page = render_report("html", &report);
+    assert!(
+        page.contains(&format!("data of {target}")) && page.contains("under /dev/shm/bench: tmpfs (rw,nosuid,nodev) on tmpfs at /dev/shm"),
+        "the page names it too"
+    );
+
+    // The journal warning follows the cases' filesystems, not the work directory's.
+    let no_journal = |r: &RunReport| stowbench::report::warnings::for_report(r).iter().any(|w| w.message.contains("has no journal"));
+    for case in report.cases.iter_mut() {
+        case.filesystem = Some(elsewhere.clone());
+    }
+    assert_eq!(report.environment.work_dir_filesystem.as_ref().unwrap().journal, Some(false));
+    assert!(!no_journal(&report), "every case's data was on tmpfs");
+    report.cases[0].filesystem.as_mut().unwrap().journal = Some(false);
+    assert!(no_journal(&report), "one case's data on an ext4 without a journal");
+}

@@ -215,6 +215,35 @@ pub struct FilesystemInfo {
     pub journal: Option<bool>,
 }
 
+impl FilesystemInfo {
+    /// For people: "ext4 (rw,relatime), no journal".
+    pub fn summary(&self) -> String {
+        format!("{} ({}){}", self.fs_type, self.mount_options, if self.journal == Some(false) { ", no journal" } else { "" })
+    }
+
+    /// Whether `other` is the same mounted filesystem.
+    pub fn same_mount(&self, other: &FilesystemInfo) -> bool {
+        self.mount_point == other.mount_point && self.source == other.source
+    }
+}
+
+impl RunReport {
+    /// Each target whose data lived on another filesystem than the work directory's (a `path`
+    /// option), with that filesystem, once per target and mount: the work directory's filesystem
+    /// alone would misstate where those numbers were measured.
+    pub fn data_filesystems_elsewhere(&self) -> Vec<(&str, &FilesystemInfo)> {
+        let work = self.environment.work_dir_filesystem.as_ref();
+        let mut found: Vec<(&str, &FilesystemInfo)> = Vec::new();
+        for c in &self.cases {
+            let Some(f) = c.filesystem.as_ref() else { continue };
+            if work.is_none_or(|w| !w.same_mount(f)) && !found.iter().any(|(t, g)| *t == c.target && g.same_mount(f)) {
+                found.push((&c.target, f));
+            }
+        }
+        found
+    }
+}
+
 /// One case: a target × workload × size × threads × repeat.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseResult {

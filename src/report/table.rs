@@ -208,11 +208,7 @@ fn header(report: &RunReport, out: &mut String) {
         // fio alone: where its data lived is in the fio table, per target.
         let _ = writeln!(out, "{machine}");
     } else {
-        let fs = env
-            .work_dir_filesystem
-            .as_ref()
-            .map(|f| format!("{} ({}){}", f.fs_type, f.mount_options, if f.journal == Some(false) { ", no journal" } else { "" }))
-            .unwrap_or_else(|| "unknown filesystem".into());
+        let fs = env.work_dir_filesystem.as_ref().map(|f| f.summary()).unwrap_or_else(|| "unknown filesystem".into());
         let cache: Vec<&str> = dedup(report.cases.iter().map(|c| match c.cache_state.as_str() {
             "cold" => "cold (dropped before reads)",
             "direct" => "bypassed (direct I/O)",
@@ -221,6 +217,9 @@ fn header(report: &RunReport, out: &mut String) {
         let restarted = report.cases.iter().any(|c| c.phases.iter().any(|p| p.server_restarted));
         let servers = if restarted { "; servers restarted before cold reads (their caches empty too)" } else { "" };
         let _ = writeln!(out, "data in {} on {fs}; page cache {}{servers}; {machine}", env.work_dir, cache.join("/"));
+        for (target, f) in report.data_filesystems_elsewhere() {
+            let _ = writeln!(out, "  data of {target} under {} on {} at {}", parent_of(&f.path), f.summary(), f.mount_point);
+        }
     }
     if let Some(recipe) = &report.recipe {
         let size = if recipe.scale == 1.0 { "the published size".to_string() } else { format!("×{} of the published size", recipe.scale) };
@@ -238,6 +237,11 @@ fn header(report: &RunReport, out: &mut String) {
     for (target, durability) in seen {
         let _ = writeln!(out, "  durability of {target}: {durability}");
     }
+}
+
+/// The directory holding a case's namespace directory: the target's `path`, as the user wrote it.
+pub(super) fn parent_of(path: &str) -> &str {
+    std::path::Path::new(path).parent().and_then(|p| p.to_str()).unwrap_or(path)
 }
 
 fn dedup<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {

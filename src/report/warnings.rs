@@ -3,7 +3,7 @@
 //! cases it concerns, and its advice, so the table, the CSV reader and the HTML page all say the
 //! same thing.
 
-use super::model::{CaseResult, CaseStatus, Headline, RunReport};
+use super::model::{CaseResult, CaseStatus, FilesystemInfo, Headline, RunReport};
 use super::table::{coefficient_of_variation, headline_throughput};
 use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
@@ -443,7 +443,11 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
             "Keep phases back to back, or measure cold reads on purpose",
         ));
     }
-    if report.environment.work_dir_filesystem.as_ref().is_some_and(|f| f.journal == Some(false)) {
+    // Where the data lived: each case's own filesystem (a target's path may put it on another
+    // one than the work directory's), or the work directory's when no case says (fio alone).
+    let case_filesystems: Vec<&FilesystemInfo> = report.cases.iter().filter_map(|c| c.filesystem.as_ref()).collect();
+    let data_filesystems = if case_filesystems.is_empty() { report.environment.work_dir_filesystem.iter().collect() } else { case_filesystems };
+    if data_filesystems.iter().any(|f| f.journal == Some(false)) {
         out.push(Warning::new(
             WarningKind::Ext4NoJournal,
             "the data directory's ext4 has no journal: creating files within a minute or more of deleting many (a previous case's \

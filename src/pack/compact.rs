@@ -8,7 +8,7 @@
 
 use super::index_file::index_file_name;
 use super::record::FILE_HEADER_BYTES;
-use super::store::{create_unpublished_stripe, data_file_name, parse_data_file_name, sync_dir, write_record, PackStore};
+use super::store::{create_unpublished_stripe, data_file_name, parse_data_file_name, sync_dir, write_record, PackStore, LOCK_FILE};
 use crate::backend::{BResult, BackendError, ErrorKind};
 use std::fs;
 use std::io::Read;
@@ -31,11 +31,12 @@ pub struct CompactReport {
 /// Compacts the pack in `pack_dir`: live records only, one data file, old files removed.
 /// Fails with `Conflict` if the pack is open elsewhere; on any failure the old files stay.
 pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
-    // Opening makes a store's files: a directory with no data file of its own is refused
-    // before that, so compaction never writes into something that was not a pack.
+    // Opening makes a store's files: a directory with neither a data file nor the lock of a
+    // store (one opened before it wrote anything, perhaps open now) is refused before that, so
+    // compaction never writes into something that was not a pack.
     let holds_data_file =
         fs::read_dir(pack_dir).map(|entries| entries.flatten().any(|e| e.file_name().to_str().and_then(parse_data_file_name).is_some())).unwrap_or(false);
-    if !holds_data_file {
+    if !holds_data_file && !pack_dir.join(LOCK_FILE).is_file() {
         return Err(BackendError::new(
             ErrorKind::NotFound,
             format!(

@@ -401,7 +401,11 @@ fn locate(text: &str, e: &toml::de::Error, key: Option<&str>) -> Located {
         }
         None => (None, None),
     };
-    let message = explain(e.message());
+    let message = match e.span().and_then(|span| text.get(span)).filter(|_| e.message().trim() == "duplicate key") {
+        // TOML's own words name no key; the span holds the repeated one.
+        Some(repeated) => format!("key \"{}\" is given twice in this table; keep one of them", repeated.trim().trim_matches('"')),
+        None => explain(e.message()),
+    };
     let message = match key {
         Some(key) if !message.starts_with("unknown key") => format!("field \"{key}\": {message}"),
         _ => message,
@@ -440,6 +444,13 @@ fn explain(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_given_twice_is_named() {
+        let err = parse("version = 1\n[[workload]]\nname = \"w\"\n[[workload.phase]]\nmix = { put = 1 }\nmix = { get = 1 }\n").unwrap_err();
+        assert_eq!(err.line, Some(6), "{err:?}");
+        assert_eq!(err.message, "key \"mix\" is given twice in this table; keep one of them");
+    }
 
     #[test]
     fn an_integer_out_of_its_type_says_the_range() {

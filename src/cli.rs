@@ -403,11 +403,7 @@ fn validate(path: &Path) -> Result<i32, Error> {
         let ns = root.child(&namespace::safe_name(&target.name)).map_err(Error::environment)?;
         // A multi-host job's `{rank}` paths are checked as rank 0 (this host) would use them.
         let mut options = target.options.clone();
-        for (_, value) in options.table.iter_mut() {
-            if let toml::Value::String(text) = value {
-                *text = text.replace("{rank}", "0");
-            }
-        }
+        options.expand_rank(0);
         match (kind.construct)(&options, &ns) {
             Ok(b) => {
                 // What the run's preflight would refuse, validate refuses too.

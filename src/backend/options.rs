@@ -75,6 +75,16 @@ impl Options {
         Ok(())
     }
 
+    /// Replaces `{rank}` by `rank` in every string option, so one job gives each rank of a
+    /// multi-host run its own path (docs/multi-host.md).
+    pub fn expand_rank(&mut self, rank: usize) {
+        for (_, value) in self.table.iter_mut() {
+            if let toml::Value::String(text) = value {
+                *text = text.replace("{rank}", &rank.to_string());
+            }
+        }
+    }
+
     /// A message about option `name`, located where it was written: "job.toml:4:1: target
     /// \"fs\": option \"path\": why".
     pub(crate) fn bad(&self, name: &str, why: impl std::fmt::Display) -> String {

@@ -43,11 +43,7 @@ pub fn local_plan(plan: &Plan, rank: usize, size: usize) -> Result<Plan, String>
     }
     local.work_dir = plan.work_dir.as_deref().map(|d| expand(d, rank));
     for target in &mut local.targets {
-        for (_, value) in target.options.table.iter_mut() {
-            if let toml::Value::String(text) = value {
-                *text = expand(text, rank);
-            }
-        }
+        target.options.expand_rank(rank);
     }
     local.cases = plan.cases.iter().map(|case| share_of_case(case, rank as u64, size as u64)).collect::<Result<_, _>>()?;
     Ok(local)

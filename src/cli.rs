@@ -423,6 +423,11 @@ fn validate(path: &Path) -> Result<i32, Error> {
         }
     }
     namespace::remove(&root.dir).map_err(Error::environment)?;
+    if let Some(dir) = &plan.work_dir {
+        if let Err(e) = runner::work_parent(None, Some((&crate::backend::options::with_rank(dir, 0), plan.work_dir_at.as_deref()))) {
+            mistakes.push(job::Mistake::from_message(&source, &e.message));
+        }
+    }
     if !mistakes.is_empty() {
         // The environment's code only when servers are all that is wrong: a mistake of the job
         // is the first thing to fix.

@@ -597,3 +597,33 @@ fn a_missing_path_is_refused_before_anything_is_made() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(std::fs::read_dir(dir.path().join("d0")).unwrap().count(), 0, "validate left nothing in the path");
 }
+
+#[test]
+fn a_missing_work_dir_is_refused_before_anything_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = |work_dir: &str| {
+        format!("version = 1\nwork_dir = {work_dir:?}\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n")
+    };
+    std::fs::write(dir.path().join("typo.toml"), job(&dir.path().join("no/such/dir").display().to_string())).unwrap();
+    for args in [&["validate", "typo.toml"][..], &["run", "typo.toml", "--no-progress"]] {
+        let out = stowbench(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains("typo.toml:2:1: work_dir: ") && text(&out).contains("is not an existing directory"), "{}", text(&out));
+        assert!(!dir.path().join("no").exists(), "{args:?} made nothing");
+    }
+    let out = stowbench(dir.path(), &["run", "typo.toml", "--no-progress", "--work-dir", "no/such/dir"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--work-dir no/such/dir: not an existing directory"), "{}", text(&out));
+    assert!(!dir.path().join("no").exists() && !dir.path().join("stowbench-results").exists(), "a refused run made nothing, not even its report");
+
+    // A job written for several hosts runs on one as rank 0: its data goes under d0.
+    std::fs::create_dir(dir.path().join("d0")).unwrap();
+    std::fs::write(dir.path().join("ranks.toml"), job(&dir.path().join("d{rank}").display().to_string())).unwrap();
+    let out = stowbench(dir.path(), &["validate", "ranks.toml"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = stowbench(dir.path(), &["run", "ranks.toml", "--no-progress", "--format", "json", "--keep"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join("d0")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(runs.len() == 1 && runs[0].starts_with("stowbench-"), "the kept run is in d0: {runs:?}");
+    assert!(!dir.path().join("d{rank}").exists());
+}

@@ -14,6 +14,7 @@ const JOB: &str = "version = 1\n[[target]]\nname = \"sqlite\"\nbackend = \"sqlit
 fn twenty_sqlite_writers_for_a_minute_never_fail_locked_and_leave_an_intact_database() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("job.toml"), JOB).unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
         .args(["run", "job.toml", "--no-progress", "--keep", "--format", "json", "--out", "out", "--work-dir", "work"])
         .current_dir(dir.path())

@@ -33,6 +33,12 @@ pub struct Options {
     pub key_origins: std::collections::BTreeMap<String, String>,
 }
 
+/// `text` with `{rank}` replaced by the rank, so one job gives each rank of a multi-host run its
+/// own path (docs/multi-host.md); a single host is rank 0.
+pub fn with_rank(text: &str, rank: usize) -> String {
+    text.replace("{rank}", &rank.to_string())
+}
+
 impl Options {
     /// Options for `target` from a table.
     pub fn new(target: &str, origin: &str, table: toml::Table) -> Self {
@@ -80,7 +86,7 @@ impl Options {
     pub fn expand_rank(&mut self, rank: usize) {
         for (_, value) in self.table.iter_mut() {
             if let toml::Value::String(text) = value {
-                *text = text.replace("{rank}", &rank.to_string());
+                *text = with_rank(text, rank);
             }
         }
     }

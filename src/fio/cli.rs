@@ -102,9 +102,10 @@ pub struct FioArgs {
     /// count if swept, else the thread count with the most cases).
     #[arg(long)]
     pub thread_count_for_charts: Option<u32>,
-    /// Directory for loop images, job files and fio output of made filesystems.
-    #[arg(long, default_value = "stowbench-results")]
-    pub work_dir: PathBuf,
+    /// Directory for loop images, job files and fio output of made filesystems; it must exist
+    /// (default: stowbench-results, made if missing).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
     /// Ask fio for plain json (no latency histogram bins).
     #[arg(long)]
     pub no_histogram: bool,
@@ -115,6 +116,9 @@ pub struct FioArgs {
     #[command(flatten)]
     pub output: crate::cli::OutputSettings,
 }
+
+/// Where made filesystems' images go without --work-dir (beside the default --out).
+const DEFAULT_WORK_DIR: &str = "stowbench-results";
 
 /// Runs `stowbench fio`; returns the exit code (0 ok, 1 a case failed, 3 the report could not be
 /// written, 130 interrupted) or what stopped it before running (bad input, exit 2, or the
@@ -139,7 +143,15 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
         ..RunOptions::default()
     };
     let plan = crate::job::Plan::fio_only(sweep, "command line (stowbench fio)");
-    let opts = crate::runner::RunOptions { work_dir: Some(args.work_dir.clone()), command, fio, ..Default::default() };
+    let work_dir = match &args.work_dir {
+        Some(dir) => dir.clone(), // checked by the runner: a mistyped path is not made
+        None => {
+            let default = PathBuf::from(DEFAULT_WORK_DIR);
+            std::fs::create_dir_all(&default).map_err(|e| Error::environment(format!("cannot create {DEFAULT_WORK_DIR} (the default --work-dir): {e}")))?;
+            default
+        }
+    };
+    let opts = crate::runner::RunOptions { work_dir: Some(work_dir), command, fio, ..Default::default() };
     let outcome = crate::cli::run_and_print(&plan, &args.output, opts, interrupted)?;
     if let Some(path) = &args.csv {
         let cases = &outcome.report.fio_cases;
@@ -277,7 +289,7 @@ fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioErr
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
         for case in &cases {
-            let job = render_job(case, &planned_path(case, &args.work_dir, run_id));
+            let job = render_job(case, &planned_path(case, args.work_dir.as_deref().unwrap_or(Path::new(DEFAULT_WORK_DIR)), run_id));
             // A closed pipe (`| head`) ends the listing quietly instead of panicking in println!.
             if writeln!(stdout, "# ---- {} ----\n{job}", case.id).is_err() {
                 return Ok(0);

@@ -176,6 +176,11 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
         source: source.to_string(),
         seed: job.seed.unwrap_or(DEFAULT_SEED),
         work_dir: job.work_dir.clone(),
+        work_dir_at: job.work_dir.as_ref().map(|_| {
+            // Top-level keys come before the first table header, so the search starts at 0.
+            let (line, column) = line_col(text, key_offset(text, 0, "work_dir").unwrap_or(0));
+            format!("{source}:{line}:{column}")
+        }),
         targets,
         workloads,
         cases,

@@ -221,6 +221,10 @@ pub struct Plan {
     pub seed: u64,
     /// Where backends store data, if not a fresh temporary directory.
     pub work_dir: Option<String>,
+    /// Where the job file sets `work_dir` ("SOURCE:LINE:COL"), for the message when it does not
+    /// exist on this host (only the run can tell: a multi-host rank's `{rank}` path is its own).
+    #[serde(skip)]
+    pub work_dir_at: Option<String>,
     /// Targets in job order.
     pub targets: Vec<TargetPlan>,
     /// Workloads in job order.
@@ -278,6 +282,7 @@ impl Plan {
             source: source.to_string(),
             seed: DEFAULT_SEED,
             work_dir: None,
+            work_dir_at: None,
             targets: Vec::new(),
             workloads: Vec::new(),
             cases: Vec::new(),

@@ -21,11 +21,6 @@ pub fn workers_of(threads: u64, rank: u64, size: u64) -> (u64, u64) {
     (before, each + u64::from(rank < extra))
 }
 
-/// `text` with `{rank}` replaced by the rank, so one job can give each rank its own path.
-pub fn expand(text: &str, rank: usize) -> String {
-    text.replace("{rank}", &rank.to_string())
-}
-
 /// Rank `rank` of `size`'s plan: each case with its share of the workers, keys, counted
 /// operations, bytes and open-loop rate; `{rank}` expanded in target options and `work_dir`; and
 /// a seed of its own (rank 0 keeps the job's), so ranks do not write identical payloads or walk
@@ -41,7 +36,7 @@ pub fn local_plan(plan: &Plan, rank: usize, size: usize) -> Result<Plan, String>
     if rank > 0 {
         local.seed = plan.seed ^ crate::hash::xxh3_64(format!("rank {rank}").as_bytes());
     }
-    local.work_dir = plan.work_dir.as_deref().map(|d| expand(d, rank));
+    local.work_dir = plan.work_dir.as_deref().map(|d| crate::backend::options::with_rank(d, rank));
     for target in &mut local.targets {
         target.options.expand_rank(rank);
     }

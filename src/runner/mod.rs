@@ -104,12 +104,42 @@ pub fn run_with(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, ranks:
     })
 }
 
+/// The directory the run's own directory is made in: `--work-dir`, else the job's `work_dir`
+/// (with where the job sets it), else the temporary directory. It must exist: made here, a
+/// mistyped path's missing parents would stay behind after the run, which removes only what it
+/// marked as its own.
+pub fn work_parent(cli: Option<&Path>, job: Option<(&str, Option<&str>)>) -> Result<PathBuf, Error> {
+    let fix = "Create it first, or fix the path (a run makes its own stowbench-<run id> directory inside it, and removes that)";
+    if let Some(dir) = cli {
+        return if dir.is_dir() { Ok(dir.into()) } else { Err(Error::bad_input(format!("--work-dir {}: not an existing directory. {fix}", dir.display()))) };
+    }
+    if let Some((dir, at)) = job {
+        let at = at.map(|at| format!("{at}: ")).unwrap_or_default();
+        return if Path::new(dir).is_dir() {
+            Ok(dir.into())
+        } else {
+            Err(Error::bad_input(format!("{at}work_dir: \"{dir}\" is not an existing directory. {fix}")))
+        };
+    }
+    let temp = std::env::temp_dir();
+    if temp.is_dir() {
+        Ok(temp)
+    } else {
+        Err(Error::environment(format!(
+            "the temporary directory {} does not exist (is TMPDIR set to a missing path?); create it, or give --work-dir DIR",
+            temp.display()
+        )))
+    }
+}
+
 fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, Error> {
     // This process's share of every case (all of it on a single host).
     let local = ranks.local_plan(plan).map_err(Error::bad_input)?;
     let run_id = ranks.start_run(new_run_id(), &MonotonicClock);
     let lead = ranks.is_lead();
-    let parent = opts.work_dir.clone().or_else(|| local.work_dir.as_ref().map(PathBuf::from)).unwrap_or_else(std::env::temp_dir);
+    let parent = work_parent(opts.work_dir.as_deref(), local.work_dir.as_deref().map(|d| (d, local.work_dir_at.as_deref())));
+    let parent_exists = parent.as_ref().map(|_| ()).map_err(Clone::clone);
+    let parent = parent.unwrap_or_else(|_| std::env::temp_dir());
     // Absolute: server cases record their directory for `stowbench cleanup`, run from anywhere.
     let parent = std::path::absolute(&parent).map_err(|e| Error::environment(format!("cannot resolve {}: {e}", parent.display())))?;
     let (dir_name, ns_name) = ranks.run_directory(&run_id);
@@ -119,7 +149,8 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     let (mut root, mut owns_root) = (Err(Error::environment("the run directory was not made")), true);
     ranks.lead_first(&mut || {
         owns_root = !ranks.shares_namespace() || lead || !namespace::is_owned(&run_dir);
-        root = Namespace::create(&run_dir, &run_id, &ns_name).map_err(Error::environment);
+        // A missing parent is refused through the agreed preflight below, so every rank stops.
+        root = parent_exists.clone().and_then(|()| Namespace::create(&run_dir, &run_id, &ns_name).map_err(Error::environment));
     });
     // Refused before anything is written: no report file claims a run that never started. Every
     // rank hears every other's verdict, so all refuse together.

@@ -40,8 +40,15 @@ pub trait Ranks {
     }
     /// The plan this rank runs: its share of every case's workers, keys and counts. Every rank
     /// computes every share, so a plan that cannot be shared fails on every rank alike.
+    /// On one host that is all of it, run as rank 0 would: a job written for several hosts (a
+    /// `{rank}` in a path) runs here as it does there, and as `validate` checks it.
     fn local_plan(&self, plan: &Plan) -> Result<Plan, String> {
-        Ok(plan.clone())
+        let mut local = plan.clone();
+        local.work_dir = plan.work_dir.as_deref().map(|d| crate::backend::options::with_rank(d, 0));
+        for target in &mut local.targets {
+            target.options.expand_rank(0);
+        }
+        Ok(local)
     }
     /// The directory name and namespace name of this rank's run directory.
     fn run_directory(&self, run_id: &str) -> (String, String) {

@@ -203,6 +203,12 @@ fn a_target_on_another_filesystem_is_named_with_its_filesystem() {
         page.contains(&format!("data of {target}")) && page.contains("under /dev/shm/bench: tmpfs (rw,nosuid,nodev) on tmpfs at /dev/shm"),
         "the page names it too"
     );
+    // A server's data directory is not one the run made: it is named itself, not its parent.
+    for case in report.cases.iter_mut().filter(|c| c.target == target) {
+        case.filesystem.as_mut().unwrap().path = "/dev/shm/pg/15/main".into();
+    }
+    let table = render_report("table", &report);
+    assert!(table.contains(&format!("  data of {target} under /dev/shm/pg/15/main on tmpfs")), "{table}");
 
     // The journal warning follows the cases' filesystems, not the work directory's.
     let no_journal = |r: &RunReport| stowbench::report::warnings::for_report(r).iter().any(|w| w.message.contains("has no journal"));

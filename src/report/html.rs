@@ -326,7 +326,7 @@ fn conditions_section(report: &RunReport) -> String {
     fact("work directory", env.work_dir.clone());
     fact("its filesystem", fs.unwrap_or_else(|| "unknown".into()));
     for (target, f) in report.data_filesystems_elsewhere() {
-        fact(&format!("data of {target}"), format!("under {}: {} on {} at {}", super::table::parent_of(&f.path), f.summary(), f.source, f.mount_point));
+        fact(&format!("data of {target}"), format!("under {}: {} on {} at {}", super::table::data_location(&f.path), f.summary(), f.source, f.mount_point));
     }
     fact("idle-memory reclaim", env.page_cache_reclaim.clone().unwrap_or_else(|| "none found".into()));
     fact("SQLite library", env.sqlite_version.clone());

@@ -218,7 +218,7 @@ fn header(report: &RunReport, out: &mut String) {
         let servers = if restarted { "; servers restarted before cold reads (their caches empty too)" } else { "" };
         let _ = writeln!(out, "data in {} on {fs}; page cache {}{servers}; {machine}", env.work_dir, cache.join("/"));
         for (target, f) in report.data_filesystems_elsewhere() {
-            let _ = writeln!(out, "  data of {target} under {} on {} at {}", parent_of(&f.path), f.summary(), f.mount_point);
+            let _ = writeln!(out, "  data of {target} under {} on {} at {}", data_location(&f.path), f.summary(), f.mount_point);
         }
     }
     if let Some(recipe) = &report.recipe {
@@ -239,9 +239,17 @@ fn header(report: &RunReport, out: &mut String) {
     }
 }
 
-/// The directory holding a case's namespace directory: the target's `path`, as the user wrote it.
-pub(super) fn parent_of(path: &str) -> &str {
-    std::path::Path::new(path).parent().and_then(|p| p.to_str()).unwrap_or(path)
+/// Where a target's data was, as the user knows it: for a local backend the directory holding
+/// the run's own `stowbench-…` directory (the target's `path`, as written), which the run removed;
+/// for a server, its data directory itself.
+pub(super) fn data_location(path: &str) -> &str {
+    let p = std::path::Path::new(path);
+    let ours = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("stowbench-"));
+    if ours {
+        p.parent().and_then(|p| p.to_str()).unwrap_or(path)
+    } else {
+        path
+    }
 }
 
 fn dedup<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {

@@ -410,7 +410,7 @@ fn sigint_during_fio_on_a_made_filesystem_leaves_nothing_mounted() {
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
     assert!(!mounted(), "nothing stays mounted");
     let loops = Command::new("losetup").args(["--list", "--noheadings", "--output", "BACK-FILE"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&loops.stdout).contains(&work), "no loop device stays attached");
+    assert!(!String::from_utf8_lossy(&loops.stdout).contains(&work), "no loop device stays attached: {}", text(&out));
     let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-fio")).count();
     assert_eq!(leftovers, 0, "the marked target directory is removed");
 }

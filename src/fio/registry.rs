@@ -94,6 +94,12 @@ pub fn take(id: u64) -> Option<Owned> {
     Some(state.targets.remove(index))
 }
 
+/// Returns once an interrupt's `cleanup_all_registered` that has taken the targets is done with
+/// them (it holds the step lock from taking them to the end).
+pub fn wait_for_interrupt_cleanup() {
+    drop(STEP_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+}
+
 /// Records a running fio process so an interrupt can stop it.
 pub fn add_fio_pid(pid: i32) {
     state().fio_pids.push(pid);

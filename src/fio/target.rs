@@ -79,8 +79,12 @@ impl PreparedTarget {
         self.cleaned = true;
         match registry::take(self.registry_id) {
             Some(owned) => registry::cleanup_owned(&owned),
-            // Already undone by an interrupt.
-            None => Ok(()),
+            // Taken by an interrupt, which may still be undoing it: wait until it is done, or
+            // the process could exit (exit 130) with the loop device still attached.
+            None => {
+                registry::wait_for_interrupt_cleanup();
+                Ok(())
+            }
         }
     }
 

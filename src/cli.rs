@@ -81,6 +81,10 @@ pub enum Command {
     Compact {
         /// The pack directory (a `pack` target's data directory, kept with `run --keep`).
         dir: PathBuf,
+        /// Compact even when the data files hold damaged records, leaving them out for good
+        /// (without it such a pack is refused and nothing changes).
+        #[arg(long)]
+        drop_damaged: bool,
     },
     /// Remove a namespace directory left by a run, or every one directly inside DIR.
     Cleanup {
@@ -228,17 +232,25 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
             .map_err(Error::bad_input),
         Command::Fio(fio) => crate::fio::cli::run(&fio, args, interrupted),
         Command::Cleanup { dir, dry_run } => cleanup(&dir, dry_run),
-        Command::Compact { dir } => crate::pack::compact(&dir).map_err(|e| compact_failure(&dir, e)).map(|r| {
-            println!(
-                "compacted {}: {} live records, {} → {} bytes (generation {})",
-                dir.display(),
-                r.live_records,
-                r.bytes_before,
-                r.bytes_after,
-                r.generation
-            );
-            0
-        }),
+        Command::Compact { dir, drop_damaged } => {
+            crate::pack::compact_with(&dir, crate::pack::CompactOptions { drop_damaged }).map_err(|e| compact_failure(&dir, e)).map(|r| {
+                println!(
+                    "compacted {}: {} live records, {} → {} bytes (generation {})",
+                    dir.display(),
+                    r.live_records,
+                    r.bytes_before,
+                    r.bytes_after,
+                    r.generation
+                );
+                if r.dropped_damaged_bytes > 0 {
+                    println!("  dropped {} damaged byte(s) (--drop-damaged)", r.dropped_damaged_bytes);
+                }
+                if r.cut_tail_bytes > 0 {
+                    println!("  the open cut {} byte(s) of an unfinished last record (a torn tail: a crash, or a file cut short)", r.cut_tail_bytes);
+                }
+                0
+            })
+        }
     };
     result.unwrap_or_else(|e| {
         eprintln!("stowbench: {}", e.message);

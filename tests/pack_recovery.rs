@@ -10,7 +10,7 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use stowbench::backend::ErrorKind;
 use stowbench::pack::record::FILE_HEADER_BYTES;
-use stowbench::pack::{compact, PackStore};
+use stowbench::pack::{compact, compact_with, CompactOptions, PackStore};
 
 const DATA_FILE: &str = "g000001-s0000.pack";
 const INDEX_FILE: &str = "g000001.index";
@@ -274,6 +274,55 @@ fn compaction_keeps_live_records_and_reclaims_the_rest() {
     let store = PackStore::open(&dir, false).unwrap();
     assert_eq!(get(&store, "later").unwrap(), b"L");
     assert_state(&store, &ops, &expected_at(&ops, u64::MAX), "after second compaction");
+}
+
+/// Damage the open finds by its scan (no index: here, a pack compacted before) stops a
+/// compaction with every file as it was: the old file is the last copy of those bytes. Only
+/// `drop_damaged` compacts it, and says how much it dropped.
+#[test]
+fn compaction_refuses_a_pack_with_damaged_records_unless_told_to_drop_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let values: Vec<(String, Vec<u8>)> = (0..10u64).map(|i| (format!("k{i}"), payload(i, 3000))).collect();
+    {
+        let store = PackStore::open(&dir, false).unwrap();
+        let mut lease = store.lease().unwrap();
+        for (key, value) in &values {
+            lease.put(key, &mut Cursor::new(value), value.len() as u64).unwrap();
+        }
+    }
+    compact(&dir).unwrap();
+    let data = dir.join("g000002-s0000.pack");
+    assert!(!dir.join("g000002.index").exists(), "a compacted pack is opened by a scan");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let middle = FILE_HEADER_BYTES as usize + 4 * 3100;
+    bytes[middle..middle + 7].copy_from_slice(b"XXXXXXX");
+    std::fs::write(&data, &bytes).unwrap();
+
+    let refused = compact(&dir).unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::Corrupt, "{refused}");
+    assert!(refused.message.contains("damaged") && refused.message.contains("nothing removed") && refused.message.contains("--drop-damaged"), "{refused}");
+    let names = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    assert!(names(&dir).iter().any(|n| n == "g000002-s0000.pack") && !names(&dir).iter().any(|n| n.starts_with("g000003")), "{:?}", names(&dir));
+    assert_eq!(std::fs::read(&data).unwrap(), bytes, "the damaged file is as it was");
+    // The refused open wrote an index on closing; it carries the damage, so asking again, or
+    // opening in between, does not make the damage forgotten.
+    drop(PackStore::open(&dir, false).unwrap());
+    assert!(dir.join("g000002.index").exists());
+    assert_eq!(compact(&dir).unwrap_err().kind, ErrorKind::Corrupt);
+
+    let report = compact_with(&dir, CompactOptions { drop_damaged: true }).unwrap();
+    assert!(report.dropped_damaged_bytes > 0 && report.live_records == 9, "{report:?}");
+    let store = PackStore::open(&dir, false).unwrap();
+    let lost = values.iter().filter(|(key, _)| get(&store, key) == Err(ErrorKind::NotFound)).count();
+    assert_eq!(lost, 1, "only the damaged record is gone");
+    for (key, value) in values.iter().filter(|(key, _)| get(&store, key).is_ok()) {
+        assert_eq!(&get(&store, key).unwrap(), value);
+    }
 }
 
 /// `stowbench compact` given the wrong directory: refused, and nothing is written there.

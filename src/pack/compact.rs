@@ -26,11 +26,33 @@ pub struct CompactReport {
     pub bytes_after: u64,
     /// Generation of the new data file.
     pub generation: u64,
+    /// Bytes the open found damaged (holding no record that checks) and the compaction left
+    /// out: only with `drop_damaged`, else it refuses.
+    pub dropped_damaged_bytes: u64,
+    /// Bytes of torn tails the open cut off (an unfinished last record, e.g. after a crash).
+    pub cut_tail_bytes: u64,
+}
+
+/// How `compact_with` treats damage the open found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompactOptions {
+    /// Compact a pack whose data files hold damaged bytes, leaving them out of the new file (for
+    /// good: the old files are removed). Off, such a pack is refused and nothing changes.
+    pub drop_damaged: bool,
+}
+
+/// Compacts the pack in `pack_dir` with the default options: a pack with damaged records is
+/// refused (see `compact_with`).
+pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
+    compact_with(pack_dir, CompactOptions::default())
 }
 
 /// Compacts the pack in `pack_dir`: live records only, one data file, old files removed.
-/// Fails with `Conflict` if the pack is open elsewhere; on any failure the old files stay.
-pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
+/// Fails with `Conflict` if the pack is open elsewhere; on any failure the old files stay. When
+/// the open finds damaged bytes (a record whose header or body no longer checks), which may
+/// have held a key's only or newest version, it fails with `Corrupt` and changes nothing, unless
+/// `options.drop_damaged`: the old files are the last copy of those bytes.
+pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<CompactReport> {
     // Opening makes a store's files: a directory with neither a data file nor the lock of a
     // store (one opened before it wrote anything, perhaps open now) is refused before that, so
     // compaction never writes into something that was not a pack.
@@ -48,11 +70,24 @@ pub fn compact(pack_dir: &Path) -> BResult<CompactReport> {
         ));
     }
     let store = PackStore::open(pack_dir, true)?;
+    let found = store.recovery();
+    if found.damaged_bytes > 0 && !options.drop_damaged {
+        return Err(BackendError::new(
+            ErrorKind::Corrupt,
+            format!(
+                "{} byte(s) of its data files are damaged (records whose header or body hash no longer checks); \
+                 compaction stopped, nothing removed: it would drop them for good, and they may hold a key's only or newest version. \
+                 Copy the directory aside to keep them, then compact with --drop-damaged",
+                found.damaged_bytes
+            ),
+        ));
+    }
     let old_files: Vec<_> = (0..store.recovery().files).map(|slot| store.stripe(slot).path.clone()).collect();
     let bytes_before = store.data_bytes();
     let generation = store.generation() + 1;
     let target = create_unpublished_stripe(pack_dir, generation, 0)?;
-    let mut report = CompactReport { bytes_before, generation, ..Default::default() };
+    let mut report =
+        CompactReport { bytes_before, generation, dropped_damaged_bytes: found.damaged_bytes, cut_tail_bytes: found.cut_tail_bytes, ..Default::default() };
     let copied = copy_live_records(&store, &target);
     let tmp_path = target.path.clone();
     let finish = copied.and_then(|(records, end)| {

@@ -51,6 +51,10 @@ pub struct Snapshot {
     pub next_seq: u64,
     /// One mark per data file.
     pub stripes: Vec<StripeMark>,
+    /// Damaged bytes the scans found in the indexed part of the data files and left in place: the
+    /// index lists no record there, so without this a later open (and compaction) would not know.
+    /// Written at header bytes 40..48, zero in indexes of earlier builds.
+    pub damaged_bytes: u64,
 }
 
 /// Writes the snapshot of generation `generation` atomically (temporary file, fsync, rename,
@@ -76,6 +80,7 @@ fn write_to<'a>(path: &Path, generation: u64, snapshot: &Snapshot, records: impl
     head[16..24].copy_from_slice(&generation.to_le_bytes());
     head[24..32].copy_from_slice(&(records.len() as u64).to_le_bytes());
     head[32..40].copy_from_slice(&snapshot.next_seq.to_le_bytes());
+    head[40..48].copy_from_slice(&snapshot.damaged_bytes.to_le_bytes());
     out.write_all(&head)?;
     for mark in &snapshot.stripes {
         let mut b = [0u8; STRIPE_BYTES];
@@ -129,6 +134,7 @@ pub fn read(dir: &Path, generation: u64, mut on_record: impl FnMut(&str, u32, Re
     let stripe_count = le_u32(&head, 12) as usize;
     let record_count = le_u64(&head, 24);
     let next_seq = le_u64(&head, 32);
+    let damaged_bytes = le_u64(&head, 40);
     let mut stripes = Vec::with_capacity(stripe_count.min(1 << 16));
     for _ in 0..stripe_count {
         let mut b = [0u8; STRIPE_BYTES];
@@ -167,7 +173,7 @@ pub fn read(dir: &Path, generation: u64, mut on_record: impl FnMut(&str, u32, Re
     if input.inner.read(&mut [0u8; 1]).map_err(io_fail)? != 0 {
         return Err(fail("bytes after the checksum"));
     }
-    Ok(Some(Snapshot { next_seq, stripes }))
+    Ok(Some(Snapshot { next_seq, stripes, damaged_bytes }))
 }
 
 fn le_u32(b: &[u8], at: usize) -> u32 {

@@ -13,5 +13,5 @@ pub mod scan;
 pub mod store;
 pub mod view;
 
-pub use compact::{compact, CompactReport};
+pub use compact::{compact, compact_with, CompactOptions, CompactReport};
 pub use store::{PackStore, Recovery, StripeLease};

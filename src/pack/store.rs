@@ -102,7 +102,8 @@ pub struct Recovery {
     pub records: u64,
     /// Bytes cut off torn tails (incomplete or unverifiable records at the end of a file).
     pub cut_tail_bytes: u64,
-    /// Bytes in the middle of files that hold no valid record (left in place, never returned).
+    /// Bytes in the middle of files that hold no valid record (left in place, never returned):
+    /// found by this open's scan, or by an earlier one as the persisted index records.
     pub damaged_bytes: u64,
     /// Files of older generations removed (left behind by a compaction that was interrupted
     /// after its new file was in place).
@@ -223,7 +224,7 @@ impl PackStore {
         let index = self.index.read().expect("pack index lock");
         let live: Vec<(&str, u32, RecordHeader)> =
             index.iter().filter_map(|(key, entry)| entry.live.map(|loc| (key, stripes[loc.stripe_slot].id, loc.header))).collect();
-        let snapshot = Snapshot { next_seq: self.next_seq.load(Ordering::Acquire), stripes: marks };
+        let snapshot = Snapshot { next_seq: self.next_seq.load(Ordering::Acquire), stripes: marks, damaged_bytes: self.recovery.damaged_bytes };
         index_file::write(&self.dir, self.generation, &snapshot, live.into_iter())?;
         Ok(())
     }
@@ -707,6 +708,7 @@ fn load_index(dir: &Path, generation: u64, files: &[DataFile], recovery: &mut Re
         }
     }
     recovery.indexed_records = index.len() as u64;
+    recovery.damaged_bytes += snapshot.damaged_bytes;
     (index, resume_at, snapshot.next_seq.saturating_sub(1))
 }
 

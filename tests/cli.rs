@@ -598,6 +598,32 @@ fn a_missing_path_is_refused_before_anything_is_made() {
     assert_eq!(std::fs::read_dir(dir.path().join("d0")).unwrap().count(), 0, "validate left nothing in the path");
 }
 
+/// Rows that move no bytes (head, delete) are ranked by operations a second, and a phase that
+/// found nothing (every get a miss) says so instead of a rate and a latency of zero.
+#[test]
+fn head_and_delete_rows_rank_by_operations_and_a_phase_of_misses_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let job =
+        "version = 1\n[[target]]\nname = \"quick\"\nbackend = \"sim\"\nlatency = \"1ms\"\n[[target]]\nname = \"slow\"\nbackend = \"sim\"\nlatency = \"4ms\"\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 20\nphases = [\"put\", \"head\", \"delete\", \"get\"]\n";
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--work-dir", "."]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let row = |phase: &str| {
+        let at = table.find(&format!("\n{phase} · ")).unwrap_or_else(|| panic!("no {phase} group:\n{table}"));
+        table[at..].lines().nth(3).unwrap().to_string()
+    };
+    for phase in ["head", "delete"] {
+        let line = row(phase);
+        assert!(line.contains("1000 op/s") && line.contains("250 op/s") && !line.contains("B/s"), "{phase}: {line}");
+        assert!(line.contains("quick ×4.00 over slow"), "{phase}: {line}");
+    }
+    let get = row("get");
+    assert!(get.matches("no successful operation (20 misses)").count() == 2 && !get.contains("0.00 ns"), "{get}");
+    assert!(get.trim_end().ends_with('-'), "no winner among targets that read nothing: {get}");
+}
+
 #[test]
 fn a_missing_work_dir_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();

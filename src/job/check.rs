@@ -342,10 +342,18 @@ fn check_phases(w: &WorkloadSpec, default_order: KeyOrder, theta: f64, bad: &mut
         // A phase table's mistake is located at its key inside that table.
         (true, false) => w.phase_tables.iter().map(|p| (Some(p.span().start), table_phase(p.get_ref(), default_order, theta))).collect(),
     };
-    let mut phases = Vec::new();
+    let mut phases: Vec<PhasePlan> = Vec::new();
     for (at, result) in results {
         match result {
-            Ok(phase) => phases.push(phase),
+            Ok(mut phase) => {
+                // Reports key a case's phases by label: a second "get" (a warm-up pass, then the
+                // measured one) is its own row, "get #2", never a repeat of the first.
+                let same = phases.iter().filter(|p| p.label == phase.label || p.label.starts_with(&format!("{} #", phase.label))).count();
+                if same > 0 {
+                    phase.label = format!("{} #{}", phase.label, same + 1);
+                }
+                phases.push(phase)
+            }
             Err((field, m)) => bad(field, at, m),
         }
     }
@@ -695,6 +703,13 @@ mod tests {
             plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n"))
                 .unwrap_err();
         assert!(seq.contains("sequence phase runs its operations back to back"), "{seq}");
+    }
+
+    #[test]
+    fn a_phase_label_given_again_is_numbered() {
+        let p = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\nphases = [\"put\", \"get\", \"put\", \"get\", \"get\"]\n")).unwrap();
+        let labels: Vec<&str> = p.workloads[0].phases.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["put", "get", "put #2", "get #2", "get #3"]);
     }
 
     #[test]

@@ -555,7 +555,8 @@ pub struct HeadlineFigure {
     pub mean: Option<f64>,
     /// Coefficient of variation (sample standard deviation over the mean), two or more repeats.
     pub cv: Option<f64>,
-    /// 95 % confidence interval of the mean (Student's t), two or more repeats.
+    /// 95 % confidence interval of the mean (Student's t), two or more repeats; its lower end is
+    /// cut at zero (a rate is never negative; a few noisy repeats can put the t interval below).
     pub ci95_low: Option<f64>,
     /// Its upper end.
     pub ci95_high: Option<f64>,

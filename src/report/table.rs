@@ -48,6 +48,20 @@ struct Cell {
     /// Open-loop repeats that fell behind their schedule.
     behind: usize,
     failed: usize,
+    /// Repeats whose phase finished without one successful operation (every one a miss): no
+    /// figure to rank, and no latency to show.
+    nothing_done: usize,
+    /// Operations over the repeats, successful ones and misses: what the missed share is of.
+    attempted: u64,
+    misses: u64,
+}
+
+impl Cell {
+    /// Whether the row ranks its targets by operations a second: objects of no bytes, or a phase
+    /// that moves none (head, delete), whose bytes a second are 0 for everyone.
+    fn rows_by_ops(size_bytes: u64, cells: &BTreeMap<String, Cell>) -> bool {
+        size_bytes == 0 || cells.values().all(|c| c.bytes_per_s.iter().all(|b| *b == 0.0))
+    }
 }
 
 type GroupKey = (String, String, u32); // workload, phase, threads
@@ -74,7 +88,14 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                 .entry(case.target.clone())
                 .or_default();
             match (case.status, case.phases.get(i)) {
+                (CaseStatus::Ok, Some(p)) if p.ops.values().all(|op| op.count == 0) => {
+                    cell.nothing_done += 1;
+                    cell.misses += p.ops.values().map(|op| op.misses).sum::<u64>();
+                    cell.attempted += p.ops.values().map(|op| op.misses).sum::<u64>();
+                }
                 (CaseStatus::Ok, Some(p)) => {
+                    cell.misses += p.ops.values().map(|op| op.misses).sum::<u64>();
+                    cell.attempted += p.ops.values().map(|op| op.count + op.misses).sum::<u64>();
                     let (b, o) = headline_throughput(p);
                     cell.bytes_per_s.push(b);
                     cell.ops_per_s.push(o);
@@ -97,7 +118,7 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
     let mut out = Vec::new();
     for ((_, (workload, phase, threads)), rows) in groups(report) {
         for ((size_bytes, size_label), cells) in rows {
-            let by_ops = size_bytes == 0;
+            let by_ops = Cell::rows_by_ops(size_bytes, &cells);
             let mut figures: Vec<HeadlineFigure> = cells
                 .iter()
                 .map(|(target, cell)| {
@@ -108,7 +129,9 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                         failed: cell.failed,
                         mean: spread.map(|s| s.mean),
                         cv: spread.and_then(|s| s.cv),
-                        ci95_low: spread.and_then(|s| s.ci95).map(|c| c.0),
+                        // A rate is never below zero: the t interval of two or three repeats
+                        // can reach below it, and every format shows it cut at zero.
+                        ci95_low: spread.and_then(|s| s.ci95).map(|c| c.0.max(0.0)),
                         ci95_high: spread.and_then(|s| s.ci95).map(|c| c.1),
                         p99_ns_median: median(&mut cell.p99_ns.clone()),
                     }
@@ -267,10 +290,11 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
     let mut lines: Vec<Vec<String>> = vec![std::iter::once("size".to_string()).chain(present.iter().map(|t| t.to_string())).chain(["winner".into()]).collect()];
     for ((size_bytes, label), cells) in rows {
         let mut line = vec![label.clone()];
+        let by_ops = Cell::rows_by_ops(*size_bytes, cells);
         for target in &present {
-            line.push(cells.get(*target).map_or_else(|| "-".to_string(), |cell| cell_text(cell, *size_bytes == 0)));
+            line.push(cells.get(*target).map_or_else(|| "-".to_string(), |cell| cell_text(cell, by_ops)));
         }
-        line.push(winner_text(&ranked(cells, *size_bytes == 0)));
+        line.push(winner_text(&ranked(cells, by_ops)));
         lines.push(line);
     }
     write_columns(&lines, out);
@@ -422,22 +446,33 @@ pub(super) fn write_columns(lines: &[Vec<String>], out: &mut String) {
 }
 
 /// The cell text and the score used to rank it (bytes/s, or ops/s for empty objects).
-fn cell_text(cell: &Cell, empty_objects: bool) -> String {
-    let scores = if empty_objects { &cell.ops_per_s } else { &cell.bytes_per_s };
+fn cell_text(cell: &Cell, by_ops: bool) -> String {
+    let scores = if by_ops { &cell.ops_per_s } else { &cell.bytes_per_s };
     let Some(spread) = Spread::of(scores) else {
-        return "failed".into();
+        return if cell.nothing_done > 0 { format!("no successful operation ({} misses)", cell.misses) } else { "failed".into() };
     };
-    let mut text = if empty_objects { format!("{} op/s", three_digits(spread.mean)) } else { format_rate_bytes(spread.mean) };
+    let mut text = if by_ops { format!("{} op/s", three_digits(spread.mean)) } else { format_rate_bytes(spread.mean) };
     if let (Some(cv), Some((low, high))) = (spread.cv, spread.ci95) {
         // The interval in the headline's unit, which it does not repeat: "(11.0–19.8)".
-        let scale = if empty_objects { 1.0 } else { [1e9, 1e6, 1e3].into_iter().find(|s| spread.mean >= *s).unwrap_or(1.0) };
+        let scale = if by_ops { 1.0 } else { [1e9, 1e6, 1e3].into_iter().find(|s| spread.mean >= *s).unwrap_or(1.0) };
         let _ = write!(text, " ±{}% ({}–{})", three_digits(cv * 100.0), three_digits(low.max(0.0) / scale), three_digits(high / scale));
     }
-    let ops = cell.ops_per_s.iter().sum::<f64>() / cell.ops_per_s.len() as f64;
+    if !by_ops {
+        let ops = cell.ops_per_s.iter().sum::<f64>() / cell.ops_per_s.len() as f64;
+        let _ = write!(text, " {} op/s", three_digits(ops));
+    }
     let p99 = median(&mut cell.p99_ns.clone()).unwrap_or(0.0);
-    let _ = write!(text, " {} op/s p99 {}", three_digits(ops), format_nanos(p99 as u64));
+    let _ = write!(text, " p99 {}", format_nanos(p99 as u64));
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
+    }
+    if cell.misses > 0 {
+        // Misses are no errors (the key was absent), but a rate half made of them is not the
+        // rate of reading objects: say how much of it they were.
+        let _ = write!(text, " ({}% missed)", three_digits(cell.misses as f64 * 100.0 / cell.attempted.max(1) as f64));
+    }
+    if cell.nothing_done > 0 {
+        let _ = write!(text, " (no successful operation in {} repeat(s))", cell.nothing_done);
     }
     if cell.failed > 0 {
         let _ = write!(text, " ({} failed)", cell.failed);

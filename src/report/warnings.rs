@@ -105,12 +105,15 @@ impl Warning {
 /// Warnings for a finished report (headlines already computed: the tie warning reads them).
 pub fn for_report(report: &RunReport) -> Vec<Warning> {
     let mut warnings = Vec::new();
-    let test_tool = ids(report.cases.iter().filter(|c| c.backend_is_test_tool));
-    if !test_tool.is_empty() {
-        warnings.push(
-            Warning::new(WarningKind::TestTool, "the sim backend is a test tool with simulated latency; its numbers are not a result".into(), "")
-                .cases(test_tool),
-        );
+    // Each test tool says what it is: sim's numbers are made up, null's are stowbench's own cost.
+    for (backend, what) in [
+        ("sim", "the sim backend is a test tool with simulated latency; its numbers are not a result"),
+        ("null", "the null backend stores nothing: its numbers are stowbench's own ceiling (the harness alone), not a storage result"),
+    ] {
+        let test_tool = ids(report.cases.iter().filter(|c| c.backend_is_test_tool && c.backend == backend));
+        if !test_tool.is_empty() {
+            warnings.push(Warning::new(WarningKind::TestTool, what.into(), "").cases(test_tool));
+        }
     }
     warnings.extend(few_samples(report));
     warnings.extend(high_spread(report));

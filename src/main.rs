@@ -1,5 +1,6 @@
 //! The `stowbench` binary: parse arguments, run, exit with the library's code.
-//! A first Ctrl-C stops the run after the current operation and keeps every finished case;
+//! A first Ctrl-C (or SIGTERM, SIGHUP: what `timeout`, systemd, `docker stop` and CI
+//! cancellation send) stops the run after the current operation and keeps every finished case;
 //! a second one exits at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +11,10 @@ fn main() {
     quiet_on_closed_stdout();
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            eprintln!("stowbench: interrupted twice, exiting now");
+            match stowbench::runner::left_behind_if_exiting_now() {
+                Some(left) => eprintln!("stowbench: interrupted twice, exiting now: {left}"),
+                None => eprintln!("stowbench: interrupted twice, exiting now"),
+            }
             std::process::exit(stowbench::error::EXIT_INTERRUPTED);
         }
         eprintln!("stowbench: interrupted; finishing the current operation and writing the report (Ctrl-C again to quit now)");

@@ -246,28 +246,66 @@ fn every_backend_page_carries_its_generated_options_table() {
 
 #[test]
 fn sigint_exits_130_and_keeps_finished_cases() {
+    // SIGTERM (timeout, systemd, docker stop, CI cancellation) and SIGHUP stop a run as Ctrl-C does.
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let dir = tempfile::tempdir().unwrap();
+        let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nlatency = \"20ms\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nrepeats = 50\nphases = [\"put\"]\n";
+        std::fs::write(dir.path().join("slow.toml"), job).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+            .args(["run", "slow.toml", "--out", "res", "--work-dir", "."])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::wait_for_finished_cases(&dir.path().join("res"), 1);
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(130), "signal {signal}: {}", text(&out));
+        let run_dir = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path();
+        let report = common::assert_valid_report(&run_dir.join("report.json"));
+        assert_eq!(report["status"], "interrupted");
+        let kept = report["cases"].as_array().unwrap().len();
+        assert!((1..50).contains(&kept), "{kept}");
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-")).count();
+        assert_eq!(leftovers, 0, "signal {signal}: the run's data directory is removed after an interrupt");
+    }
+}
+
+/// A second Ctrl-C exits at once, and says what it left behind and how to remove it.
+#[test]
+fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
     let dir = tempfile::tempdir().unwrap();
-    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nlatency = \"20ms\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nrepeats = 50\nphases = [\"put\"]\n";
-    std::fs::write(dir.path().join("slow.toml"), job).unwrap();
+    // The first put stalls for a minute, so the first Ctrl-C cannot end the run before the second.
+    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nstall_at = 1\nstall = \"60s\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("stall.toml"), job).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["run", "slow.toml", "--out", "res", "--work-dir", "."])
+        .args(["run", "stall.toml", "--out", "res", "--work-dir", ".", "--no-progress"])
         .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    common::wait_for_finished_cases(&dir.path().join("res"), 1);
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let run_dir =
+        || std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("stowbench-"));
+    while !(run_dir().is_some_and(|d| d.join("case-0000").exists()) || started.elapsed() > std::time::Duration::from_secs(30)) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let run_dir = run_dir().expect("the run made its directory");
+    for _ in 0..2 {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));
-    let run_dir = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path();
-    let report = common::assert_valid_report(&run_dir.join("report.json"));
-    assert_eq!(report["status"], "interrupted");
-    let kept = report["cases"].as_array().unwrap().len();
-    assert!((1..50).contains(&kept), "{kept}");
-    let leftovers = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-")).count();
-    assert_eq!(leftovers, 0, "the run's data directory is removed after an interrupt");
+    let said = text(&out);
+    assert!(said.contains("interrupted twice, exiting now") && said.contains(&format!("stowbench cleanup {}", run_dir.display())), "{said}");
+    assert!(run_dir.exists(), "a hard exit leaves the data, as it says");
+    let cleaned = stowbench(dir.path(), &["cleanup", run_dir.to_str().unwrap()]);
+    assert!(cleaned.status.success() && !run_dir.exists(), "{}", text(&cleaned));
 }
 
 #[test]

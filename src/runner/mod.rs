@@ -132,6 +132,39 @@ pub fn work_parent(cli: Option<&Path>, job: Option<(&str, Option<&str>)>) -> Res
     }
 }
 
+/// The run directory and report of the run in progress, for the message of a hard exit (a second
+/// Ctrl-C), which leaves both behind.
+static IN_PROGRESS: std::sync::Mutex<Option<(PathBuf, PathBuf)>> = std::sync::Mutex::new(None);
+
+/// Marks a run in progress until dropped.
+struct InProgress;
+
+impl InProgress {
+    fn start(run_dir: &Path, report: &Path) -> InProgress {
+        *IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner()) = Some((run_dir.to_path_buf(), report.to_path_buf()));
+        InProgress
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        *IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// What a process exiting in the middle of a run leaves behind, and how to remove it; None when
+/// no run is in progress.
+pub fn left_behind_if_exiting_now() -> Option<String> {
+    let guard = IN_PROGRESS.try_lock().ok()?;
+    let (dir, report) = guard.as_ref()?;
+    Some(format!(
+        "the run's data stays in {} (remove it with: stowbench cleanup {}), and {} stays marked \"running\"",
+        dir.display(),
+        dir.display(),
+        report.display()
+    ))
+}
+
 fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, Error> {
     // This process's share of every case (all of it on a single host).
     let local = ranks.local_plan(plan).map_err(Error::bad_input)?;
@@ -173,6 +206,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
             return Err(verdict.err().unwrap_or_else(|| Error::environment("another rank could not start the run")));
         }
     };
+    let _in_progress = InProgress::start(&root.dir, &opts.report_path);
     // Only the first rank writes the report; the others keep theirs in memory.
     let write = |report: &RunReport| if lead { crate::report::write_atomically(&opts.report_path, report).err() } else { None };
     let progress = Progress::new(plan.cases.len() as u64, lead && opts.progress && !plan.cases.is_empty());

@@ -662,6 +662,23 @@ fn head_and_delete_rows_rank_by_operations_and_a_phase_of_misses_is_named() {
     assert!(get.trim_end().ends_with('-'), "no winner among targets that read nothing: {get}");
 }
 
+/// `stowbench fio --target DIR` with no such directory is bad input (exit 2), in a dry run as in
+/// a run, and the run writes no report.
+#[test]
+fn fio_refuses_a_target_directory_that_does_not_exist_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    for dry in [true, false] {
+        let mut args = vec!["fio", "--target", "no/such/dir", "--size", "1MiB", "--runtime", "200ms", "--ramp-time", "0s", "--no-progress", "--out", "res"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = stowbench(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "dry run {dry}: {}", text(&out));
+        assert!(text(&out).contains("no/such/dir is not an existing directory"), "{}", text(&out));
+        assert!(!dir.path().join("res").exists() && !dir.path().join("no").exists(), "nothing was made");
+    }
+}
+
 #[test]
 fn a_missing_work_dir_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();

@@ -277,6 +277,11 @@ pub fn parse_list(text: &str, parse: impl Fn(&str) -> Result<u64, String>, show:
 
 /// Prints every job file, checked by `fio --parse-only` when fio is installed; runs nothing.
 fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioError> {
+    // A directory that is not there is refused here as the run would refuse it; a made
+    // filesystem's or a device's checks (root, the device) are the run's.
+    for target in sweep.target.iter().filter(|t| matches!(t, TargetSpec::Dir { .. })) {
+        crate::fio::target::check_target(target, &sweep.name)?;
+    }
     let cases = expand(sweep);
     let fio = PathBuf::from("fio");
     let checker = fio_version(&fio).ok();

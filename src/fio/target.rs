@@ -130,8 +130,13 @@ pub fn prepare_target(spec: &TargetSpec, work_dir: &Path, run_id: &str) -> Resul
 /// The checks of `prepare_target` that change nothing on the machine, for a run to make before
 /// its first case, so that a made filesystem without root (the environment, exit 3) or a refused
 /// device (bad input, exit 2) stops it before anything instead of failing halfway.
-pub fn check_target(spec: &TargetSpec) -> Result<(), FioError> {
+pub fn check_target(spec: &TargetSpec, sweep: &str) -> Result<(), FioError> {
     match spec {
+        TargetSpec::Dir { path, .. } if !path.is_dir() => Err(FioError::Invalid {
+            sweep: sweep.into(),
+            field: "target".into(),
+            message: format!("{} is not an existing directory; create it first or fix the path", path.display()),
+        }),
         TargetSpec::Dir { .. } => Ok(()),
         TargetSpec::Fs { fs, .. } => require_root(*fs),
         TargetSpec::Device { device, confirm_device, .. } => check_device(device, confirm_device).map(|_| ()),

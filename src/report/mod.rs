@@ -77,7 +77,8 @@ pub fn empty_case(case: &CasePlan, plan: &Plan) -> CaseResult {
         phases: Vec::new(),
         resources: Default::default(),
         disk: Default::default(),
-        verification: Default::default(),
+        // What the case would have done: a case that failed before reading was not "unverified".
+        verification: crate::report::model::Verification { enabled: case.workload.verify, ..Default::default() },
         wall_ns: 0,
         own_work_share: None,
         file_server: None,

@@ -381,8 +381,10 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
     if !plan.fio.is_empty() {
         crate::fio::run::fio_version(&fio.fio_program)?;
     }
-    for target in plan.fio.iter().flat_map(|sweep| &sweep.target) {
-        crate::fio::target::check_target(target)?;
+    for sweep in &plan.fio {
+        for target in &sweep.target {
+            crate::fio::target::check_target(target, &sweep.name)?;
+        }
     }
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
         if !crate::host::is_root() {

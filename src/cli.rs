@@ -416,7 +416,7 @@ fn validate(path: &Path) -> Result<i32, Error> {
         // A multi-host job's `{rank}` paths are checked as rank 0 (this host) would use them.
         let mut options = target.options.clone();
         options.expand_rank(0);
-        match (kind.construct)(&options, &ns) {
+        match options.construct_all(|options| (kind.construct)(options, &ns)) {
             Ok(b) => {
                 // What the run's preflight would refuse, validate refuses too.
                 if let Err(e) = runner::contract::check(&plan, i, &b.capabilities()) {
@@ -424,7 +424,8 @@ fn validate(path: &Path) -> Result<i32, Error> {
                 }
                 let _ = b.cleanup();
             }
-            Err(e) => match runner::construct_failure(kind, target, e) {
+            Err(found) if found.len() > 1 => mistakes.extend(found.iter().map(|e| job::Mistake::from_message(&source, e))),
+            Err(mut found) => match runner::construct_failure(kind, target, found.remove(0)) {
                 // Not the job's mistake: listed with them, but the exit code says the machine's.
                 e if e.kind == crate::error::Kind::Environment => {
                     servers_down += 1;

@@ -679,6 +679,25 @@ fn fio_refuses_a_target_directory_that_does_not_exist_before_running() {
     }
 }
 
+/// Every backend option mistake of a target is listed at once, each at its own line, by
+/// `validate` and by `run` alike (a backend used to stop at its first).
+#[test]
+fn every_backend_option_mistake_is_listed_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"sqlite\"\nsynchronous = \"fulll\"\njournal_mode = \"memory\"\npage_size = 3000\n\
+               files = 0\nsynchronus = 1\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 2\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("opts.toml"), job).unwrap();
+    for args in [&["validate", "opts.toml"][..], &["run", "opts.toml", "--no-progress", "--work-dir", "."]] {
+        let out = stowbench(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let said = text(&out);
+        let lines: Vec<usize> =
+            said.lines().filter_map(|l| l.trim_start_matches("stowbench: ").strip_prefix("opts.toml:")?.split(':').next()?.parse().ok()).collect();
+        assert_eq!(lines, [4, 5, 6, 7, 8], "{args:?}: {said}");
+        assert!(said.contains("5 mistakes in opts.toml") && said.contains("unknown option \"synchronus\"") && said.contains("page_size"), "{said}");
+    }
+}
+
 #[test]
 fn a_missing_work_dir_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();

@@ -33,6 +33,13 @@ pub struct Options {
     pub key_origins: std::collections::BTreeMap<String, String>,
 }
 
+/// The option a construction message is about: the first `option "NAME"` in it (also in
+/// `unknown option "NAME"`).
+fn option_named(message: &str) -> Option<&str> {
+    let rest = &message[message.find("option \"")? + "option \"".len()..];
+    Some(&rest[..rest.find('"')?])
+}
+
 /// `text` with `{rank}` replaced by the rank, so one job gives each rank of a multi-host run its
 /// own path (docs/multi-host.md); a single host is rank 0.
 pub fn with_rank(text: &str, rank: usize) -> String {
@@ -88,6 +95,47 @@ impl Options {
             if let toml::Value::String(text) = value {
                 *text = with_rank(text, rank);
             }
+        }
+    }
+
+    /// Builds with `construct`, and when it refuses an option by name, sets that option aside and
+    /// builds again, so a job hears of every option mistake at once, not one per run. Each
+    /// message is located at its option's key. A refusal that names no option still in the table
+    /// (a server that does not answer, or what setting an option aside led to) ends the search;
+    /// it is kept only when it is the first. What is built after a mistake is dropped unused.
+    pub fn construct_all<B>(&self, mut construct: impl FnMut(&Options) -> Result<B, String>) -> Result<B, Vec<String>> {
+        let mut options = self.clone();
+        let mut mistakes: Vec<String> = Vec::new();
+        // Each round sets one option aside: at most one round per option, and the last.
+        for _ in 0..=self.table.len() {
+            let message = match construct(&options) {
+                Ok(built) if mistakes.is_empty() => return Ok(built),
+                Ok(_) => break,
+                Err(message) => message,
+            };
+            let named = option_named(&message).filter(|name| options.table.contains_key(*name)).map(str::to_string);
+            match named {
+                Some(name) => {
+                    mistakes.push(self.located(&name, message));
+                    options.table.remove(&name);
+                }
+                None => {
+                    if mistakes.is_empty() {
+                        mistakes.push(message);
+                    }
+                    break;
+                }
+            }
+        }
+        Err(mistakes)
+    }
+
+    /// `message` about option `name`, with where the key was written in front when the backend
+    /// said only "target \"T\": …".
+    fn located(&self, name: &str, message: String) -> String {
+        match self.key_origins.get(name) {
+            Some(at) if !message.starts_with(at.as_str()) && message.starts_with(&format!("target \"{}\"", self.target)) => format!("{at}: {message}"),
+            _ => message,
         }
     }
 

@@ -397,7 +397,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
         let ns = root.child(&format!("preflight-{i}{scratch}")).map_err(Error::environment)?;
-        let built = (kind.construct)(&target.options, &ns);
+        let built = target.options.construct_all(|options| (kind.construct)(options, &ns));
         let caps = built.as_ref().map(|b| b.capabilities());
         if let Ok(b) = &built {
             if let Some(path) = b.describe().data_paths.first() {
@@ -406,7 +406,13 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
             let _ = b.cleanup();
         }
         namespace::remove(&ns.dir).map_err(Error::environment)?;
-        let caps = caps.map_err(|message| construct_failure(kind, target, message.clone()))?;
+        let caps = caps.map_err(|found| match found.as_slice() {
+            [one] => construct_failure(kind, target, one.clone()),
+            // Every option mistake at once, in file order, as `validate` lists them.
+            _ => {
+                Error::bad_input(crate::job::render_mistakes(&plan.source, found.iter().map(|e| crate::job::Mistake::from_message(&plan.source, e)).collect()))
+            }
+        })?;
         contract::check(plan, i, &caps).map_err(Error::bad_input)?;
     }
     if !opts.skip_space_check {

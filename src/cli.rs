@@ -494,6 +494,13 @@ pub fn options_markdown(kind: &backend::BackendKind) -> String {
 }
 
 fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
+    if !dir.is_dir() {
+        let what = if dir.exists() { "is not a directory" } else { "does not exist" };
+        return Err(Error::bad_input(format!(
+            "{} {what}: give a run's stowbench-<run id> directory, or the directory holding them (the --work-dir of the run)",
+            dir.display()
+        )));
+    }
     // fio targets left by a killed run first: their mounts and loop devices must go before the
     // directories holding them.
     let fio_targets = crate::fio::registry::leftovers(dir)?;

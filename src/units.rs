@@ -82,6 +82,13 @@ fn parse_with_units(text: &str, units: &[(&str, u64)], what: &str, example: &str
         return Err(UnitError(format!("{what} \"{text}\" is negative; use a value like {example}")));
     }
     let (number, unit) = split_number(trimmed);
+    // What is wrong with "NaNKiB", "+4KiB" or "abc" is the number, not the unit.
+    if number.is_empty() {
+        return Err(UnitError(format!("{what} \"{text}\" does not start with a number; use a value like {example}")));
+    }
+    if unit.len() > 1 && unit.starts_with(['e', 'E']) && unit[1..].starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') {
+        return Err(UnitError(format!("{what} \"{text}\": exponents are not accepted; write the number out, like {example}")));
+    }
     let factor = units.iter().find(|(name, _)| name.eq_ignore_ascii_case(unit) || *name == unit).map(|(_, f)| *f).ok_or_else(|| {
         let known: Vec<&str> = units.iter().map(|(n, _)| *n).filter(|n| !n.is_empty()).collect();
         UnitError(format!("{what} \"{text}\" has an unknown unit \"{unit}\"; use one of {} (e.g. {example})", known.join(", ")))
@@ -258,6 +265,16 @@ mod tests {
             let err = ByteSize::parse(bad).unwrap_err().0;
             assert!(err.contains(&format!("\"{bad}\"")), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn a_bad_number_is_named_as_the_number() {
+        for bad in ["NaNKiB", "+4KiB", "infMiB", "abc"] {
+            assert!(ByteSize::parse(bad).unwrap_err().0.contains("does not start with a number"), "{bad}");
+        }
+        assert!(ByteSize::parse("1e3KiB").unwrap_err().0.contains("exponents are not accepted"));
+        assert!(Nanos::parse("abc").unwrap_err().0.contains("does not start with a number"));
+        assert!(ByteSize::parse("5 parsecs").unwrap_err().0.contains("unknown unit \"parsecs\""));
     }
 
     #[test]

@@ -698,6 +698,19 @@ fn every_backend_option_mistake_is_listed_at_its_line() {
     }
 }
 
+/// `cleanup` given a file or a missing path is bad input (exit 2), named as such.
+#[test]
+fn cleanup_of_a_file_or_a_missing_path_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), "version = 1\n").unwrap();
+    for (path, says) in [("job.toml", "is not a directory"), ("gone", "does not exist")] {
+        let out = stowbench(dir.path(), &["cleanup", path]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(&format!("{path} {says}")), "{}", text(&out));
+    }
+    assert!(dir.path().join("job.toml").exists());
+}
+
 #[test]
 fn a_missing_work_dir_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();

@@ -121,7 +121,14 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
             report("name", None, format!("\"{}\" is used twice; give each [[workload]] a distinct name", w.name));
         }
         let sizes = sizes_of(w, &mut report);
-        let threads = if w.threads.is_empty() { vec![1] } else { w.threads.clone() };
+        let threads = match &w.threads {
+            None => vec![1],
+            Some(listed) if listed.is_empty() => {
+                report("threads", None, "[] lists no thread count; list at least one, e.g. threads = [1, 4] (or leave it out for 1)".into());
+                vec![1]
+            }
+            Some(listed) => listed.clone(),
+        };
         if let Some(t) = threads.iter().find(|t| **t == 0 || **t > MAX_THREADS) {
             report("threads", None, format!("{t} is out of range; use 1 to {MAX_THREADS}"));
         }
@@ -703,6 +710,12 @@ mod tests {
             plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n"))
                 .unwrap_err();
         assert!(seq.contains("sequence phase runs its operations back to back"), "{seq}");
+    }
+
+    #[test]
+    fn an_empty_thread_list_is_a_mistake() {
+        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nthreads = []\nobjects = 5\nphases = [\"put\"]\n")).unwrap_err();
+        assert!(err.contains("field \"threads\": [] lists no thread count"), "{err}");
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub fn servers_used(recipe: &Recipe) -> Vec<String> {
 /// without a configured server left out (and listed in the plan's `recipe` record).
 pub fn plan(recipe: &Recipe, scale: f64) -> Result<Plan, String> {
     if !(scale > 0.0 && scale <= 1000.0) {
-        return Err(format!("--scale {scale}: use a factor above 0 (e.g. 0.1 for a tenth of the published size, 1 for all of it)"));
+        return Err(format!("--scale {scale}: use a factor above 0 and at most 1000 (e.g. 0.1 for a tenth of the published size, 1 for all of it)"));
     }
     let source = format!("built-in recipe {}", recipe.name);
     let mut job = spec::parse(recipe.text).map_err(|e| format!("{source}: {}", e.message))?;

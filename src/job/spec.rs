@@ -91,9 +91,9 @@ pub struct WorkloadSpec {
     /// A size distribution instead of `sizes`.
     #[serde(default)]
     pub size_dist: Option<SizeDistSpec>,
-    /// Thread counts; one case per count. Default [1].
+    /// Thread counts; one case per count. Default [1] (absent; an empty list is a mistake).
     #[serde(default)]
-    pub threads: Vec<u32>,
+    pub threads: Option<Vec<u32>>,
     /// Number of distinct keys.
     #[serde(default)]
     pub objects: Option<u64>,

@@ -56,6 +56,13 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
     // Opening makes a store's files: a directory with neither a data file nor the lock of a
     // store (one opened before it wrote anything, perhaps open now) is refused before that, so
     // compaction never writes into something that was not a pack.
+    if !pack_dir.is_dir() {
+        let what = if pack_dir.exists() { "is not a directory" } else { "does not exist" };
+        return Err(BackendError::new(
+            ErrorKind::NotFound,
+            format!("{} {what}; give the directory a pack target stored its files in (the report's data_paths, kept with --keep)", pack_dir.display()),
+        ));
+    }
     let holds_data_file =
         fs::read_dir(pack_dir).map(|entries| entries.flatten().any(|e| e.file_name().to_str().and_then(parse_data_file_name).is_some())).unwrap_or(false);
     if !holds_data_file && !pack_dir.join(LOCK_FILE).is_file() {

@@ -46,6 +46,15 @@ impl Ctx<'_> {
     }
 }
 
+/// What a target or workload name may hold, and why.
+const NAME_RULE: &str =
+    "use 1 to 64 letters, digits, '-', '_' or '.' (names go into case ids like fs/w/4KiB/t1/r1, comma-separated --targets lists and file names)";
+
+/// Whether `name` keeps case ids, `--targets a,b` and file names unambiguous.
+fn usable_name(name: &str) -> bool {
+    (1..=64).contains(&name.chars().count()) && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// Byte offset of `key = ...` among the lines of the table starting at `start` (its header line,
 /// if any, and the lines up to the next header), or None when it is written elsewhere (a dotted
 /// key, a sub-table).
@@ -225,8 +234,8 @@ fn check_targets(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> Vec<T
         if let Err(e) = crate::backend::find(&t.backend) {
             mistakes.extend(ctx.field(&span, &what, "backend", e));
         }
-        if name.is_empty() || name.contains('/') {
-            mistakes.extend(ctx.field(&span, &what, "name", format!("\"{name}\" is not a usable name; use letters, digits, - or _")));
+        if !usable_name(&name) {
+            mistakes.extend(ctx.field(&span, &what, "name", format!("\"{name}\" is not a usable name; {NAME_RULE}")));
         } else if targets.iter().any(|p| p.name == name) {
             mistakes.extend(ctx.field(&span, &what, "name", format!("\"{name}\" is used twice; give each [[target]] a distinct name = \"...\"")));
         }
@@ -278,8 +287,8 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
         ok = false;
         report(field, at, message);
     };
-    if w.name.is_empty() || w.name.contains('/') {
-        bad("name", None, format!("\"{}\" is not a usable name; use letters, digits, - or _", w.name));
+    if !usable_name(&w.name) {
+        bad("name", None, format!("\"{}\" is not a usable name; {NAME_RULE}", w.name));
     }
     let theta = w.zipf_theta.unwrap_or(0.99);
     if !(theta > 0.0 && theta < 1.0) {
@@ -710,6 +719,15 @@ mod tests {
             plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nrate = \"5/s\"\n"))
                 .unwrap_err();
         assert!(seq.contains("sequence phase runs its operations back to back"), "{seq}");
+    }
+
+    #[test]
+    fn names_that_would_be_ambiguous_are_refused() {
+        for bad in ["a,b", "w x", "a/b", "w<b>", ""] {
+            let err = plan(&format!("{BASE}[[workload]]\nname = {bad:?}\nsizes = [1]\nobjects = 5\nphases = [\"put\"]\n")).unwrap_err();
+            assert!(err.contains("is not a usable name; use 1 to 64 letters"), "{bad}: {err}");
+        }
+        plan(&format!("{BASE}[[workload]]\nname = \"e1.small_v-2é\"\nsizes = [1]\nobjects = 5\nphases = [\"put\"]\n")).unwrap();
     }
 
     #[test]

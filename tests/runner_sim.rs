@@ -433,5 +433,5 @@ fn a_single_writer_backend_is_reported_not_refused() {
     let warning = run.report.warnings.iter().find(|w| w.kind == stowbench::report::warnings::WarningKind::SerializedWrites);
     let warning = warning.unwrap_or_else(|| panic!("no serialized_writes warning: {:?}", run.report.warnings));
     assert_eq!(warning.case_ids, std::slice::from_ref(&case.case_id));
-    assert!(warning.message.contains("one writer at a time") && warning.message.contains("4 threads"), "{}", warning.message);
+    assert!(warning.message.contains("single-writer lock") && warning.message.contains("4 threads"), "{}", warning.message);
 }

@@ -224,11 +224,25 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
                 let chosen = if chosen.is_empty() { backend::registry().iter().collect() } else { chosen };
                 if markdown {
                     chosen.iter().for_each(|kind| print!("{}", options_markdown(kind)));
-                } else {
-                    print!("{}", list_backends_checked(&chosen, uri.as_deref()));
+                    return Ok(0);
                 }
-                0
+                let (text, reaches) = list_backends_checked(&chosen, uri.as_deref());
+                if uri.is_some() && reaches.iter().all(|r| *r == backend::server::Reach::NotChecked) {
+                    let schemes: Vec<&str> = chosen.iter().filter_map(|k| k.server.as_ref()).flat_map(|s| s.schemes.iter().copied()).collect();
+                    if schemes.is_empty() {
+                        return Err("--uri checks a server, and none of the backends listed has one (server backends: postgres, mariadb, s3, gridfs)".into());
+                    }
+                    // Not echoed: what is not a URI cannot be trusted to have its password found and hidden.
+                    return Err(format!(
+                        "--uri: no backend listed here takes that URI; give one starting with {} (a libpq \"key=value\" string is not a URI)",
+                        schemes.join(", ")
+                    ));
+                }
+                print!("{text}");
+                // A script checking a server before a run can rely on the code: 1 when it does not answer.
+                Ok(if uri.is_some() && reaches.contains(&backend::server::Reach::Unreachable) { 1 } else { 0 })
             })
+            .and_then(|r| r)
             .map_err(Error::bad_input),
         Command::Fio(fio) => crate::fio::cli::run(&fio, args, interrupted),
         Command::Cleanup { dir, dry_run } => cleanup(&dir, dry_run),
@@ -465,20 +479,22 @@ fn validate(path: &Path) -> Result<i32, Error> {
 
 /// The text of `stowbench backends` for `kinds`, with a line per server backend saying whether
 /// its server (at `uri`, or named by its environment variable) answers, and its version.
-pub fn list_backends_checked(kinds: &[&backend::BackendKind], uri: Option<&str>) -> String {
+pub fn list_backends_checked(kinds: &[&backend::BackendKind], uri: Option<&str>) -> (String, Vec<backend::server::Reach>) {
     let mut out = String::new();
+    let mut reaches = Vec::new();
     for kind in kinds {
         let tool = if kind.is_test_tool { " [test tool]" } else { "" };
         out += &format!("{}{tool}: {}\n", kind.name, kind.summary);
-        if let Some(line) = backend::server::reachability(kind.name, uri) {
+        if let Some((line, reach)) = backend::server::reachability(kind.name, uri) {
             out += &format!("    server: {line}\n");
+            reaches.push(reach);
         }
         for o in kind.options {
             let default = if o.default.is_empty() { "(none)" } else { o.default };
             out += &format!("    {:<20} default {:<18} {}\n", o.name, default, o.help);
         }
     }
-    out
+    (out, reaches)
 }
 
 /// The Markdown table of `kind`'s options, between the markers its docs page carries: generated

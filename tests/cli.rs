@@ -711,6 +711,22 @@ fn cleanup_of_a_file_or_a_missing_path_is_bad_input() {
     assert!(dir.path().join("job.toml").exists());
 }
 
+/// `backends --uri`: a URI no listed backend takes is refused (exit 2) without being echoed,
+/// and a server that does not answer gives exit 1, for scripts that check before a run.
+#[test]
+fn backends_uri_refuses_what_it_cannot_check_and_fails_when_the_server_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    for uri in ["host=127.0.0.1 port=1 user=bob password=S3cretPW dbname=db", "bob:S3cretPW@host", "ftp://bob:S3cretPW@x/"] {
+        let out = stowbench(dir.path(), &["backends", "postgres", "--uri", uri]);
+        assert_eq!(out.status.code(), Some(2), "{uri}: {}", text(&out));
+        assert!(text(&out).contains("no backend listed here takes that URI") && !text(&out).contains("S3cretPW"), "{}", text(&out));
+    }
+    let out = stowbench(dir.path(), &["backends", "postgres", "mariadb", "--uri", "postgres://bob:S3cretPW@127.0.0.1:1/db"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("server: UNREACHABLE at postgres://bob:<redacted>@127.0.0.1:1/db (--uri)"), "{}", text(&out));
+    assert!(text(&out).contains("server: not checked: --uri is not a mariadb URI") && !text(&out).contains("S3cretPW"), "{}", text(&out));
+}
+
 #[test]
 fn a_missing_work_dir_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();

@@ -456,22 +456,34 @@ pub fn unconfigured(backend: &str, options: &Options) -> Option<(String, String)
 /// For a server backend, one line saying whether its server answers and which version it is:
 /// the `uri` given on the command line when its scheme fits, else the default environment
 /// variable. None for backends without a server. Secrets never appear in the line.
-pub fn reachability(backend: &str, uri: Option<&str>) -> Option<String> {
+pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)> {
     let p = super::registry::server_kind(backend)?;
-    let given = uri.filter(|u| p.schemes.iter().any(|s| u.starts_with(s)));
-    let (uri, source) = match given {
-        Some(u) => (u.to_string(), "--uri".to_string()),
+    let (uri, source) = match uri {
+        Some(u) if p.schemes.iter().any(|s| u.starts_with(s)) => (u.to_string(), "--uri".to_string()),
+        // The URI asked about is another backend's: this one's server is not what was asked.
+        Some(_) => return Some((format!("not checked: --uri is not a {} URI ({})", backend, p.schemes.join(", ")), Reach::NotChecked)),
         None => match std::env::var(p.uri_env) {
             Ok(u) if !u.trim().is_empty() => (u.trim().to_string(), format!("env {}", p.uri_env)),
-            _ => return Some(format!("not configured: set {} or pass --uri {}...", p.uri_env, p.schemes[0])),
+            _ => return Some((format!("not configured: set {} or pass --uri {}...", p.uri_env, p.schemes[0]), Reach::NotChecked)),
         },
     };
     let secrets = Secrets::from_uri(&uri);
     let shown = redact_uri(&uri);
     Some(match (p.probe)(&uri) {
-        Ok(version) => format!("reachable at {shown} ({source}): {}", secrets.scrub(&version)),
-        Err(e) => format!("UNREACHABLE at {shown} ({source}): {}", secrets.scrub(&e)),
+        Ok(version) => (format!("reachable at {shown} ({source}): {}", secrets.scrub(&version)), Reach::Reachable),
+        Err(e) => (format!("UNREACHABLE at {shown} ({source}): {}", secrets.scrub(&e)), Reach::Unreachable),
     })
+}
+
+/// What `reachability` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The server answered.
+    Reachable,
+    /// It did not.
+    Unreachable,
+    /// Nothing was asked: no URI for this backend.
+    NotChecked,
 }
 
 #[cfg(test)]

@@ -727,6 +727,25 @@ fn backends_uri_refuses_what_it_cannot_check_and_fails_when_the_server_is_down()
     assert!(text(&out).contains("server: not checked: --uri is not a mariadb URI") && !text(&out).contains("S3cretPW"), "{}", text(&out));
 }
 
+/// A case that failed before some of its phases reads "failed" in each of them, in their own
+/// blocks (there was a "(no phase)" block of its own, and "-" where it would have run).
+#[test]
+fn a_case_that_failed_early_is_failed_in_each_phase_it_would_have_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = "version = 1\n[[target]]\nname = \"broken\"\nbackend = \"sim\"\npanic_at = 1\n[[target]]\nbackend = \"sim\"\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\", \"get\"]\n";
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--work-dir", "."]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!table.contains("(no phase)"), "{table}");
+    for phase in ["put", "get"] {
+        let at = table.find(&format!("\n{phase} · ")).unwrap_or_else(|| panic!("no {phase} block:\n{table}"));
+        let row = table[at..].lines().nth(3).unwrap();
+        assert!(row.contains("failed"), "{phase}: {row}");
+    }
+}
+
 #[test]
 fn a_missing_work_dir_is_refused_before_anything_is_made() {
     let dir = tempfile::tempdir().unwrap();

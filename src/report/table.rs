@@ -73,7 +73,16 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
     let mut groups: BTreeMap<(usize, GroupKey), Rows> = BTreeMap::new();
     let mut group_order: Vec<GroupKey> = Vec::new();
     for case in &report.cases {
-        let phases: Vec<String> = if case.phases.is_empty() { vec!["(no phase)".into()] } else { case.phases.iter().map(|p| p.phase.clone()).collect() };
+        let mut phases: Vec<String> = case.phases.iter().map(|p| p.phase.clone()).collect();
+        // A case that failed before some of its phases is "failed" in each of them, so its row
+        // reads failed where it would have run, not "-" (and no "(no phase)" block of its own).
+        let planned = planned_phases(report, &case.workload);
+        if case.status != CaseStatus::Ok && planned.len() > phases.len() && planned.starts_with(&phases) {
+            phases = planned;
+        }
+        if phases.is_empty() {
+            phases.push("(no phase)".into());
+        }
         for (i, label) in phases.iter().enumerate() {
             let key = (case.workload.clone(), label.clone(), case.threads);
             let pos = group_order.iter().position(|k| *k == key).unwrap_or_else(|| {
@@ -111,6 +120,14 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
         }
     }
     groups
+}
+
+/// The phase labels the plan gave workload `name` (none in a report without its plan).
+fn planned_phases(report: &RunReport, name: &str) -> Vec<String> {
+    let workloads = report.plan.get("workloads").and_then(|w| w.as_array());
+    let workload = workloads.into_iter().flatten().find(|w| w.get("name").and_then(|n| n.as_str()) == Some(name));
+    let phases = workload.and_then(|w| w.get("phases")).and_then(|p| p.as_array());
+    phases.into_iter().flatten().filter_map(|p| p.get("label").and_then(|l| l.as_str()).map(str::to_string)).collect()
 }
 
 /// Every row of the table as data: each target's mean, spread and interval, and the verdict.

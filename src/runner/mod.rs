@@ -111,24 +111,30 @@ pub fn run_with(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, ranks:
 pub fn work_parent(cli: Option<&Path>, job: Option<(&str, Option<&str>)>) -> Result<PathBuf, Error> {
     let fix = "Create it first, or fix the path (a run makes its own stowbench-<run id> directory inside it, and removes that)";
     if let Some(dir) = cli {
-        return if dir.is_dir() { Ok(dir.into()) } else { Err(Error::bad_input(format!("--work-dir {}: not an existing directory. {fix}", dir.display()))) };
+        return existing_dir(dir, || Error::bad_input(format!("--work-dir {}: not an existing directory. {fix}", dir.display()))).map(|()| dir.into());
     }
     if let Some((dir, at)) = job {
         let at = at.map(|at| format!("{at}: ")).unwrap_or_default();
-        return if Path::new(dir).is_dir() {
-            Ok(dir.into())
-        } else {
-            Err(Error::bad_input(format!("{at}work_dir: \"{dir}\" is not an existing directory. {fix}")))
-        };
+        return existing_dir(Path::new(dir), || Error::bad_input(format!("{at}work_dir: \"{dir}\" is not an existing directory. {fix}"))).map(|()| dir.into());
     }
     let temp = std::env::temp_dir();
-    if temp.is_dir() {
-        Ok(temp)
-    } else {
-        Err(Error::environment(format!(
+    existing_dir(&temp, || {
+        Error::environment(format!(
             "the temporary directory {} does not exist (is TMPDIR set to a missing path?); create it, or give --work-dir DIR",
             temp.display()
-        )))
+        ))
+    })
+    .map(|()| temp.clone())
+}
+
+/// Ok when `dir` is a directory; `missing` when it is not there or not a directory; a failing
+/// stat is the machine's, named with its path.
+fn existing_dir(dir: &Path, missing: impl FnOnce() -> Error) -> Result<(), Error> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(missing()),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => Err(missing()),
+        Err(e) => Err(Error::environment(format!("stat of {} failed: {e}", dir.display()))),
     }
 }
 

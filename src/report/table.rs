@@ -462,7 +462,7 @@ pub(super) fn write_columns(lines: &[Vec<String>], out: &mut String) {
     out.push_str(&crate::columns::aligned(lines, "  ", false));
 }
 
-/// The cell text and the score used to rank it (bytes/s, or ops/s for empty objects).
+/// The cell text and the score used to rank it (bytes/s, or ops/s for rows that move no bytes).
 fn cell_text(cell: &Cell, by_ops: bool) -> String {
     let scores = if by_ops { &cell.ops_per_s } else { &cell.bytes_per_s };
     let Some(spread) = Spread::of(scores) else {

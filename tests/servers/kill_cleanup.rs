@@ -195,6 +195,7 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
     // The server's OS user must reach the tablespace directories inside (tempfile makes 0700).
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(dir.path().join("job.toml"), job(v)).unwrap();
+    std::fs::create_dir(dir.path().join("work")).unwrap();
     let run = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"], None);
     // The bytea run was given its URI with a password: cleanup reads it from the environment.
     let env = is_bytea(v).then(|| Some(pg_uri_with_password()));
@@ -339,6 +340,7 @@ fn kill_9_at_any_point_of_a_server_run_then_cleanup_leaves_nothing_of_it() {
         let what = format!("round {round}: {} {}", v.backend, v.options.replace('\n', " "));
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("job.toml"), job(v)).unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
             .args(["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"])
             .current_dir(dir.path())

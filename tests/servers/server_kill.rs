@@ -67,6 +67,7 @@ fn killing_a_server_mid_run_fails_fast_counts_every_error_and_keeps_what_was_mea
         let services = PrivateServices::start(t.service);
         let work = tempfile::tempdir().unwrap();
         std::fs::write(work.path().join("job.toml"), job(t, &services.value(t.service, uri_var(t.service)))).unwrap();
+        std::fs::create_dir(work.path().join("work")).unwrap();
         let pid_var = format!("STOWBENCH_{}_PID", t.service.to_uppercase());
         let mut command = Command::new(env!("CARGO_BIN_EXE_stowbench"));
         command.args(["run", "job.toml", "--no-progress", "--work-dir", "work", "--out", "out"]).env("SERVER_PID", services.value(t.service, &pid_var));

@@ -76,9 +76,11 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
         let mut phases: Vec<String> = case.phases.iter().map(|p| p.phase.clone()).collect();
         // A case that failed before some of its phases is "failed" in each of them, so its row
         // reads failed where it would have run, not "-" (and no "(no phase)" block of its own).
-        let planned = planned_phases(report, &case.workload);
-        if case.status != CaseStatus::Ok && planned.len() > phases.len() && planned.starts_with(&phases) {
-            phases = planned;
+        if case.status != CaseStatus::Ok {
+            let planned = planned_phases(report, &case.workload);
+            if planned.len() > phases.len() && planned.starts_with(&phases) {
+                phases = planned;
+            }
         }
         if phases.is_empty() {
             phases.push("(no phase)".into());
@@ -98,13 +100,14 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                 .or_default();
             match (case.status, case.phases.get(i)) {
                 (CaseStatus::Ok, Some(p)) if p.ops.values().all(|op| op.count == 0) => {
+                    let misses: u64 = p.ops.values().map(|op| op.misses).sum();
                     cell.nothing_done += 1;
-                    cell.misses += p.ops.values().map(|op| op.misses).sum::<u64>();
-                    cell.attempted += p.ops.values().map(|op| op.misses).sum::<u64>();
+                    (cell.misses, cell.attempted) = (cell.misses + misses, cell.attempted + misses);
                 }
                 (CaseStatus::Ok, Some(p)) => {
-                    cell.misses += p.ops.values().map(|op| op.misses).sum::<u64>();
-                    cell.attempted += p.ops.values().map(|op| op.count + op.misses).sum::<u64>();
+                    let misses: u64 = p.ops.values().map(|op| op.misses).sum();
+                    cell.misses += misses;
+                    cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
                     let (b, o) = headline_throughput(p);
                     cell.bytes_per_s.push(b);
                     cell.ops_per_s.push(o);

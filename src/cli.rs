@@ -423,7 +423,7 @@ fn validate(path: &Path) -> Result<i32, Error> {
     let Some(plan) = plan else { return Err(Error::bad_input(job::render_mistakes(&source, mistakes))) };
     let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
     let root = backend::Namespace::create(&dir, "validate", "validate").map_err(Error::environment)?;
-    let mut servers_down = 0;
+    let mut servers_down = Vec::new();
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;
         let ns = root.child(&namespace::safe_name(&target.name)).map_err(Error::environment)?;
@@ -440,11 +440,9 @@ fn validate(path: &Path) -> Result<i32, Error> {
             }
             Err(found) if found.len() > 1 => mistakes.extend(found.iter().map(|e| job::Mistake::from_message(&source, e))),
             Err(mut found) => match runner::construct_failure(kind, target, found.remove(0)) {
-                // Not the job's mistake: listed with them, but the exit code says the machine's.
-                e if e.kind == crate::error::Kind::Environment => {
-                    servers_down += 1;
-                    mistakes.push(job::Mistake::from_message(&source, &e.message));
-                }
+                // Not the job's mistake: listed with them, counted apart, and the exit code says
+                // the machine's when nothing else is wrong.
+                e if e.kind == crate::error::Kind::Environment => servers_down.push(job::Mistake::from_message(&source, &e.message)),
                 e => mistakes.push(job::Mistake::from_message(&source, &e.message)),
             },
         }
@@ -455,11 +453,11 @@ fn validate(path: &Path) -> Result<i32, Error> {
             mistakes.push(job::Mistake::from_message(&source, &e.message));
         }
     }
-    if !mistakes.is_empty() {
+    if !mistakes.is_empty() || !servers_down.is_empty() {
         // The environment's code only when servers are all that is wrong: a mistake of the job
         // is the first thing to fix.
-        let only_servers_down = servers_down == mistakes.len();
-        let text = job::render_mistakes(&source, mistakes);
+        let only_servers_down = mistakes.is_empty();
+        let text = job::render_mistakes_and_servers(&source, mistakes, servers_down);
         return Err(if only_servers_down { Error::environment(text) } else { Error::bad_input(text) });
     }
     let fio_cases: Vec<crate::fio::FioCase> = plan.fio.iter().flat_map(crate::fio::expand).collect();

@@ -551,24 +551,36 @@ fn a_refused_capability_is_bad_input_naming_target_workload_and_fix() {
 }
 
 /// A server that does not answer is the environment (3), not a mistake in the job (2): the same
-/// target with a URI that is not a URI is bad input.
+/// target with a URI that is not a URI is bad input, and so is one where something answers and
+/// refuses (here a listener that hangs up at once, as a server refusing a login would): each
+/// message is located at the target's `uri` line.
 #[test]
-fn an_unreachable_server_exits_3_and_a_malformed_uri_exits_2() {
+fn an_unreachable_server_exits_3_and_a_malformed_or_refused_uri_exits_2() {
     let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || listener.incoming().for_each(drop));
+    let refused = format!("postgres://stowbench@127.0.0.1:{port}/none");
     // Port 1 on loopback: nothing listens, the connection is refused at once.
-    for (uri, code, expected) in [("postgres://stowbench@127.0.0.1:1/none", 3, "the server does not answer"), ("not a uri", 2, "postgres")] {
+    for (uri, code, expected) in [
+        ("postgres://stowbench@127.0.0.1:1/none", 3, "(nothing answers at 127.0.0.1:1; start the server"),
+        ("not a uri", 2, "postgres"),
+        (&refused, 2, "cannot connect"),
+    ] {
         let job = format!(
             "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"{uri}\"\nconnect_timeout = \"2s\"\n[[workload]]\nname = \"w\"\nsizes = [100]\nobjects = 5\nphases = [\"put\"]\n"
         );
         std::fs::write(dir.path().join("server.toml"), job).unwrap();
         let out = stowbench(dir.path(), &["run", "server.toml", "--no-progress", "--work-dir", "."]);
         assert_eq!(out.status.code(), Some(code), "{uri}: {}", text(&out));
-        assert!(text(&out).contains(expected), "{uri}: {}", text(&out));
-        assert!(!text(&out).contains("the server does not answer") || code == 3, "{uri}: {}", text(&out));
+        assert!(text(&out).contains(expected) && text(&out).contains("server.toml:4:1: target \"postgres\""), "{uri}: {}", text(&out));
+        assert!(!text(&out).contains("nothing answers") || code == 3, "{uri}: {}", text(&out));
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left, ["server.toml"], "{uri}: no report, no run directory");
         let out = stowbench(dir.path(), &["validate", "server.toml"]);
         assert_eq!(out.status.code(), Some(code), "validate tells the same apart: {uri}: {}", text(&out));
+        let tail = if code == 3 { "no mistakes in server.toml, but 1 target's server does not answer" } else { "1 mistake in server.toml" };
+        assert!(text(&out).trim_end().ends_with(tail), "{uri}: {}", text(&out));
     }
 }
 

@@ -105,7 +105,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let admin = shared.connect().map_err(|e| e.message)?;
     let from_uri = admin.default_database().map(|d| d.name().to_string());
     shared.database = own.database.clone().or(from_uri).unwrap_or_else(|| "stowbench".into());
-    let build_info = read_build_info(&admin, &shared).map_err(|e| e.message)?;
+    let build_info = read_build_info(&admin).map_err(|e| shared.connect_failure(e))?;
     let server_pid = shared.endpoint.server_pid(None)?;
     let data_dir = shared.endpoint.data_dir(None)?;
     Ok(Box::new(GridFsBackend { shared: Arc::new(shared), admin, build_info, server_pid, data_dir, options: options.clone() }))
@@ -113,8 +113,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
 
 /// Server version facts from buildInfo (FerretDB adds its own version next to the MongoDB one it
 /// emulates).
-fn read_build_info(client: &Client, s: &Shared) -> BResult<BTreeMap<String, String>> {
-    let info = client.database("admin").run_command(doc! { "buildInfo": 1 }).run().map_err(|e| s.error(e))?;
+fn read_build_info(client: &Client) -> Result<BTreeMap<String, String>, mongodb::error::Error> {
+    let info = client.database("admin").run_command(doc! { "buildInfo": 1 }).run()?;
     let mut out = BTreeMap::new();
     for key in ["version", "ferretdbVersion", "gitVersion"] {
         if let Ok(v) = info.get_str(key) {
@@ -136,7 +136,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
         chunk_bytes: 0,
         journal: false,
     };
-    let info = read_build_info(&shared.connect().map_err(|e| e.message)?, &shared).map_err(|e| e.message)?;
+    let info = read_build_info(&shared.connect().map_err(|e| e.message)?).map_err(|e| shared.connect_failure(e))?;
     Ok(match info.get("ferretdbVersion") {
         Some(f) => format!("FerretDB {f} (MongoDB {} wire protocol; a stand-in, not MongoDB)", info.get("version").cloned().unwrap_or_default()),
         None => format!("MongoDB {}", info.get("version").cloned().unwrap_or_default()),
@@ -147,12 +147,12 @@ impl Shared {
     fn connect(&self) -> BResult<Client> {
         let fail =
             |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("gridfs", &self.endpoint, &format!("cannot connect: {e}")));
-        let mut opts = ClientOptions::parse(&self.endpoint.uri).run().map_err(|e| fail(&e))?;
+        let mut opts = ClientOptions::parse(&self.endpoint.uri).run().map_err(|e| fail(&e.kind))?;
         let timeout = Duration::from_nanos(self.connect_timeout.0);
         opts.connect_timeout = Some(timeout);
         opts.server_selection_timeout = Some(timeout);
         opts.app_name = Some("stowbench".into());
-        Client::with_options(opts).map_err(|e| fail(&e))
+        Client::with_options(opts).map_err(|e| fail(&e.kind))
     }
 
     fn bucket(&self, client: &Client) -> GridFsBucket {
@@ -184,7 +184,21 @@ impl Shared {
             M::Command(c) if c.code == 112 || c.code == 11000 => ErrorKind::Conflict,
             _ => ErrorKind::Other,
         };
-        BackendError::new(kind, format!("gridfs: {}", self.endpoint.secrets.scrub(&e.to_string())))
+        BackendError::new(kind, format!("gridfs: {}", self.endpoint.secrets.scrub(&e.kind.to_string())))
+    }
+
+    /// Why the first command after connecting failed, for construction and `backends`: the
+    /// driver connects lazily, so this is where an absent server shows, as a server-selection
+    /// timeout whose text dumps the topology; a TCP connection of our own says it plainly.
+    fn connect_failure(&self, e: mongodb::error::Error) -> String {
+        let why = match e.kind.as_ref() {
+            mongodb::error::ErrorKind::ServerSelection { .. } => self.endpoint.host_port(SERVER.default_port).and_then(|(host, port)| {
+                server::tcp_reach(&host, port, Duration::from_secs(2)).err().map(|why| format!("no server answers at {host}:{port}: {why}"))
+            }),
+            _ => None,
+        };
+        let why = why.unwrap_or_else(|| e.kind.to_string());
+        server::context("gridfs", &self.endpoint, &format!("cannot connect: {why}"))
     }
 }
 

@@ -150,7 +150,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         max_object_bytes: 0,
     };
     let mut conn = shared.connect().map_err(|e| e.message)?;
-    let fail = |e: mysql::Error| server::context("mariadb", &shared.endpoint, &e.to_string());
+    let fail = |e: mysql::Error| server::context("mariadb", &shared.endpoint, &words(&e));
     let row: (String, u64, String, String) =
         conn.query_first("SELECT VERSION(), @@global.max_allowed_packet, @@datadir, DATABASE()").map_err(fail)?.unwrap_or_default();
     let (server_version, max_allowed_packet, datadir, database) = row;
@@ -224,6 +224,19 @@ pub fn probe(uri: &str) -> Result<String, String> {
     Ok(format!("MariaDB/MySQL {version} (max_allowed_packet {packet} bytes)"))
 }
 
+/// A driver error in the server's or the system's own words: the crate's Display wraps each kind
+/// as `MySqlError { … }`, which reads like a debug dump.
+fn words(e: &mysql::Error) -> String {
+    match e {
+        mysql::Error::IoError(e) => e.to_string(),
+        mysql::Error::CodecError(e) => e.to_string(),
+        mysql::Error::MySqlError(e) => e.to_string(),
+        mysql::Error::DriverError(e) => e.to_string(),
+        mysql::Error::UrlError(e) => format!("not a usable URI: {e}"),
+        other => other.to_string(),
+    }
+}
+
 impl Shared {
     fn connect(&self) -> BResult<Conn> {
         let fail =
@@ -232,7 +245,7 @@ impl Shared {
         // TCP as the URI says: the crate would otherwise switch to the server's Unix socket when
         // it finds one, which measures a different transport than the other server backends.
         let opts = OptsBuilder::from_opts(opts).prefer_socket(false).tcp_connect_timeout(Some(std::time::Duration::from_nanos(self.connect_timeout.0)));
-        let mut conn = Conn::new(opts).map_err(|e| fail(&e))?;
+        let mut conn = Conn::new(opts).map_err(|e| fail(&words(&e)))?;
         // Read committed: an upsert takes no gap locks, so writers of different keys never deadlock.
         conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").map_err(|e| self.error(e))?;
         if self.statement_timeout.0 > 0 {
@@ -261,7 +274,7 @@ impl Shared {
             mysql::Error::DriverError(_) => ErrorKind::Connection,
             _ => ErrorKind::Other,
         };
-        BackendError::new(kind, format!("mariadb: {}", self.endpoint.secrets.scrub(&e.to_string())))
+        BackendError::new(kind, format!("mariadb: {}", self.endpoint.secrets.scrub(&words(&e))))
     }
 }
 

@@ -130,6 +130,23 @@ impl Options {
         Err(mistakes)
     }
 
+    /// Whether `message` is about one of these options (`option "NAME"` for a key in the table):
+    /// a mistake in the job, whatever a server would answer.
+    pub fn names_own_option(&self, message: &str) -> bool {
+        option_named(message).is_some_and(|name| self.table.contains_key(name))
+    }
+
+    /// Where a message about the whole target belongs: the `uri` key when the target wrote one
+    /// (a server's refusal is about it), else the target's own line.
+    pub fn locate_target_message(&self, message: &str) -> String {
+        let at = self.key_origins.get("uri").cloned().unwrap_or_else(|| format!("{}:1", self.origin));
+        match message.starts_with(&self.origin) || self.origin.is_empty() {
+            true => message.to_string(),
+            false if message.starts_with(&format!("target \"{}\"", self.target)) => format!("{at}: {message}"),
+            false => format!("{at}: target \"{}\": {message}", self.target),
+        }
+    }
+
     /// `message` about option `name`, with where the key was written in front when the backend
     /// said only "target \"T\": …".
     fn located(&self, name: &str, message: String) -> String {

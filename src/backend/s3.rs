@@ -177,6 +177,20 @@ pub fn probe(uri: &str) -> Result<String, String> {
     ))
 }
 
+/// `text` with an S3 error document (`<?xml …?><Error><Code>…</Code><Message>…</Message>…`,
+/// which the client quotes whole) cut to its code and message: the request and host ids after
+/// them help nobody reading a terminal.
+fn error_words(text: &str) -> String {
+    let field = |name: &str| {
+        let start = text.find(&format!("<{name}>"))? + name.len() + 2;
+        Some(text[start..start + text[start..].find(&format!("</{name}>"))?].to_string())
+    };
+    let (Some(begin), Some(end)) = (text.find("<?xml").or_else(|| text.find("<Error>")), text.rfind("</Error>")) else { return text.to_string() };
+    let Some(code) = field("Code").filter(|_| begin < end) else { return text.to_string() };
+    let said = field("Message").map(|m| format!("{code}: {m}")).unwrap_or(code);
+    format!("{}{said}{}", &text[..begin], &text[end + "</Error>".len()..])
+}
+
 impl Client {
     fn new(settings: Arc<Settings>) -> BResult<Client> {
         // reqwest is built without a default TLS provider; install ring's once per process.
@@ -214,7 +228,7 @@ impl Client {
             object_store::Error::NotImplemented { .. } => ErrorKind::Unsupported,
             _ => ErrorKind::Other,
         };
-        let text = format!("{e}");
+        let text = error_words(&e.to_string());
         let kind = if kind == ErrorKind::Other && (text.contains("timed out") || text.contains("timeout")) {
             ErrorKind::Timeout
         } else if kind == ErrorKind::Other && (text.contains("error sending request") || text.contains("connect")) {
@@ -237,7 +251,7 @@ impl Client {
                 Err(object_store::Error::NotFound { .. }) => {
                     return Err(fail(format!("bucket \"{}\" does not exist; create it or set create_bucket = true", s.bucket)))
                 }
-                Err(e) => return Err(fail(format!("cannot list bucket \"{}\": {e}", s.bucket))),
+                Err(e) => return Err(fail(format!("cannot list bucket \"{}\": {}", s.bucket, error_words(&e.to_string())))),
             }
             let response = self.http.get(&s.endpoint.uri).send().await.map_err(|e| fail(e.to_string()))?;
             Ok(response.headers().get("server").and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string())
@@ -561,6 +575,15 @@ impl Session for S3Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_s3_error_document_reads_as_its_code_and_message() {
+        let text = "Server returned non-2xx status code: 403 Forbidden: <?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SignatureDoesNotMatch</Code>\
+                    <Message>Check your key.</Message><RequestId>18EB</RequestId></Error>";
+        assert_eq!(error_words(text), "Server returned non-2xx status code: 403 Forbidden: SignatureDoesNotMatch: Check your key.");
+        assert_eq!(error_words("error sending request"), "error sending request");
+        assert_eq!(error_words("<Error><Message>m</Message></Error>"), "<Error><Message>m</Message></Error>", "no code: as it was");
+    }
 
     #[test]
     fn a_body_buffer_is_reused_and_refuses_a_short_body() {

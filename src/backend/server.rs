@@ -471,8 +471,33 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
     let shown = redact_uri(&uri);
     Some(match (p.probe)(&uri) {
         Ok(version) => (format!("reachable at {shown} ({source}): {}", secrets.scrub(&version)), Reach::Reachable),
-        Err(e) => (format!("UNREACHABLE at {shown} ({source}): {}", secrets.scrub(&e)), Reach::Unreachable),
+        Err(e) => {
+            // The probe's message names the server as its own context: once is enough.
+            let e = e.strip_prefix(&format!("{backend} at {shown} (option uri): ")).unwrap_or(&e);
+            let answers = host_port(&uri, p.default_port).is_some_and(|(h, port)| tcp_reach(&h, port, std::time::Duration::from_secs(5)).is_ok());
+            let state = if answers { "REFUSED (the server answers, but not to this URI)" } else { "UNREACHABLE" };
+            (format!("{state} at {shown} ({source}): {}", secrets.scrub(e)), Reach::Unreachable)
+        }
     })
+}
+
+/// Whether anything accepts a TCP connection at `host:port` within `timeout` (any of the
+/// addresses the name resolves to): the one question that tells "no server there" from "a server
+/// that answered and refused", without reading a driver's wording.
+pub fn tcp_reach(host: &str, port: u16, timeout: std::time::Duration) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(|e| format!("cannot resolve {host}: {e}"))?.collect();
+    let mut last = format!("{host} resolves to no address");
+    for addr in &addrs {
+        // The address only when the name has several: the caller names host and port.
+        let at = if addrs.len() > 1 { format!("{addr}: ") } else { String::new() };
+        match std::net::TcpStream::connect_timeout(addr, timeout) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => last = format!("{at}no answer within {timeout:?}"),
+            Err(e) => last = format!("{at}{e}"),
+        }
+    }
+    Err(last)
 }
 
 /// What `reachability` found.

@@ -45,19 +45,32 @@ impl Mistake {
 }
 
 /// Every mistake as "SOURCE:LINE:COL: message" lines in file order, then how many there were.
-pub fn render_mistakes(source: &str, mut mistakes: Vec<Mistake>) -> String {
-    mistakes.sort_by_key(|m| (m.line, m.column));
-    mistakes.dedup();
+pub fn render_mistakes(source: &str, mistakes: Vec<Mistake>) -> String {
+    render_mistakes_and_servers(source, mistakes, Vec::new())
+}
+
+/// The job's mistakes and the targets whose server does not answer (the machine's, not the
+/// job's), as lines in file order, then how many of each.
+pub fn render_mistakes_and_servers(source: &str, mistakes: Vec<Mistake>, servers_down: Vec<Mistake>) -> String {
+    let (n, down) = (mistakes.len(), servers_down.len());
+    let mut all: Vec<Mistake> = mistakes.into_iter().chain(servers_down).collect();
+    all.sort_by_key(|m| (m.line, m.column));
+    all.dedup();
     let mut out = String::new();
-    for m in &mistakes {
+    for m in &all {
         if m.line == usize::MAX {
             out.push_str(&format!("{}\n", m.message));
         } else {
             out.push_str(&format!("{source}:{}:{}: {}\n", m.line, m.column, m.message));
         }
     }
-    let n = mistakes.len();
-    out.push_str(&format!("{n} mistake{} in {source}", if n == 1 { "" } else { "s" }));
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let servers = plural(down, "target's server does not answer", "targets' servers do not answer");
+    out.push_str(&match (n, down) {
+        (_, 0) => format!("{} in {source}", plural(n, "mistake", "mistakes")),
+        (0, _) => format!("no mistakes in {source}, but {servers}"),
+        _ => format!("{} in {source}; {servers}", plural(n, "mistake", "mistakes")),
+    });
     out
 }
 

@@ -427,21 +427,30 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
     Ok(())
 }
 
-/// Why a target could not be built, with its kind: wrong options are bad input, unless the
-/// backend's server, at a URI that reads as one, does not answer — asked once more with the
-/// server's own probe, so the kind rests on the server's answer, never on a message's wording.
+/// Why a target could not be built, with its kind and where in the job: a mistake in its
+/// options is bad input; so is a server that answered and refused (a wrong password or database
+/// in the URI: the driver's words say which). Only when nothing accepts a TCP connection at the
+/// URI's host and port is it the machine's (environment): the kind rests on that answer, never on
+/// a driver's wording.
 pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
-    let server_is_down = kind.server.as_ref().is_some_and(|server| {
+    if target.options.names_own_option(&message) {
+        return Error::bad_input(message);
+    }
+    let message = target.options.locate_target_message(&message);
+    let unreachable = kind.server.as_ref().and_then(|server| {
         // No URI, or one that is no URI of this backend, is the job's (or its variables') mistake.
-        backend::server::endpoint(&target.options, kind.name, server).is_ok_and(|endpoint| {
-            let reads_as_uri = server.schemes.iter().any(|s| endpoint.uri.starts_with(s)) && endpoint.host_port(0).is_some();
-            reads_as_uri && (server.probe)(&endpoint.uri).is_err()
-        })
+        let endpoint = backend::server::endpoint(&target.options, kind.name, server).ok()?;
+        let (host, port) = endpoint.host_port(server.default_port)?;
+        let reads_as_uri = server.schemes.iter().any(|s| endpoint.uri.starts_with(s));
+        let timeout = std::time::Duration::from_secs(5);
+        reads_as_uri.then(|| backend::server::tcp_reach(&host, port, timeout).err().map(|why| (host, port, why))).flatten()
     });
-    if server_is_down {
-        Error::environment(format!("{message} (the server does not answer or refuses the connection: start it, or point the target's uri at one that runs)"))
-    } else {
-        Error::bad_input(message)
+    match unreachable {
+        Some((host, port, why)) => {
+            let why = if message.contains(&why) { String::new() } else { format!(": {why}") };
+            Error::environment(format!("{message} (nothing answers at {host}:{port}{why}; start the server, or point the target's uri at one that runs)"))
+        }
+        None => Error::bad_input(message),
     }
 }
 

@@ -162,3 +162,44 @@ fn backends_lists_reachable_servers_with_versions() {
     }
     assert!(text.contains("multipart_threshold") && text.contains("max_allowed_packet") && text.contains("chunk_size"), "{text}");
 }
+
+/// A server that answers and refuses (a wrong password, a missing database, an option its driver
+/// does not know) is a mistake in the job: exit 2, each at its target's `uri` line, in the
+/// server's own words — no driver debug dump (`MySqlError { … }`, `labels: {…}`) and no claim that
+/// the server is down. A target whose server does not answer is counted apart.
+#[test]
+fn a_server_that_refuses_is_the_jobs_mistake_in_the_servers_words() {
+    if !available("STOWBENCH_PG_URI") || !available("STOWBENCH_MARIADB_URI") || !available("STOWBENCH_MONGO_URI") {
+        return;
+    }
+    let pg = env("STOWBENCH_PG_URI");
+    let pg_nodb = format!("{}/no_such_database", &pg[..pg.rfind('/').unwrap()]);
+    let maria = env("STOWBENCH_MARIADB_URI").replacen("mysql://root@", "mysql://root:wrong-password@", 1);
+    let mongo = format!("{}?noSuchOption=1", env("STOWBENCH_MONGO_URI"));
+    let targets = [("postgres", pg_nodb.as_str()), ("mariadb", &maria), ("gridfs", &mongo), ("gridfs", "mongodb://127.0.0.1:1/")];
+    let mut job = String::from("version = 1\n");
+    for (i, (backend, uri)) in targets.iter().enumerate() {
+        job += &format!("[[target]]\nname = \"t{i}\"\nbackend = \"{backend}\"\nuri = \"{uri}\"\nconnect_timeout = \"2s\"\n");
+    }
+    job += "[[workload]]\nname = \"w\"\nsizes = [100]\nobjects = 5\nphases = [\"put\"]\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["validate", "job.toml"]).current_dir(dir.path()).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 5, "{said}");
+    for (i, says) in
+        ["\"no_such_database\" does not exist", "ERROR 1045 (28000): Access denied", "nosuchoption is an invalid option", "nothing answers at 127.0.0.1:1"]
+            .iter()
+            .enumerate()
+    {
+        let line = lines[i];
+        assert!(line.contains(&format!("job.toml:{}:1: target \"t{i}\"", 5 * i + 5)) && line.to_lowercase().contains(&says.to_lowercase()), "{line}");
+        assert_eq!(line.contains("nothing answers"), i == 3, "{line}");
+    }
+    for dump in ["MySqlError {", "DriverError {", "labels:", "source: None", "Kind:", "wrong-password"] {
+        assert!(!said.contains(dump), "{dump}: {said}");
+    }
+    assert_eq!(lines[4], "3 mistakes in job.toml; 1 target's server does not answer");
+}

@@ -435,3 +435,19 @@ fn a_single_writer_backend_is_reported_not_refused() {
     assert_eq!(warning.case_ids, std::slice::from_ref(&case.case_id));
     assert!(warning.message.contains("single-writer lock") && warning.message.contains("4 threads"), "{}", warning.message);
 }
+
+/// More threads than a phase has operations: the idle threads are counted per phase and the
+/// report warns that the figures are those of fewer threads (sim's strided shares make it exact:
+/// 3 objects on 4 threads leave worker 3 without work in both phases).
+#[test]
+fn threads_without_an_operation_are_counted_and_warned_about() {
+    let run = run_job(&sim_job("latency = \"1ms\"", "sizes = [100]\nthreads = [4]\nobjects = 3\nphases = [\"put\", \"get\"]")).unwrap();
+    let case = &run.report.cases[0];
+    assert_eq!(case.phases.iter().map(|p| p.idle_workers).collect::<Vec<_>>(), [1, 1]);
+    let warning = run.report.warnings.iter().find(|w| w.kind == stowbench::report::warnings::WarningKind::IdleThreads);
+    let warning = warning.unwrap_or_else(|| panic!("no idle_threads warning: {:?}", run.report.warnings));
+    assert!(warning.message.contains("1 of its 4 threads did nothing in put, so its figures are those of 3 thread(s)"), "{}", warning.message);
+    let enough = run_job(&sim_job("latency = \"1ms\"", "sizes = [100]\nthreads = [4]\nobjects = 4\nphases = [\"put\", \"get\"]")).unwrap();
+    assert!(enough.report.cases[0].phases.iter().all(|p| p.idle_workers == 0));
+    assert!(!enough.report.warnings.iter().any(|w| w.kind == stowbench::report::warnings::WarningKind::IdleThreads));
+}

@@ -490,6 +490,10 @@ pub struct PhaseResult {
     /// `give_up_after` (a dead server); the phase ended when all had stopped.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub gave_up_workers: u32,
+    /// Workers that had no operation to do (more threads than the phase's operations): the
+    /// phase ran on fewer threads than the case names (an `idle_threads` warning). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub idle_workers: u32,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,

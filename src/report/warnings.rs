@@ -27,6 +27,8 @@ pub enum WarningKind {
     TestTool,
     /// Too few latency samples for the percentile the table shows.
     FewSamples,
+    /// Some threads had no operation to do: a phase ran on fewer threads than its case names.
+    IdleThreads,
     /// Throughput varies a lot across repeats.
     HighSpread,
     /// A winner's margin lies inside the spread of the repeats (the table says "tie").
@@ -116,6 +118,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
         }
     }
     warnings.extend(few_samples(report));
+    warnings.extend(idle_threads(report));
     warnings.extend(high_spread(report));
     warnings.extend(margins_inside_spread(&report.headlines));
     warnings.extend(client_limits(report));
@@ -158,6 +161,30 @@ fn few_samples(report: &RunReport) -> Option<Warning> {
         )
         .cases(few)
     })
+}
+
+/// Phases with fewer operations than threads: the case says "4 threads" of figures that fewer
+/// threads made.
+fn idle_threads(report: &RunReport) -> Option<Warning> {
+    let idle = |c: &CaseResult| c.phases.iter().find(|p| p.idle_workers > 0).map(|p| (p.phase.clone(), p.idle_workers));
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| idle(c).is_some()).collect();
+    let first = cases.first()?;
+    let (phase, workers) = idle(first)?;
+    Some(
+        Warning::new(
+            WarningKind::IdleThreads,
+            format!(
+                "{} case(s) had threads with no operation to do, e.g. {}: {workers} of its {} threads did nothing in {phase}, so its figures \
+                 are those of {} thread(s)",
+                cases.len(),
+                first.case_id,
+                first.threads,
+                first.threads.saturating_sub(workers)
+            ),
+            "Give every phase at least as many operations as threads (raise objects, dataset or count), or lower threads",
+        )
+        .cases(ids(cases.into_iter())),
+    )
 }
 
 fn high_spread(report: &RunReport) -> Vec<Warning> {

@@ -339,6 +339,9 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
     let open_loop = open_loop(&workers);
     let gave_up_workers = workers.iter().filter(|w| w.gave_up).count() as u32;
+    // A worker that tried nothing (more threads than the phase had operations): the phase's
+    // figures are those of fewer threads than the case names.
+    let idle_workers = workers.iter().filter(|w| w.ops.values().all(|s| s.count == 0 && s.errors.is_empty())).count() as u32;
 
     let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
     let mut timeline: Vec<Bucket> = Vec::new();
@@ -404,6 +407,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         cache_state: String::new(), // the runner knows it
         server_restarted: false,
         gave_up_workers,
+        idle_workers,
         open_loop,
     }
 }

@@ -37,6 +37,7 @@ fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
         cache_state: "warm".into(),
         server_restarted: false,
         gave_up_workers: 0,
+        idle_workers: 0,
         open_loop: None,
     };
     // A real job's case, so the identity fields are what a run would write.

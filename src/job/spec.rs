@@ -169,7 +169,8 @@ pub struct PhaseSpec {
     /// last one) instead of a key chosen by `key_order`: E1's "read back the 5th newest".
     #[serde(default)]
     pub read_recent: Option<u64>,
-    /// Stop after this many operations (all threads together).
+    /// Stop after this many operations (all threads together). With `duration` or `bytes` too,
+    /// the first stop reached ends the phase (as fio's size and runtime).
     #[serde(default)]
     pub count: Option<u64>,
     /// Stop after this long.

@@ -79,7 +79,7 @@ pub fn render(report: &RunReport) -> String {
             rows.push([identity(&report.run_id, &case.case_id, "", direction), case_cells.clone(), op_cells].concat());
         }
     }
-    table(rows)
+    table(rows, Vec::new())
 }
 
 /// A multi-host run's per-rank rows of a case: the row's identity, then `rank` and `host` (blank
@@ -128,15 +128,21 @@ fn host_rows(case: &super::model::CaseResult, run_id: &str) -> Vec<Row> {
 /// Rows of values serialized by serde (a comparison's metric rows, say), one column per field,
 /// flattened as report rows are.
 pub fn render_records<T: Serialize>(records: &[T]) -> String {
-    let rows = records
-        .iter()
-        .map(|r| {
-            let mut row = Row::new();
-            flatten(Section::Identity, "", &to_value(r), &mut row);
-            row
-        })
-        .collect();
-    table(rows)
+    table(records.iter().map(record_row).collect(), Vec::new())
+}
+
+/// As `render_records`, with the columns of `template` (a record with every optional field
+/// present) first and in its order, so the header is the same whichever fields the records leave
+/// empty: a script can read a column by position, and `--metric` never moves one.
+pub fn render_records_like<T: Serialize>(template: &T, records: &[T]) -> String {
+    let columns = record_row(template).into_iter().map(|(section, column, _)| (section, column)).collect();
+    table(records.iter().map(record_row).collect(), columns)
+}
+
+fn record_row<T: Serialize>(record: &T) -> Row {
+    let mut row = Row::new();
+    flatten(Section::Identity, "", &to_value(record), &mut row);
+    row
 }
 
 fn to_value<T: Serialize>(value: &T) -> Value {
@@ -200,9 +206,9 @@ fn scalar(value: &Value) -> String {
     }
 }
 
-/// The header (every row's columns, section by section, each in first-seen order) and the rows.
-fn table(rows: Vec<Row>) -> String {
-    let mut columns: Vec<(Section, String)> = Vec::new();
+/// The header (`columns`, then every row's other columns, section by section, each in
+/// first-seen order) and the rows.
+fn table(rows: Vec<Row>, mut columns: Vec<(Section, String)>) -> String {
     for row in &rows {
         for (section, column, _) in row {
             if !columns.iter().any(|(_, c)| c == column) {
@@ -272,7 +278,7 @@ mod tests {
         let first = row(&[(Section::Identity, "case_id", "a"), (Section::Case, "threads", "1"), (Section::Operation, "op.count", "5")]);
         // A later row brings a case column and an operation column the first one lacks.
         let second = row(&[(Section::Identity, "case_id", "b"), (Section::Case, "disk.x_bytes", "9"), (Section::Operation, "op.errors.timeout", "2")]);
-        let text = table(vec![first, second]);
+        let text = table(vec![first, second], Vec::new());
         assert_eq!(text, "case_id,threads,disk.x_bytes,op.count,op.errors.timeout\na,1,,5,\nb,,9,,2\n");
     }
 }

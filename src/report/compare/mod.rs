@@ -224,6 +224,14 @@ fn selected_metrics(options: &Options) -> Result<Vec<&'static Metric>, String> {
         if !(threshold.is_finite() && threshold >= 0.0) {
             return Err(format!("--fail-if-slower: {threshold} is not a percentage; give one like 10 (fail when 10 % slower)"));
         }
+        // Slower is measured as the share of the baseline's throughput lost (1 − ratio): it never
+        // reaches 100 %, so a larger threshold is a gate that can never fail.
+        if threshold >= 100.0 {
+            return Err(format!(
+                "--fail-if-slower: {threshold} % would never fail: a throughput can lose at most all of the baseline's (100 %); give a \
+                 percentage below 100, like 10 (fail when 10 % slower)"
+            ));
+        }
         if !selected.iter().any(|m| m.throughput) {
             return Err("--fail-if-slower judges throughput, and --metric leaves none; add ops_per_s or bytes_per_s".into());
         }

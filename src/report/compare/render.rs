@@ -51,8 +51,29 @@ pub fn table(c: &Comparison) -> String {
 }
 
 /// The metric rows as CSV, one column per field of `MetricRow` (values of repeats space-separated).
+/// The header is the same for every comparison: every field's column, in the struct's order.
 pub fn csv(c: &Comparison) -> String {
-    crate::report::csv::render_records(&c.rows)
+    use super::{Change, MatchedBy, MetricRow, Sample, Verdict};
+    let sample = || Sample { values: vec![0.0], mean: 0.0 };
+    let template = MetricRow {
+        candidate: 1,
+        candidate_file: String::new(),
+        case: String::new(),
+        candidate_case: String::new(),
+        matched_by: MatchedBy::Id,
+        phase: Some(String::new()),
+        op: Some(String::new()),
+        metric: String::new(),
+        higher_is_better: true,
+        baseline: sample(),
+        candidate_sample: sample(),
+        ratio: Some(0.0),
+        change: Change::Same,
+        change_percent: Some(0.0),
+        verdict: Verdict::Significant,
+        welch: Some(super::welch::Welch { t: Some(0.0), df: 0.0, p: 0.0 }),
+    };
+    crate::report::csv::render_records_like(&template, &c.rows)
 }
 
 /// The comparison as an HTML fragment (a `<section>`), for a page that embeds it.

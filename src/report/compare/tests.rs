@@ -153,7 +153,25 @@ fn bad_options_and_unrelated_runs_are_refused_with_the_fix() {
     assert!(compare(("a.json", &a), &[("b.json", &a)], &only_latency).unwrap_err().contains("add ops_per_s or bytes_per_s"));
     let negative = Options { metrics: Vec::new(), fail_if_slower_percent: Some(-1.0) };
     assert!(compare(("a.json", &a), &[("b.json", &a)], &negative).unwrap_err().contains("not a percentage"));
+    let never = Options { metrics: Vec::new(), fail_if_slower_percent: Some(100.0) };
+    assert!(compare(("a.json", &a), &[("b.json", &a)], &never).unwrap_err().contains("100 % would never fail"));
     let selected = Options { metrics: vec!["p99_ns".into()], fail_if_slower_percent: None };
     let c = compare(("a.json", &a), &[("b.json", &a)], &selected).unwrap();
     assert!(!c.rows.is_empty() && c.rows.iter().all(|r| r.metric == "p99_ns"));
+}
+
+/// The CSV header is every field's column in the struct's order, whichever fields the rows leave
+/// empty (a case figure has no op; one repeat has no Welch test): a script reads by position.
+#[test]
+fn the_comparison_csv_header_never_moves() {
+    let header = |c: &Comparison| super::render::csv(c).lines().next().unwrap().to_string();
+    let one = report(repeats("sim", &[100.0]));
+    let three = report(repeats("sim", &[100.0, 101.0, 99.0]));
+    let single = compare(("a.json", &one), &[("b.json", &one)], &Options::default()).unwrap();
+    let welch = compare(("a.json", &three), &[("b.json", &three)], &Options::default()).unwrap();
+    let p99 = compare(("a.json", &three), &[("b.json", &three)], &Options { metrics: vec!["p99_ns".into()], fail_if_slower_percent: None }).unwrap();
+    assert_eq!(header(&single), header(&welch));
+    assert_eq!(header(&single), header(&p99));
+    assert!(header(&single).starts_with("candidate,candidate_file,case,candidate_case,matched_by,phase,op,metric,"), "{}", header(&single));
+    assert!(header(&single).ends_with("verdict,welch.t,welch.df,welch.p"), "{}", header(&single));
 }

@@ -688,6 +688,7 @@ fn fio_refuses_a_target_directory_that_does_not_exist_before_running() {
         assert_eq!(out.status.code(), Some(2), "dry run {dry}: {}", text(&out));
         assert!(text(&out).contains("no/such/dir is not an existing directory"), "{}", text(&out));
         assert!(!dir.path().join("res").exists() && !dir.path().join("no").exists(), "nothing was made");
+        assert!(!dir.path().join("stowbench-results").exists(), "not even the default --work-dir");
     }
 }
 

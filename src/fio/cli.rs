@@ -146,6 +146,12 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
     let work_dir = match &args.work_dir {
         Some(dir) => dir.clone(), // checked by the runner: a mistyped path is not made
         None => {
+            // What the runner's preflight would refuse is refused before the default directory
+            // is made, so a refused run leaves nothing behind.
+            crate::fio::run::fio_version(&fio.fio_program)?;
+            for target in &plan.fio[0].target {
+                crate::fio::target::check_target(target, &plan.fio[0].name)?;
+            }
             let default = PathBuf::from(DEFAULT_WORK_DIR);
             std::fs::create_dir_all(&default).map_err(|e| Error::environment(format!("cannot create {DEFAULT_WORK_DIR} (the default --work-dir): {e}")))?;
             default

@@ -78,6 +78,19 @@ fn tables_match_their_golden_files() {
     }
 }
 
+/// A report saved mid-run ("running") says so in the table and on the page: if its run is over,
+/// it ended before its final write, and the report holds only the cases finished by then.
+#[test]
+fn a_report_still_running_says_what_that_means() {
+    let mut report = load("objects-a");
+    report.status = stowbench::report::model::RunStatus::Running;
+    for format in ["table", "html"] {
+        let text = render_report(format, &report);
+        assert!(text.contains("it ended before its final write"), "{format}");
+    }
+    assert!(!render_report("table", &load("objects-a")).contains("before its final write"));
+}
+
 #[test]
 fn csv_matches_its_golden_files_with_one_row_per_case_and_operation() {
     for name in FIXTURES {

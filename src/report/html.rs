@@ -64,6 +64,9 @@ fn summary(report: &RunReport) -> String {
         report.tool_version
     );
     let mut out = format!("<p class=\"summary\">{}</p>\n<p>Command: <code>{}</code></p>\n", escape(&line), escape(&report.command.join(" ")));
+    if let Some(caveat) = report.status.caveat() {
+        let _ = writeln!(out, "<p class=\"caveat\">{}: {}.</p>", report.status, escape(caveat));
+    }
     // The list is at the end of a long page; its size belongs at the top, where people start.
     if !report.warnings.is_empty() {
         let _ = writeln!(

@@ -97,6 +97,16 @@ impl RunStatus {
             RunStatus::TimedOut => "timed_out",
         }
     }
+
+    /// What a reader of a saved report should know about this status, when there is something:
+    /// a report still "running" was last written mid-run, and if that run is over, it ended
+    /// before its final write.
+    pub fn caveat(self) -> Option<&'static str> {
+        (self == RunStatus::Running).then_some(
+            "this report was written while the run was in progress and holds the cases finished by then; if that run is over, \
+             it ended before its final write (a full disk, a kill -9, a lost machine)",
+        )
+    }
 }
 
 impl std::fmt::Display for RunStatus {

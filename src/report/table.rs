@@ -246,6 +246,9 @@ fn header(report: &RunReport, out: &mut String) {
     let env = &report.environment;
     let fio = if report.fio_cases.is_empty() { String::new() } else { format!(", {} fio cases", report.fio_cases.len()) };
     let _ = writeln!(out, "stowbench {} — run {} ({}), {} cases{fio}, seed {}", report.name, report.run_id, report.status, report.cases.len(), report.seed);
+    if let Some(caveat) = report.status.caveat() {
+        let _ = writeln!(out, "  {}: {caveat}", report.status);
+    }
     let machine = format!("{} CPUs, {} RAM, kernel {}", env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
     if report.cases.is_empty() {
         // fio alone: where its data lived is in the fio table, per target.

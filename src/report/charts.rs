@@ -188,8 +188,8 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                     kind: Kind::Lines,
                 },
                 caption: format!(
-                    "Latency of successful operations {from}; one line per target and size, the median of {} over the repeats.",
-                    if repeats > 1 { "each percentile" } else { "the run (one repeat)" }
+                    "Latency of successful operations {from}; one line per target and size, {}.",
+                    if repeats > 1 { "each percentile the median over the repeats" } else { "from the run's one repeat" }
                 ),
             });
         }

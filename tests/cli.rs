@@ -109,6 +109,19 @@ fn run_writes_a_valid_report_that_re_renders_identically() {
     let csv = String::from_utf8_lossy(&csv.stdout).to_string();
     assert_eq!(csv.lines().count(), 1 + 2 * 2, "header + 2 sizes × 2 phases");
     assert!(csv.starts_with("run_id,case_id,phase,op,status"), "{csv}");
+    // The run's directory stands for its report; the results directory above it names one.
+    let by_dir = stowbench(dir.path(), &["report", run_dir.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&by_dir.stdout), table);
+    let above = stowbench(dir.path(), &["report", "stowbench-results"]);
+    assert_eq!(above.status.code(), Some(2), "{}", text(&above));
+    assert!(
+        text(&above).contains(&format!(
+            "holding 1 run report(s), not one report; give one, e.g. the newest: {}",
+            report.display().to_string().replace(&format!("{}/", dir.path().display()), "")
+        )),
+        "{}",
+        text(&above)
+    );
 }
 
 /// A report fixture (tests/fixtures/reports/), by name.

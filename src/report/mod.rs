@@ -21,7 +21,7 @@ pub mod warnings;
 
 use crate::job::{CasePlan, Plan};
 use model::{CaseResult, CaseStatus, RunReport, RunStatus, SCHEMA_VERSION};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A report for a run that is about to start.
@@ -107,8 +107,28 @@ pub fn write_html_atomically(json_path: &Path, report: &RunReport) -> Result<(),
     replace_atomically(&json_path.with_extension("html"), &html::render(report))
 }
 
-/// Reads a report file back.
+/// Why a directory is not a report, with the reports one level below it (a results directory
+/// such as stowbench-results holds one run per timestamped subdirectory), newest last.
+fn reports_under(dir: &Path) -> String {
+    let mut found: Vec<PathBuf> =
+        std::fs::read_dir(dir).map(|entries| entries.flatten().map(|e| e.path().join("report.json")).filter(|p| p.is_file()).collect()).unwrap_or_default();
+    found.sort();
+    match found.as_slice() {
+        [] => format!("{} is a directory with no report.json in it or in its subdirectories; give a report file", dir.display()),
+        [.., newest] => {
+            format!("{} is a directory holding {} run report(s), not one report; give one, e.g. the newest: {}", dir.display(), found.len(), newest.display())
+        }
+    }
+}
+
+/// Reads a report file back; a run's directory (the one holding `report.json` and `report.html`)
+/// stands for its report.
 pub fn read(path: &Path) -> Result<RunReport, String> {
+    let inside = path.join("report.json");
+    let path = if path.is_dir() && inside.is_file() { inside.as_path() } else { path };
+    if path.is_dir() {
+        return Err(reports_under(path));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read report {}: {e}", path.display()))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
     let mut value = value;

@@ -408,10 +408,23 @@ fn locate(text: &str, e: &toml::de::Error, key: Option<&str>) -> Located {
         None => explain(e.message()),
     };
     let message = match key {
-        Some(key) if !message.starts_with("unknown key") => format!("field \"{key}\": {message}"),
+        Some(key) if !message.starts_with("unknown key") => format!("field \"{key}\": {}", list_example(key, &message)),
         _ => message,
     };
     Located { line, column, message }
+}
+
+/// serde's "write a sequence" in TOML's words, with an example of the list `key` takes.
+fn list_example(key: &str, message: &str) -> String {
+    let example = match key {
+        "before" => "before = [\"sh\", \"-c\", \"sync\"] (the program, then each argument)",
+        "threads" => "threads = [1, 4]",
+        "sizes" => "sizes = [\"4KiB\", \"1MiB\"]",
+        "phases" | "sequence" => "phases = [\"put\", \"get\"]",
+        _ => "[\"a\", \"b\"]",
+    };
+    let example = if key == "sequence" { example.replacen("phases", "sequence", 1) } else { example.to_string() };
+    message.replace("write a sequence", &format!("write a list in brackets, e.g. {example}"))
 }
 
 /// Adds a did-you-mean to serde's "unknown field `x`, expected one of `a`, `b`" messages.

@@ -83,6 +83,15 @@ pub fn groups(report: &RunReport) -> Vec<Group<'_>> {
 }
 
 impl Measured<'_> {
+    /// Why the case failed, when it did.
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            Measured::Object(c) if c.status != crate::report::model::CaseStatus::Ok => Some(c.failure.clone().unwrap_or_else(|| c.status.to_string())),
+            Measured::Object(_) => None,
+            Measured::Fio(_) => None, // a failed fio case is not kept among the measured ones
+        }
+    }
+
     /// The case id.
     pub fn id(&self) -> &str {
         match self {

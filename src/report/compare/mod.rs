@@ -57,6 +57,10 @@ pub struct RunRef {
     pub started_at: String,
     /// stowbench's version that wrote it.
     pub tool_version: String,
+    /// How the run ended ("complete", "interrupted", "failed", "timed_out"; "running" when it
+    /// ended before its final write).
+    #[serde(default)]
+    pub status: String,
 }
 
 /// One metric of one case, baseline against one candidate.
@@ -157,6 +161,10 @@ pub struct Gate {
     pub failures: Vec<GateFailure>,
     /// Throughput figures judged on single values (fewer than two repeats on a side).
     pub judged_without_repeats: usize,
+    /// Why the gate cannot pass whatever the figures say: a candidate run that did not complete,
+    /// a baseline case the candidate failed or lacks (nothing measured is no evidence of speed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unjudged: Vec<String>,
 }
 
 /// A throughput figure that failed the gate.
@@ -186,6 +194,7 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
     let baseline_groups = matching::groups(baseline.1);
     let mut rows = Vec::new();
     let mut unmatched = Vec::new();
+    let mut unjudged = Vec::new();
     for (index, (file, report)) in candidates.iter().enumerate() {
         let candidate = index + 1;
         let groups = matching::groups(report);
@@ -197,13 +206,37 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
                 baseline.0
             ));
         }
+        if report.status != crate::report::model::RunStatus::Complete {
+            unjudged.push(format!("candidate {candidate} {file}: the run did not complete (status {})", report.status));
+        }
         for pair in &pairing.pairs {
+            let before = rows.len();
             rows.extend(pair_rows(pair, (candidate, file), &selected));
+            let compared = rows.len() > before;
+            let mut failed_somewhere = false;
+            for (side, group, file) in [("baseline", pair.baseline, baseline.0), ("candidate", pair.candidate, *file)] {
+                let failures: Vec<String> = group.repeats.iter().filter_map(|r| r.failure()).collect();
+                let Some(first) = failures.first() else { continue };
+                failed_somewhere = true;
+                let rest = if compared { "; compared on the repeats that finished" } else { "" };
+                let reason = format!("failed in the {side} ({} of {} repeat(s)){rest}: {first}", failures.len(), group.repeats.len());
+                if side == "candidate" {
+                    unjudged.push(format!("candidate {candidate} {file}: {} failed", group.id));
+                }
+                unmatched.push(Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason });
+            }
+            if !compared && !failed_somewhere {
+                let reason = "no figure of the chosen metrics on both sides (see --metric)".to_string();
+                unmatched.push(Unmatched { candidate, file: file.to_string(), case: pair.baseline.id.clone(), reason });
+            }
+        }
+        for (group, _) in &pairing.baseline_only {
+            unjudged.push(format!("candidate {candidate} {file}: {} is missing (only in the baseline)", group.id));
         }
         let listed = pairing.baseline_only.iter().map(|(g, why)| (baseline.0, g, why)).chain(pairing.candidate_only.iter().map(|(g, why)| (*file, g, why)));
         unmatched.extend(listed.map(|(file, group, why)| Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason: why.to_string() }));
     }
-    let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold));
+    let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold, unjudged));
     Ok(Comparison {
         baseline: run_ref(baseline.0, baseline.1),
         candidates: candidates.iter().map(|(file, report)| run_ref(file, report)).collect(),
@@ -246,6 +279,7 @@ fn run_ref(file: &str, report: &RunReport) -> RunRef {
         name: report.name.clone(),
         started_at: report.started_at.clone(),
         tool_version: report.tool_version.clone(),
+        status: report.status.to_string(),
     }
 }
 
@@ -325,7 +359,7 @@ fn change(metric: &Metric, baseline: f64, candidate: f64) -> Change {
 
 /// The gate: a throughput row fails when it is slower by more than `threshold` percent and the
 /// difference is significant, or cannot be tested for want of repeats (see the module docs).
-fn gate(rows: &[MetricRow], threshold: f64) -> Gate {
+fn gate(rows: &[MetricRow], threshold: f64, unjudged: Vec<String>) -> Gate {
     let throughput = |r: &&MetricRow| metrics::find(&r.metric).is_ok_and(|m| m.throughput);
     let mut failures = Vec::new();
     for (index, row) in rows.iter().enumerate().filter(|(_, r)| throughput(r)) {
@@ -337,8 +371,9 @@ fn gate(rows: &[MetricRow], threshold: f64) -> Gate {
     }
     Gate {
         slower_percent: threshold,
-        passed: failures.is_empty(),
+        passed: failures.is_empty() && unjudged.is_empty(),
         failures,
+        unjudged,
         judged_without_repeats: rows.iter().filter(throughput).filter(|r| r.verdict == Verdict::NotEnoughRepeats).count(),
     }
 }

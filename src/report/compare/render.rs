@@ -165,7 +165,10 @@ fn snake<T: serde::Serialize>(value: &T) -> String {
 }
 
 fn runs(c: &Comparison) -> Vec<String> {
-    let describe = |r: &super::RunRef| format!("{}: run {} \"{}\" (started {}, stowbench {})", r.file, r.run_id, r.name, r.started_at, r.tool_version);
+    let describe = |r: &super::RunRef| {
+        let status = if r.status.is_empty() { String::new() } else { format!("{}, ", r.status) };
+        format!("{}: run {} \"{}\" ({status}started {}, stowbench {})", r.file, r.run_id, r.name, r.started_at, r.tool_version)
+    };
     let mut lines = vec![format!("baseline {}", describe(&c.baseline))];
     lines.extend(c.candidates.iter().enumerate().map(|(i, r)| format!("candidate {} {}", i + 1, describe(r))));
     lines
@@ -261,7 +264,9 @@ fn significance_text(row: &MetricRow) -> String {
 }
 
 fn unmatched_lines(c: &Comparison) -> Vec<String> {
-    c.unmatched.iter().map(|u| format!("{}: {} — {}", u.file, u.case, u.reason)).collect()
+    // With several candidates, each line says which pairing it is from.
+    let which = |u: &super::Unmatched| if c.candidates.len() > 1 { format!("candidate {}: ", u.candidate) } else { String::new() };
+    c.unmatched.iter().map(|u| format!("{}{}: {} — {}", which(u), u.file, u.case, u.reason)).collect()
 }
 
 /// The gate's outcome in words; empty without a gate.
@@ -272,6 +277,8 @@ fn gate_lines(c: &Comparison) -> Vec<String> {
     if gate.passed {
         lines
             .push(format!("gate --fail-if-slower {threshold}: passed — no throughput figure is slower by more than {threshold} with a significant difference"));
+    } else if gate.failures.is_empty() {
+        lines.push(format!("gate --fail-if-slower {threshold}: FAILED — what was to be judged was not all measured:"));
     } else {
         lines.push(format!("gate --fail-if-slower {threshold}: FAILED — {} throughput figure(s) slower by more than {threshold}:", gate.failures.len()));
         for failure in &gate.failures {
@@ -282,6 +289,7 @@ fn gate_lines(c: &Comparison) -> Vec<String> {
             lines.push(format!("  {} {place} {metric}: {:.1}% slower, {how}", row.candidate_file, failure.slower_percent));
         }
     }
+    lines.extend(gate.unjudged.iter().map(|why| format!("  {why}")));
     if gate.judged_without_repeats > 0 {
         lines.push(format!(
             "  {} throughput figure(s) had fewer than 2 repeats on a side and were judged on their single values; repeats = 3 or more in the job lets the gate tell noise from change",

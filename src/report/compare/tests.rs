@@ -175,3 +175,36 @@ fn the_comparison_csv_header_never_moves() {
     assert!(header(&single).starts_with("candidate,candidate_file,case,candidate_case,matched_by,phase,op,metric,"), "{}", header(&single));
     assert!(header(&single).ends_with("verdict,welch.t,welch.df,welch.p"), "{}", header(&single));
 }
+
+/// A gate passes only over what was measured: a candidate whose case failed, which lacks a
+/// baseline case, or which did not complete fails it, and each reason is said; the failed case is
+/// listed, not silently left out.
+#[test]
+fn the_gate_fails_on_what_the_candidate_did_not_measure() {
+    let base = report([repeats("sim", &[100.0, 101.0]), repeats("other", &[50.0, 51.0])].concat());
+    let mut failed = repeats("sim", &[100.0, 101.0]);
+    for c in &mut failed {
+        c.status = CaseStatus::Failed;
+        c.failure = Some("error budget exceeded".into());
+    }
+    let candidate = report([failed, repeats("other", &[50.0, 51.0])].concat());
+    let c = run(&base, &candidate, &gated(10.0));
+    let gate = c.gate.as_ref().unwrap();
+    assert!(!gate.passed && gate.failures.is_empty(), "{gate:?}");
+    assert_eq!(gate.unjudged, ["candidate 1 b.json: sim/w/4KiB/t1 failed"]);
+    let listed = c.unmatched.iter().find(|u| u.case == "sim/w/4KiB/t1").expect("the failed case is listed");
+    assert!(listed.reason.starts_with("failed in the candidate (2 of 2 repeat(s)): error budget exceeded"), "{}", listed.reason);
+
+    let mut interrupted = report(repeats("sim", &[100.0, 101.0]));
+    interrupted.status = crate::report::model::RunStatus::Interrupted;
+    let c = run(&base, &interrupted, &gated(10.0));
+    let gate = c.gate.as_ref().unwrap();
+    assert!(!gate.passed);
+    assert_eq!(
+        gate.unjudged,
+        ["candidate 1 b.json: the run did not complete (status interrupted)", "candidate 1 b.json: other/w/4KiB/t1 is missing (only in the baseline)"]
+    );
+    assert!(super::render::table(&c).contains("(interrupted, started"), "the status is on the run's line");
+
+    assert!(run(&base, &base, &gated(10.0)).gate.unwrap().passed, "the same complete run passes");
+}

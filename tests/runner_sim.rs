@@ -451,3 +451,17 @@ fn threads_without_an_operation_are_counted_and_warned_about() {
     assert!(enough.report.cases[0].phases.iter().all(|p| p.idle_workers == 0));
     assert!(!enough.report.warnings.iter().any(|w| w.kind == stowbench::report::warnings::WarningKind::IdleThreads));
 }
+
+/// A `read_recent` beyond what each worker puts runs (no memory reserved for it: 2^64 − 1 used
+/// to abort the process) and is warned about: its gets read each worker's oldest put.
+#[test]
+fn a_read_recent_beyond_the_puts_runs_and_is_warned_about() {
+    let workload = |n: &str| format!("sizes = [100]\nthreads = [2]\nobjects = 10\n[[workload.phase]]\nsequence = [\"put\", \"get\"]\nread_recent = {n}");
+    let run = run_job(&sim_job("latency = \"1ms\"", &workload("18446744073709551615"))).unwrap();
+    assert_eq!(run.exit_code, 0);
+    let kind = stowbench::report::warnings::WarningKind::ReadRecentShort;
+    let warning = run.report.warnings.iter().find(|w| w.kind == kind).unwrap_or_else(|| panic!("no warning: {:?}", run.report.warnings));
+    assert!(warning.message.contains("each of its 2 worker(s) put about 5"), "{}", warning.message);
+    let fits = run_job(&sim_job("latency = \"1ms\"", &workload("5"))).unwrap();
+    assert!(!fits.report.warnings.iter().any(|w| w.kind == kind), "5 puts per worker reach the 5th newest");
+}

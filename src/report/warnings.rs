@@ -29,6 +29,8 @@ pub enum WarningKind {
     FewSamples,
     /// Some threads had no operation to do: a phase ran on fewer threads than its case names.
     IdleThreads,
+    /// A phase's `read_recent` exceeded the puts each worker made: its gets read the oldest put.
+    ReadRecentShort,
     /// Throughput varies a lot across repeats.
     HighSpread,
     /// A winner's margin lies inside the spread of the repeats (the table says "tie").
@@ -119,6 +121,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     }
     warnings.extend(few_samples(report));
     warnings.extend(idle_threads(report));
+    warnings.extend(read_recent_short(report));
     warnings.extend(high_spread(report));
     warnings.extend(margins_inside_spread(&report.headlines));
     warnings.extend(client_limits(report));
@@ -182,6 +185,53 @@ fn idle_threads(report: &RunReport) -> Option<Warning> {
                 first.threads.saturating_sub(workers)
             ),
             "Give every phase at least as many operations as threads (raise objects, dataset or count), or lower threads",
+        )
+        .cases(ids(cases.into_iter())),
+    )
+}
+
+/// Phases whose `read_recent = n` asks for a put further back than any worker got: until a worker
+/// has put n objects its gets read its oldest put, so if it never does, no get read what was
+/// asked. Known only for phases stopped by a count (or one pass over the objects).
+fn read_recent_short(report: &RunReport) -> Option<Warning> {
+    let workloads = report.plan.get("workloads")?.as_array()?;
+    let short = |c: &CaseResult| -> Option<(String, u64, u64)> {
+        let workload = workloads.iter().find(|w| w.get("name").and_then(|n| n.as_str()) == Some(c.workload.as_str()))?;
+        workload.get("phases")?.as_array()?.iter().find_map(|p| {
+            let wanted = p.get("read_recent")?.as_u64()?;
+            let stop = p.get("stop")?;
+            if !stop.get("duration_ns").is_none_or(|d| d.is_null()) || !stop.get("bytes").is_none_or(|b| b.is_null()) {
+                return None; // how many puts a timed phase makes is not known ahead
+            }
+            let iterations = stop.get("count").and_then(|n| n.as_u64()).unwrap_or(c.objects);
+            let mix = p.get("mix")?.as_array()?;
+            let weight = |puts: bool| -> u64 {
+                mix.iter()
+                    .filter(|m| !puts || m.get(0).and_then(|o| o.as_str()).and_then(Op::from_name).is_some_and(Op::writes))
+                    .filter_map(|m| m.get(1)?.as_u64())
+                    .sum()
+            };
+            // A sequence puts once per iteration; a mix, its put share of the operations.
+            let sequence = p.get("sequence").and_then(|s| s.as_bool()) == Some(true);
+            let puts = if sequence { iterations } else { iterations * weight(true) / weight(false).max(1) };
+            let per_worker = puts / u64::from(c.threads.max(1));
+            (per_worker < wanted).then(|| (p.get("label").and_then(|l| l.as_str()).unwrap_or("").to_string(), wanted, per_worker))
+        })
+    };
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == CaseStatus::Ok && short(c).is_some()).collect();
+    let first = cases.first()?;
+    let (phase, wanted, per_worker) = short(first)?;
+    Some(
+        Warning::new(
+            WarningKind::ReadRecentShort,
+            format!(
+                "{} case(s) read with read_recent further back than their workers put, e.g. {} in {phase}: read_recent = {wanted}, but \
+                 each of its {} worker(s) put about {per_worker}, so its gets read each worker's oldest put, not the {wanted}th newest",
+                cases.len(),
+                first.case_id,
+                first.threads
+            ),
+            "Raise objects or count to more than read_recent × threads, or lower read_recent",
         )
         .cases(ids(cases.into_iter())),
     )

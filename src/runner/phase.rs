@@ -319,8 +319,9 @@ struct RecentPuts {
 
 impl RecentPuts {
     fn new(read_recent: Option<u64>) -> RecentPuts {
-        let rank = read_recent.unwrap_or(0) as usize;
-        RecentPuts { rank, keys: std::collections::VecDeque::with_capacity(rank) }
+        // Grown as puts come, never reserved up front: read_recent may exceed what a worker puts.
+        let rank = usize::try_from(read_recent.unwrap_or(0)).unwrap_or(usize::MAX);
+        RecentPuts { rank, keys: std::collections::VecDeque::new() }
     }
 
     /// The key operation `op` reads, if it is a read that follows recent puts.

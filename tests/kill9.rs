@@ -67,6 +67,9 @@ fn kill_9_at_any_point_leaves_a_valid_report_and_cleanup_removes_only_that_run()
             assert!(cases >= finished_before_kill, "round {round}: {cases} cases kept, {finished_before_kill} had finished");
             if report["status"] == "running" {
                 assert!(cases < 4, "a run that finished every case would have said so");
+                // Written mid-run with its derived parts: headlines and warnings (warm reads here).
+                let listed = |key: &str| report[key].as_array().map_or(0, Vec::len);
+                assert!(cases == 0 || (listed("headlines") > 0 && listed("warnings") > 0), "round {round}: {report}");
             }
         }
         let stray: Vec<String> = names(&out).iter().flat_map(|run| names(&out.join(run))).filter(|n| n.ends_with(".tmp")).collect();

@@ -121,6 +121,17 @@ fn reports_under(dir: &Path) -> String {
     }
 }
 
+/// Writes a report of a run still going: with its break-even sizes, headlines and warnings as
+/// they stand, so a run killed before its final write leaves a report that reads like one (the
+/// warnings too: a sim run's report must never look like a storage result).
+pub fn write_in_progress(path: &Path, report: &RunReport) -> Result<(), String> {
+    let mut report = report.clone();
+    report.break_even = breakeven::compute(&report);
+    report.headlines = table::headlines(&report);
+    report.warnings = warnings::for_report(&report);
+    write_atomically(path, &report)
+}
+
 /// Reads a report file back; a run's directory (the one holding `report.json` and `report.html`)
 /// stands for its report.
 pub fn read(path: &Path) -> Result<RunReport, String> {

@@ -214,7 +214,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     };
     let _in_progress = InProgress::start(&root.dir, &opts.report_path);
     // Only the first rank writes the report; the others keep theirs in memory.
-    let write = |report: &RunReport| if lead { crate::report::write_atomically(&opts.report_path, report).err() } else { None };
+    let write = |report: &RunReport| if lead { crate::report::write_in_progress(&opts.report_path, report).err() } else { None };
     let progress = Progress::new(plan.cases.len() as u64, lead && opts.progress && !plan.cases.is_empty());
     let mut failed = false;
     let mut report_error = None;
@@ -353,7 +353,7 @@ fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, o
                 report.fio_failures.push(crate::report::model::FioFailure { case_id: case.id.clone(), message: e.to_string() });
             }
         }
-        if let Err(e) = crate::report::write_atomically(&opts.report_path, report) {
+        if let Err(e) = crate::report::write_in_progress(&opts.report_path, report) {
             eprintln!("stowbench: {e}");
         }
         !interrupted.load(Ordering::Relaxed)

@@ -705,6 +705,29 @@ fn fio_refuses_a_target_directory_that_does_not_exist_before_running() {
     }
 }
 
+/// Flags about fio's outputs are checked before the sweep runs (a chart thread count no case
+/// has, a --csv in a missing directory), and a directory target leaves nothing in the working
+/// directory: the default --work-dir is made only for made filesystems.
+#[test]
+fn fio_checks_its_output_flags_first_and_leaves_no_work_dir_for_a_directory_target() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("t")).unwrap();
+    let base = ["fio", "--target", "t", "--size", "1MiB", "--runtime", "200ms", "--ramp-time", "0s", "--no-progress", "--out", "res"];
+    for (extra, says) in [
+        (&["--thread-count-for-charts", "7", "--numjobs", "1,2"][..], "--thread-count-for-charts 7: no case runs 7 thread(s); the sweep's --numjobs are 1, 2"),
+        (&["--csv", "no/such/x.csv"][..], "--csv no/such/x.csv: no/such is not an existing directory"),
+    ] {
+        let out = stowbench(dir.path(), &[&base[..], extra].concat());
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert!(!dir.path().join("res").exists(), "refused before the sweep ran");
+    }
+    let out = stowbench(dir.path(), &base);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!dir.path().join("stowbench-results").exists(), "no default work directory for a directory target");
+    assert_eq!(std::fs::read_dir(dir.path().join("t")).unwrap().count(), 0, "the target is left as it was");
+}
+
 /// Every backend option mistake of a target is listed at once, each at its own line, by
 /// `validate` and by `run` alike (a backend used to stop at its first).
 #[test]

@@ -103,7 +103,7 @@ pub struct FioArgs {
     #[arg(long)]
     pub thread_count_for_charts: Option<u32>,
     /// Directory for loop images, job files and fio output of made filesystems; it must exist
-    /// (default: stowbench-results, made if missing).
+    /// (default with --fs: stowbench-results, made if missing; otherwise a temporary directory).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
     /// Ask fio for plain json (no latency histogram bins).
@@ -134,6 +134,21 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
     }
     let sweep = args.to_sweep()?;
     sweep.validate()?;
+    // Flags about the charts are checked before the sweep, not after it has run.
+    if let Some(threads) = args.thread_count_for_charts {
+        if !sweep.numjobs.contains(&threads) {
+            return Err(Error::bad_input(format!(
+                "--thread-count-for-charts {threads}: no case runs {threads} thread(s); the sweep's --numjobs are {}",
+                sweep.numjobs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    if let Some(path) = &args.csv {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(Error::bad_input(format!("--csv {}: {} is not an existing directory; create it or fix the path", path.display(), parent.display())));
+        }
+    }
     if args.dry_run {
         return Ok(dry_run(&sweep, args, &crate::runner::new_run_id())?);
     }
@@ -144,7 +159,10 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
     };
     let plan = crate::job::Plan::fio_only(sweep, "command line (stowbench fio)");
     let work_dir = match &args.work_dir {
-        Some(dir) => dir.clone(), // checked by the runner: a mistyped path is not made
+        Some(dir) => Some(dir.clone()), // checked by the runner: a mistyped path is not made
+        // Only made filesystems keep anything there (loop images); directory and device targets
+        // run in a temporary directory, and nothing is left in the working directory.
+        None if args.fs.is_none() => None,
         None => {
             // What the runner's preflight would refuse is refused before the default directory
             // is made, so a refused run leaves nothing behind.
@@ -154,10 +172,10 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
             }
             let default = PathBuf::from(DEFAULT_WORK_DIR);
             std::fs::create_dir_all(&default).map_err(|e| Error::environment(format!("cannot create {DEFAULT_WORK_DIR} (the default --work-dir): {e}")))?;
-            default
+            Some(default)
         }
     };
-    let opts = crate::runner::RunOptions { work_dir: Some(work_dir), command, fio, ..Default::default() };
+    let opts = crate::runner::RunOptions { work_dir, command, fio, ..Default::default() };
     let outcome = crate::cli::run_and_print(&plan, &args.output, opts, interrupted)?;
     if let Some(path) = &args.csv {
         let cases = &outcome.report.fio_cases;

@@ -86,7 +86,8 @@ impl From<crate::fio::FioError> for Error {
     fn from(e: crate::fio::FioError) -> Error {
         use crate::fio::FioError as F;
         let kind = match &e {
-            F::Invalid { .. } | F::DeviceRefused { .. } => Kind::BadInput,
+            // A job file fio refuses is the sweep's options (raw --fio-option pairs above all).
+            F::Invalid { .. } | F::DeviceRefused { .. } | F::ParseOnly { .. } => Kind::BadInput,
             F::Interrupted { .. } => Kind::Interrupted,
             F::FioMissing { .. }
             | F::NotRoot { .. }
@@ -96,7 +97,7 @@ impl From<crate::fio::FioError> for Error {
             | F::NoSpace { .. }
             | F::Io { .. }
             | F::Cleanup { .. } => Kind::Environment,
-            F::ParseOnly { .. } | F::FioFailed { .. } | F::Output { .. } | F::Timeout { .. } => Kind::RunFailed,
+            F::FioFailed { .. } | F::Output { .. } | F::Timeout { .. } => Kind::RunFailed,
         };
         Error::new(kind, e.to_string())
     }

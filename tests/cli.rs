@@ -705,8 +705,8 @@ fn fio_refuses_a_target_directory_that_does_not_exist_before_running() {
     }
 }
 
-/// Flags about fio's outputs are checked before the sweep runs (a chart thread count no case
-/// has, a --csv in a missing directory), and a directory target leaves nothing in the working
+/// Flags are checked before the sweep runs (a chart thread count no case has, a --csv in a
+/// missing directory, a raw --fio-option fio refuses), and a directory target leaves nothing in the working
 /// directory: the default --work-dir is made only for made filesystems.
 #[test]
 fn fio_checks_its_output_flags_first_and_leaves_no_work_dir_for_a_directory_target() {
@@ -716,10 +716,12 @@ fn fio_checks_its_output_flags_first_and_leaves_no_work_dir_for_a_directory_targ
     for (extra, says) in [
         (&["--thread-count-for-charts", "7", "--numjobs", "1,2"][..], "--thread-count-for-charts 7: no case runs 7 thread(s); the sweep's --numjobs are 1, 2"),
         (&["--csv", "no/such/x.csv"][..], "--csv no/such/x.csv: no/such is not an existing directory"),
+        (&["--fio-option", "bogus=1", "--iodepth", "1,2"][..], "Bad option <bogus=1>"),
     ] {
         let out = stowbench(dir.path(), &[&base[..], extra].concat());
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
         assert!(text(&out).contains(says), "{}", text(&out));
+        assert_eq!(text(&out).matches(says).count(), 1, "said once, not once per case: {}", text(&out));
         assert!(!dir.path().join("res").exists(), "refused before the sweep ran");
     }
     let out = stowbench(dir.path(), &base);

@@ -157,20 +157,6 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
         timeout: args.timeout.as_deref().map(|t| Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| Error::bad_input(format!("--timeout: {e}")))?,
         ..RunOptions::default()
     };
-    // Raw --fio-option pairs are fio's to judge: its --parse-only reads the first case's job file
-    // before anything runs, so a mistyped option is one refusal, not one failure per case.
-    if !args.fio_option.is_empty() {
-        fio_version(&fio.fio_program)?;
-        let scratch = std::env::temp_dir().join(format!("stowbench-fio-check-{}", crate::runner::new_run_id()));
-        std::fs::create_dir_all(&scratch).map_err(|e| FioError::io(&scratch, e))?;
-        let checked = expand(&sweep).first().map_or(Ok(()), |case| {
-            let job = render_job(case, &planned_path(case, args.work_dir.as_deref().unwrap_or(Path::new(DEFAULT_WORK_DIR)), "check"));
-            let path = scratch.join(format!("{}.fio", case.job_name()));
-            std::fs::write(&path, &job).map_err(|e| FioError::io(&path, e)).and_then(|()| parse_only(&fio.fio_program, &path, &case.id, &job))
-        });
-        let _ = std::fs::remove_dir_all(&scratch);
-        checked?;
-    }
     let plan = crate::job::Plan::fio_only(sweep, "command line (stowbench fio)");
     let work_dir = match &args.work_dir {
         Some(dir) => Some(dir.clone()), // checked by the runner: a mistyped path is not made
@@ -311,6 +297,20 @@ pub fn parse_list(text: &str, parse: impl Fn(&str) -> Result<u64, String>, show:
         return Err("is empty".into());
     }
     Ok(values)
+}
+
+/// Raw options (`--fio-option`, a job's `extra`) are fio's to judge: its --parse-only reads the
+/// sweep's first job file before anything runs (the runner's preflight), so a mistyped option is
+/// one refusal, not one failure per case. Other sweeps are left to their cases.
+pub fn check_raw_options(sweep: &FioSweep, fio_program: &Path) -> Result<(), FioError> {
+    let Some(case) = expand(sweep).into_iter().next().filter(|_| !sweep.extra.is_empty()) else { return Ok(()) };
+    let scratch = std::env::temp_dir().join(format!("stowbench-fio-check-{}", crate::runner::new_run_id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| FioError::io(&scratch, e))?;
+    let job = render_job(&case, &planned_path(&case, Path::new(DEFAULT_WORK_DIR), "check"));
+    let path = scratch.join(format!("{}.fio", case.job_name()));
+    let checked = std::fs::write(&path, &job).map_err(|e| FioError::io(&path, e)).and_then(|()| parse_only(fio_program, &path, &case.id, &job));
+    let _ = std::fs::remove_dir_all(&scratch);
+    checked
 }
 
 /// Prints every job file, checked by `fio --parse-only` when fio is installed; runs nothing.

@@ -391,6 +391,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
         for target in &sweep.target {
             crate::fio::target::check_target(target, &sweep.name)?;
         }
+        crate::fio::cli::check_raw_options(sweep, &fio.fio_program)?;
     }
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
         if !crate::host::is_root() {

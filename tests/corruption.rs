@@ -298,4 +298,14 @@ fn a_before_command_that_does_not_exist_is_refused_with_file_line_and_field() {
         text.contains(&format!("job.toml:{line}")) && text.contains("workload \"w\", field \"before\"") && text.contains("no-such-script.sh\" was not found"),
         "{text}"
     );
+    // A file that is not executable, and a directory, are said for what they are.
+    std::fs::write(dir.path().join("plain.sh"), "#!/bin/sh\n").unwrap();
+    for (program, says) in [("./plain.sh", "\"./plain.sh\" is not executable (mode 644)"), ("/tmp", "\"/tmp\" is a directory")] {
+        let job = job.replace("./no-such-script.sh", program);
+        std::fs::write(dir.path().join("job.toml"), &job).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["validate", "job.toml"]).current_dir(dir.path()).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains(says), "{text}");
+    }
 }

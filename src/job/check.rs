@@ -545,14 +545,26 @@ fn check_before(command: &[String]) -> Result<Vec<String>, String> {
     let Some(program) = command.first().filter(|p| !p.trim().is_empty()) else {
         return Err(format!("the command is empty; give the program and its arguments, {example}, or remove before"));
     };
-    let found = if program.contains('/') {
-        std::path::Path::new(program).is_file()
-    } else {
-        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-    };
-    if !found {
-        let where_ = if program.contains('/') { "relative to the directory stowbench runs in" } else { "in PATH" };
-        return Err(format!("program \"{program}\" was not found ({where_}); give its path, {example}"));
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let path = std::path::Path::new(program);
+        let relative = if path.is_absolute() { "" } else { " (relative to the directory stowbench runs in)" };
+        let why = match path.metadata() {
+            Err(_) => format!("was not found{relative}; give its path"),
+            Ok(m) if m.is_dir() => format!("is a directory{relative}; give the program inside it"),
+            Ok(m) if !executable(path) => {
+                format!(
+                    "is not executable (mode {:o}); chmod +x it, or run it through its interpreter, e.g. before = [\"sh\", \"{program}\"]",
+                    m.permissions().mode() & 0o777
+                )
+            }
+            Ok(_) => return Ok(command.to_vec()),
+        };
+        return Err(format!("program \"{program}\" {why}{}", if why.ends_with("its path") { format!(", {example}") } else { String::new() }));
+    }
+    if !std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))) {
+        return Err(format!("program \"{program}\" was not found in PATH; give its path, {example}"));
     }
     Ok(command.to_vec())
 }

@@ -89,6 +89,11 @@ fn a_report_still_running_says_what_that_means() {
         assert!(text.contains("it ended before its final write"), "{format}");
     }
     assert!(!render_report("table", &load("objects-a")).contains("before its final write"));
+    // A run that stopped early says how much of its plan it ran, and what it did not.
+    let planned = report.cases.len();
+    let last = report.cases.pop().unwrap().case_id;
+    let table = render_report("table", &report);
+    assert!(table.contains(&format!("{} of {planned} planned cases (not run: {last})", planned - 1)), "{table}");
 }
 
 #[test]

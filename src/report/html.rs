@@ -55,11 +55,11 @@ fn summary(report: &RunReport) -> String {
     let finished = report.finished_at.as_deref().map(|f| format!(", finished {f}")).unwrap_or_default();
     let fio = if report.fio_cases.is_empty() { String::new() } else { format!(", {} fio cases", report.fio_cases.len()) };
     let line = format!(
-        "Run {} ({}), started {}{finished}; {} cases{fio}; seed {}; stowbench {}.",
+        "Run {} ({}), started {}{finished}; {}{fio}; seed {}; stowbench {}.",
         report.run_id,
         report.status,
         report.started_at,
-        report.cases.len(),
+        super::table::cases_of_planned(report),
         report.seed,
         report.tool_version
     );

@@ -242,10 +242,22 @@ fn ordered_targets(cases: &[CaseResult]) -> Vec<String> {
     targets
 }
 
+/// "12 cases", or "2 of 8 cases" (with the first few not run) for a run that stopped early.
+pub fn cases_of_planned(report: &RunReport) -> String {
+    let planned: Vec<&str> = report.plan.get("cases").and_then(|c| c.as_array()).into_iter().flatten().filter_map(|c| c.get("id")?.as_str()).collect();
+    let done = report.cases.len();
+    if planned.len() <= done {
+        return format!("{done} cases");
+    }
+    let missing: Vec<&str> = planned.iter().copied().filter(|id| !report.cases.iter().any(|c| c.case_id == *id)).collect();
+    let more = if missing.len() > 3 { format!(" and {} more", missing.len() - 3) } else { String::new() };
+    format!("{done} of {} planned cases (not run: {}{more})", planned.len(), missing.iter().take(3).copied().collect::<Vec<_>>().join(", "))
+}
+
 fn header(report: &RunReport, out: &mut String) {
     let env = &report.environment;
     let fio = if report.fio_cases.is_empty() { String::new() } else { format!(", {} fio cases", report.fio_cases.len()) };
-    let _ = writeln!(out, "stowbench {} — run {} ({}), {} cases{fio}, seed {}", report.name, report.run_id, report.status, report.cases.len(), report.seed);
+    let _ = writeln!(out, "stowbench {} — run {} ({}), {}{fio}, seed {}", report.name, report.run_id, report.status, cases_of_planned(report), report.seed);
     if let Some(caveat) = report.status.caveat() {
         let _ = writeln!(out, "  {}: {caveat}", report.status);
     }

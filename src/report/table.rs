@@ -460,7 +460,10 @@ fn step_times(
         return;
     }
     let present: Vec<&String> = targets.iter().filter(|t| values.values().any(|r| r.values().any(|c| c.contains_key(*t)))).collect();
-    let _ = writeln!(out, "  {title}:");
+    // Every cell is a median over the repeats: said, since the "across repeats" block gives means.
+    let repeats = values.values().flat_map(|r| r.values()).flat_map(|t| t.values()).map(Vec::len).max().unwrap_or(1);
+    let of_repeats = if repeats > 1 { format!(" (each the median of {repeats} repeats)") } else { String::new() };
+    let _ = writeln!(out, "  {title}{of_repeats}:");
     let mut lines: Vec<Vec<String>> = vec![["size", row_header].iter().map(|s| s.to_string()).chain(present.iter().map(|t| t.to_string())).collect()];
     for ((_, label), by_row) in &values {
         for (i, (name, _)) in rows.iter().enumerate() {

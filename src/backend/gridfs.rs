@@ -189,15 +189,13 @@ impl Shared {
 
     /// Why the first command after connecting failed, for construction and `backends`: the
     /// driver connects lazily, so this is where an absent server shows, as a server-selection
-    /// timeout whose text dumps the topology; a TCP connection of our own says it plainly.
+    /// timeout whose text dumps the topology. Said plainly instead: the callers add whether
+    /// anything answers at the URI (`server::nothing_answers`).
     fn connect_failure(&self, e: mongodb::error::Error) -> String {
         let why = match e.kind.as_ref() {
-            mongodb::error::ErrorKind::ServerSelection { .. } => self.endpoint.host_port(SERVER.default_port).and_then(|(host, port)| {
-                server::tcp_reach(&host, port, Duration::from_secs(2)).err().map(|why| format!("no server answers at {host}:{port}: {why}"))
-            }),
-            _ => None,
+            mongodb::error::ErrorKind::ServerSelection { .. } => format!("no server was selected within {}", self.connect_timeout),
+            kind => kind.to_string(),
         };
-        let why = why.unwrap_or_else(|| e.kind.to_string());
         server::context("gridfs", &self.endpoint, &format!("cannot connect: {why}"))
     }
 }

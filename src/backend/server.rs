@@ -474,11 +474,42 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
         Err(e) => {
             // The probe's message names the server as its own context: once is enough.
             let e = e.strip_prefix(&format!("{backend} at {shown} (option uri): ")).unwrap_or(&e);
-            let answers = host_port(&uri, p.default_port).is_some_and(|(h, port)| tcp_reach(&h, port, std::time::Duration::from_secs(5)).is_ok());
-            let state = if answers { "REFUSED (the server answers, but not to this URI)" } else { "UNREACHABLE" };
-            (format!("{state} at {shown} ({source}): {}", secrets.scrub(e)), Reach::Unreachable)
+            // A URI without a host says nothing of a server that answers.
+            let nothing = host_port(&uri, p.default_port).map(|_| nothing_answers(&uri, p.default_port));
+            let (state, why) = match nothing {
+                None => ("UNREACHABLE", String::new()),
+                Some(None) => ("REFUSED (the server answers, but not to this URI)", String::new()),
+                Some(Some(nothing)) => ("UNREACHABLE", format!(" ({})", nothing.said_beside(e))),
+            };
+            (format!("{state} at {shown} ({source}): {}{why}", secrets.scrub(e)), Reach::Unreachable)
         }
     })
+}
+
+/// Nothing accepting a TCP connection where a URI points: the place and the system's reason.
+pub struct NothingAnswers {
+    /// HOST:PORT.
+    pub at: String,
+    /// Why the connection failed ("Connection refused (os error 111)").
+    pub why: String,
+}
+
+impl NothingAnswers {
+    /// "nothing answers at HOST:PORT: why", without the reason when `message` already gives it.
+    pub fn said_beside(&self, message: &str) -> String {
+        match message.contains(&self.why) {
+            true => format!("nothing answers at {}", self.at),
+            false => format!("nothing answers at {}: {}", self.at, self.why),
+        }
+    }
+}
+
+/// Whether nothing accepts a TCP connection at `uri`'s host and port (`default_port` when it
+/// names none); None when something does, or when the URI names no host.
+pub fn nothing_answers(uri: &str, default_port: u16) -> Option<NothingAnswers> {
+    let (host, port) = host_port(uri, default_port)?;
+    let why = tcp_reach(&host, port, std::time::Duration::from_secs(5)).err()?;
+    Some(NothingAnswers { at: format!("{host}:{port}"), why })
 }
 
 /// Whether anything accepts a TCP connection at `host:port` within `timeout` (any of the

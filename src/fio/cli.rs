@@ -307,10 +307,16 @@ pub fn check_raw_options(sweep: &FioSweep, fio_program: &Path) -> Result<(), Fio
     let scratch = std::env::temp_dir().join(format!("stowbench-fio-check-{}", crate::runner::new_run_id()));
     std::fs::create_dir_all(&scratch).map_err(|e| FioError::io(&scratch, e))?;
     let job = render_job(&case, &planned_path(&case, Path::new(DEFAULT_WORK_DIR), "check"));
-    let path = scratch.join(format!("{}.fio", case.job_name()));
-    let checked = std::fs::write(&path, &job).map_err(|e| FioError::io(&path, e)).and_then(|()| parse_only(fio_program, &path, &case.id, &job));
+    let checked = parse_only_in(&scratch, fio_program, &case, &job);
     let _ = std::fs::remove_dir_all(&scratch);
     checked
+}
+
+/// Writes `case`'s job file into `scratch` and has fio --parse-only read it.
+fn parse_only_in(scratch: &Path, fio_program: &Path, case: &FioCase, job: &str) -> Result<(), FioError> {
+    let path = scratch.join(format!("{}.fio", case.job_name()));
+    std::fs::write(&path, job).map_err(|e| FioError::io(&path, e))?;
+    parse_only(fio_program, &path, &case.id, job)
 }
 
 /// Prints every job file, checked by `fio --parse-only` when fio is installed; runs nothing.
@@ -338,9 +344,7 @@ fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioErr
                 return Ok(0);
             }
             if checker.is_some() {
-                let path = scratch.join(format!("{}.fio", case.job_name()));
-                std::fs::write(&path, &job).map_err(|e| FioError::io(&path, e))?;
-                parse_only(&fio, &path, &case.id, &job)?;
+                parse_only_in(&scratch, &fio, case, &job)?;
                 checked += 1;
             }
         }

@@ -553,7 +553,7 @@ fn check_before(command: &[String]) -> Result<Vec<String>, String> {
         let why = match path.metadata() {
             Err(_) => format!("was not found{relative}; give its path"),
             Ok(m) if m.is_dir() => format!("is a directory{relative}; give the program inside it"),
-            Ok(m) if !executable(path) => {
+            Ok(m) if !m.is_file() || m.permissions().mode() & 0o111 == 0 => {
                 format!(
                     "is not executable (mode {:o}); chmod +x it, or run it through its interpreter, e.g. before = [\"sh\", \"{program}\"]",
                     m.permissions().mode() & 0o777

@@ -441,15 +441,12 @@ pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: Strin
     let unreachable = kind.server.as_ref().and_then(|server| {
         // No URI, or one that is no URI of this backend, is the job's (or its variables') mistake.
         let endpoint = backend::server::endpoint(&target.options, kind.name, server).ok()?;
-        let (host, port) = endpoint.host_port(server.default_port)?;
         let reads_as_uri = server.schemes.iter().any(|s| endpoint.uri.starts_with(s));
-        let timeout = std::time::Duration::from_secs(5);
-        reads_as_uri.then(|| backend::server::tcp_reach(&host, port, timeout).err().map(|why| (host, port, why))).flatten()
+        reads_as_uri.then(|| backend::server::nothing_answers(&endpoint.uri, server.default_port)).flatten()
     });
     match unreachable {
-        Some((host, port, why)) => {
-            let why = if message.contains(&why) { String::new() } else { format!(": {why}") };
-            Error::environment(format!("{message} (nothing answers at {host}:{port}{why}; start the server, or point the target's uri at one that runs)"))
+        Some(nothing) => {
+            Error::environment(format!("{message} ({}; start the server, or point the target's uri at one that runs)", nothing.said_beside(&message)))
         }
         None => Error::bad_input(message),
     }

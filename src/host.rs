@@ -28,6 +28,20 @@ pub struct MountEntry {
     pub super_options: String,
 }
 
+impl MountEntry {
+    /// Every option in effect, per-mount first, then the filesystem's own, each once and
+    /// comma-separated as `mount` takes them: "rw,relatime" and "rw" read "rw,relatime".
+    pub fn effective_options(&self) -> String {
+        let mut seen: Vec<&str> = Vec::new();
+        for option in self.mount_options.split(',').chain(self.super_options.split(',')) {
+            if !option.is_empty() && !seen.contains(&option) {
+                seen.push(option);
+            }
+        }
+        seen.join(",")
+    }
+}
+
 /// Parses the mount table of this process's namespace; an unreadable table reads as empty.
 pub fn mounts() -> Vec<MountEntry> {
     std::fs::read_to_string("/proc/self/mountinfo").map(|t| parse_mountinfo(&t)).unwrap_or_default()
@@ -187,5 +201,7 @@ mod tests {
         assert_eq!(list[1].dev, "0:52");
         assert_eq!(list[1].source, "/dev/loop3");
         assert_eq!(list[1].super_options, "rw,space_cache=v2");
+        assert_eq!(list[1].effective_options(), "rw,relatime,space_cache=v2");
+        assert_eq!(list[0].effective_options(), "rw,noatime,errors=continue");
     }
 }

@@ -360,7 +360,7 @@ fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioErr
 
 /// Where a case's I/O would go, without preparing anything.
 fn planned_path(case: &FioCase, work_dir: &Path, run_id: &str) -> PathBuf {
-    let ns = format!("stowbench-fio-{}-{}", crate::backend::namespace::safe_name(run_id), case.target.label());
+    let ns = super::target::ns_name(run_id, case.target.label());
     match &case.target {
         TargetSpec::Dir { path, .. } => path.join(ns).join("data"),
         TargetSpec::Fs { .. } => work_dir.join(ns).join("mnt").join("data"),

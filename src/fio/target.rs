@@ -9,7 +9,7 @@ use super::error::FioError;
 use super::registry::{self, Owned};
 use super::spec::{FsKind, TargetSpec};
 use super::sys;
-use crate::backend::namespace::{self, Namespace};
+use crate::backend::namespace::Namespace;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,7 @@ pub struct TargetFacts {
     pub mkfs_options: Option<String>,
     /// The mount options the user asked for.
     pub mount_options_requested: Option<String>,
-    /// The mount options in effect, as the kernel lists them (per-mount, then filesystem-wide).
+    /// The mount options in effect, as the kernel lists them (per-mount, then filesystem-wide, each once).
     pub mount_options_effective: Option<String>,
     /// Size of the made filesystem or of the raw device (bytes).
     pub size_bytes: Option<u64>,
@@ -151,8 +151,11 @@ fn require_root(fs: FsKind) -> Result<(), FioError> {
     }
 }
 
-fn ns_name(run_id: &str, label: &str) -> String {
-    format!("stowbench-fio-{}-{label}", namespace::safe_name(run_id))
+/// The directory a run's sweep of `label` owns: `stowbench-fio-<run id>-<label>`, with the run id
+/// as the report spells it (`20261123-135559-92b5`), so a directory can be matched to its run.
+pub(crate) fn ns_name(run_id: &str, label: &str) -> String {
+    let run_id: String = run_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(48).collect();
+    format!("stowbench-fio-{run_id}-{label}")
 }
 
 /// Creates a marked namespace directory, registers it, and returns (registry id, absolute dir).
@@ -196,7 +199,7 @@ fn dir_facts(label: &str, data: &Path) -> TargetFacts {
         mkfs_command: None,
         mkfs_options: None,
         mount_options_requested: None,
-        mount_options_effective: mount.map(|m| format!("{} {}", m.mount_options, m.super_options)),
+        mount_options_effective: mount.map(|m| m.effective_options()),
         size_bytes: None,
         raw_device: None,
     }
@@ -253,8 +256,8 @@ fn prepare_made_fs(made: &MadeFs, work_dir: &Path, run_id: &str) -> Result<Prepa
     std::fs::create_dir_all(&data).map_err(|e| FioError::io(&data, e))?;
     target.facts.data_path = data;
     if let Some(entry) = crate::host::mount_at(&mount_point).filter(|m| m.source == source) {
+        target.facts.mount_options_effective = Some(entry.effective_options());
         target.facts.fs_type = Some(entry.fs_type);
-        target.facts.mount_options_effective = Some(format!("{} {}", entry.mount_options, entry.super_options));
     }
     Ok(target)
 }

@@ -434,25 +434,71 @@ fn explain(message: &str) -> String {
         return format!("missing key \"{field}\"; add {field} = ... to this table");
     }
     if let Some((found, expected)) = message.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected ")) {
-        return format!("{found} is the wrong type here; write {expected}");
+        // TOML reads an integer beyond 64 bits as i128: that is a range mistake, not a type one.
+        if let Some(number) = found.strip_prefix("integer `").and_then(|rest| rest.strip_suffix("` as i128")) {
+            return format!("{number} is out of range here; write {}", type_in_words(expected));
+        }
+        return format!("{found} is the wrong type here; write {}", type_in_words(expected));
     }
     if let Some((found, expected)) = message.strip_prefix("invalid value: integer `").and_then(|rest| rest.split_once("`, expected ")) {
-        let range = match expected {
-            "u8" => format!("from 0 to {}", u8::MAX),
-            "u16" => format!("from 0 to {}", u16::MAX),
-            "u32" => format!("from 0 to {}", u32::MAX),
-            "u64" | "usize" => format!("from 0 to {}", u64::MAX),
-            _ => expected.to_string(),
-        };
-        return format!("{found} is out of range here; write a whole number {range}");
+        return format!("{found} is out of range here; write {}", type_in_words(expected));
     }
     let Some(rest) = message.strip_prefix("unknown field `") else { return message.to_string() };
     let Some((field, expected)) = rest.split_once('`') else { return message.to_string() };
     let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    if let Some(home) = table_of_misplaced(field, &candidates) {
+        return format!("unknown key \"{field}\" here: it belongs in {home}. Known keys here: {}", candidates.join(", "));
+    }
     match crate::suggest::did_you_mean(field, &candidates) {
         Some(s) => format!("unknown key \"{field}\". Did you mean \"{s}\"? Known keys here: {}", candidates.join(", ")),
         None => format!("unknown key \"{field}\". Known keys here: {}", candidates.join(", ")),
     }
+}
+
+/// serde's name for what a field takes (`u32`, `f64`, `a boolean`), in a job writer's words.
+fn type_in_words(expected: &str) -> String {
+    match expected {
+        "u8" => format!("a whole number from 0 to {}", u8::MAX),
+        "u16" => format!("a whole number from 0 to {}", u16::MAX),
+        "u32" => format!("a whole number from 0 to {}", u32::MAX),
+        "u64" | "usize" => format!("a whole number from 0 to {}", u64::MAX),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number, e.g. 0.5".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a map" | "map" => "a table".to_string(),
+        other if other.starts_with("struct ") => "a table".to_string(),
+        other => other.to_string(),
+    }
+}
+
+const JOB_KEYS: &[&str] = &["version", "name", "description", "seed", "work_dir", "target", "workload", "fio", "mpi"];
+#[rustfmt::skip]
+const WORKLOAD_ONLY_KEYS: &[&str] = &[
+    "sizes", "size_dist", "threads", "objects", "dataset", "min_objects", "max_objects", "phases", "phase", "zipf_theta",
+    "repeats", "verify", "compressibility", "cache", "retries", "max_error_ratio", "give_up_after", "op_timeout",
+    "preload", "duplicates",
+];
+const PHASE_ONLY_KEYS: &[&str] =
+    &["mix", "sequence", "read_recent", "count", "duration", "bytes", "split", "rate", "arrivals", "warmup_count", "warmup", "before"];
+
+/// Where a key that is unknown in this table (told apart by its known keys) belongs instead:
+/// `count` written in `[[workload]]` is a phase's stop condition, not a misspelling.
+fn table_of_misplaced(field: &str, known_here: &[&str]) -> Option<&'static str> {
+    let here_is = |key: &str| known_here.contains(&key);
+    let (in_workload, in_phase, in_job) = (here_is("sizes"), here_is("mix"), here_is("workload"));
+    if (in_workload || in_job) && PHASE_ONLY_KEYS.contains(&field) {
+        return Some("a [[workload.phase]] table");
+    }
+    if (in_phase || in_job) && WORKLOAD_ONLY_KEYS.contains(&field) {
+        return Some("the [[workload]] table, above its phases");
+    }
+    if (in_workload || in_phase) && field == "backend" {
+        return Some("a [[target]] table");
+    }
+    if (in_workload || in_phase) && JOB_KEYS.contains(&field) && !here_is(field) {
+        return Some("the top of the job file, before any [[target]] or [[workload]]");
+    }
+    None
 }
 
 #[cfg(test)]
@@ -471,6 +517,34 @@ mod tests {
         let err = parse("version = 1\n[[workload]]\nname = \"w\"\n[[workload.phase]]\nmix = { put = 4294967296 }\n").unwrap_err();
         assert_eq!(err.line, Some(5), "{err:?}");
         assert!(err.message.contains("4294967296 is out of range here; write a whole number from 0 to 4294967295"), "{}", err.message);
+    }
+
+    #[test]
+    fn type_mistakes_are_said_in_words_not_rust_types() {
+        let parsed =
+            parse_all("version = \"1\"\n[[workload]]\nname = \"w\"\nthreads = [1.5]\nrepeats = 99999999999999999999\nverify = \"yes\"\nzipf_theta = \"x\"\n");
+        let messages: Vec<&str> = parsed.mistakes.iter().map(|m| m.message.as_str()).collect();
+        let all = messages.join("\n");
+        for said in [
+            "field \"version\": string \"1\" is the wrong type here; write a whole number from 0 to 4294967295",
+            "field \"threads\": floating point `1.5` is the wrong type here; write a whole number from 0 to 4294967295",
+            "field \"repeats\": 99999999999999999999 is out of range here; write a whole number from 0 to 4294967295",
+            "field \"verify\": string \"yes\" is the wrong type here; write true or false",
+            "field \"zipf_theta\": string \"x\" is the wrong type here; write a number, e.g. 0.5",
+        ] {
+            assert!(all.contains(said), "missing {said:?} in\n{all}");
+        }
+        assert!(!all.contains("u32") && !all.contains("i128") && !all.contains("f64"), "{all}");
+    }
+
+    #[test]
+    fn a_key_in_the_wrong_table_is_sent_to_its_table() {
+        let parsed = parse_all("version = 1\n[[workload]]\nname = \"w\"\ncount = 5\nbackend = \"fs\"\n[[workload.phase]]\nmix = { put = 1 }\nthreads = [2]\n");
+        let all: Vec<&str> = parsed.mistakes.iter().map(|m| m.message.as_str()).collect();
+        let all = all.join("\n");
+        assert!(all.contains("unknown key \"count\" here: it belongs in a [[workload.phase]] table"), "{all}");
+        assert!(all.contains("unknown key \"backend\" here: it belongs in a [[target]] table"), "{all}");
+        assert!(all.contains("unknown key \"threads\" here: it belongs in the [[workload]] table, above its phases"), "{all}");
     }
 
     #[test]

@@ -155,6 +155,14 @@ pub fn read(path: &Path) -> Result<RunReport, String> {
                 value.get("tool_version").and_then(|v| v.as_str()).unwrap_or("unknown")
             ))
         }
+        None if value.get("schema_version").is_some() => {
+            return Err(format!(
+                "{}: schema_version is {}, not a whole number: the file was edited or is not a stowbench report \
+                 (stowbench writes schema_version = {SCHEMA_VERSION})",
+                path.display(),
+                value["schema_version"]
+            ))
+        }
         None => {
             return Err(format!(
                 "{} has no schema_version: it is not a stowbench report (stowbench run and stowbench fio write one to \
@@ -223,6 +231,20 @@ mod tests {
         assert_eq!(report.schema_version, SCHEMA_VERSION);
         assert_eq!(report.warnings, warnings::from_v1(vec!["reads ran with a warm page cache".into()]));
         assert_eq!(report.warnings[0].kind, warnings::WarningKind::Unclassified);
+    }
+
+    #[test]
+    fn a_schema_version_that_is_not_a_number_is_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut value: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap();
+        value["schema_version"] = "2".into();
+        std::fs::write(&path, value.to_string()).unwrap();
+        let message = read(&path).unwrap_err();
+        assert!(message.contains("schema_version is \"2\", not a whole number"), "{message}");
+        value.as_object_mut().unwrap().remove("schema_version");
+        std::fs::write(&path, value.to_string()).unwrap();
+        assert!(read(&path).unwrap_err().contains("has no schema_version"));
     }
 
     #[test]

@@ -431,6 +431,9 @@ fn list_example(key: &str, message: &str) -> String {
 fn explain(message: &str) -> String {
     let message = message.trim();
     if let Some(field) = message.strip_prefix("missing field `").and_then(|rest| rest.strip_suffix('`')) {
+        if field == "version" {
+            return "missing key \"version\"; add version = 1 as the first line of the job file".to_string();
+        }
         return format!("missing key \"{field}\"; add {field} = ... to this table");
     }
     if let Some((found, expected)) = message.strip_prefix("invalid type: ").and_then(|rest| rest.split_once(", expected ")) {

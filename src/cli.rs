@@ -508,6 +508,13 @@ pub fn options_markdown(kind: &backend::BackendKind) -> String {
 }
 
 fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
+    if let Ok(to) = std::fs::read_link(dir) {
+        return Err(Error::bad_input(format!(
+            "{} is a symbolic link to {}: stowbench never deletes through a link; give the directory itself",
+            dir.display(),
+            to.display()
+        )));
+    }
     if !dir.is_dir() {
         let what = if dir.exists() { "is not a directory" } else { "does not exist" };
         return Err(Error::bad_input(format!(
@@ -523,12 +530,21 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
     } else {
         // A DIR that is not there is a mistake in the command line.
         let entries = std::fs::read_dir(dir).map_err(|e| Error::bad_input(format!("cannot read {}: {e}", dir.display())))?;
-        let mut ours: Vec<PathBuf> = entries
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-") && namespace::is_owned(&e.path()))
-            .map(|e| e.path())
-            .filter(|p| !fio_targets.iter().any(|t| t.ns_dir == *p))
-            .collect();
+        let mut ours: Vec<PathBuf> = Vec::new();
+        for entry in entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-")) {
+            let path = entry.path();
+            // A link to a run's directory is not that directory: removing through it would
+            // empty a directory outside DIR.
+            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                if namespace::is_owned(&path) {
+                    println!("skipped {}: a symbolic link, not followed (give the directory it points to)", path.display());
+                }
+                continue;
+            }
+            if namespace::is_owned(&path) && !fio_targets.iter().any(|t| t.ns_dir == path) {
+                ours.push(path);
+            }
+        }
         ours.sort();
         ours
     };
@@ -539,6 +555,17 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
             namespace::MARKER_FILE,
             if dry_run { "would be removed" } else { "was removed" }
         )));
+    }
+    // A run still writing keeps its directory: removing it would fail that run, or worse, let it
+    // report numbers measured on files deleted under it.
+    let (busy, dirs): (Vec<PathBuf>, Vec<PathBuf>) = dirs.into_iter().partition(|d| namespace::in_use(d));
+    for d in &busy {
+        eprintln!(
+            "stowbench: {} {}: a stowbench run is still using it (it holds the lock on its {}); let the run end, or stop it, then clean up",
+            if dry_run { "would keep" } else { "kept" },
+            d.display(),
+            namespace::MARKER_FILE
+        );
     }
     // Server objects first (see backend::record): a directory whose server cannot be reached is
     // kept, with its record, for a later cleanup.
@@ -556,7 +583,7 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
             }
         }
     }
-    let exit_code = if kept.is_empty() { 0 } else { EXIT_CLEANUP_INCOMPLETE };
+    let exit_code = if kept.is_empty() && busy.is_empty() { 0 } else { EXIT_CLEANUP_INCOMPLETE };
     if dry_run {
         for t in &fio_targets {
             for (what, path) in [("unmount", &t.mount_point), ("detach", &t.loop_dev)] {

@@ -210,6 +210,41 @@ fn cleanup_removes_only_marked_directories() {
     assert!(!ours.exists() && !also_ours.exists() && unmarked.exists() && foreign.join("data.txt").exists());
 }
 
+/// A link named like a run's directory is not followed (removing through it emptied a kept run
+/// outside DIR), and a directory a live run holds is kept, not pulled from under it.
+#[test]
+fn cleanup_never_deletes_through_a_link_nor_under_a_live_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("kept");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let run = elsewhere.join("stowbench-kept-run");
+    stowbench::backend::Namespace::create(&run, "kept", "kept").unwrap();
+    std::fs::write(run.join("data"), "x").unwrap();
+    let parent = dir.path().join("results");
+    std::fs::create_dir(&parent).unwrap();
+    std::os::unix::fs::symlink(&run, parent.join("stowbench-kept-run")).unwrap();
+    for args in [&["cleanup", "results"][..], &["cleanup", "results", "--dry-run"], &["cleanup", "results/stowbench-kept-run"]] {
+        let out = stowbench(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(run.join("data").exists(), "{args:?} deleted through the link");
+    }
+    assert!(text(&stowbench(dir.path(), &["cleanup", "results/stowbench-kept-run"])).contains("symbolic link"));
+
+    let live = dir.path().join("stowbench-live-run");
+    let held = stowbench::backend::Namespace::create(&live, "live", "live").unwrap();
+    std::fs::write(live.join("data"), "x").unwrap();
+    for args in [&["cleanup", "."][..], &["cleanup", "stowbench-live-run"], &["cleanup", "stowbench-live-run", "--dry-run"]] {
+        let out = stowbench(dir.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains("a stowbench run is still using it"), "{}", text(&out));
+        assert!(live.join("data").exists(), "{args:?} removed a live run's data");
+    }
+    drop(held);
+    let out = stowbench(dir.path(), &["cleanup", "stowbench-live-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!live.exists());
+}
+
 #[test]
 fn backends_lists_every_backend_with_its_options() {
     let dir = tempfile::tempdir().unwrap();

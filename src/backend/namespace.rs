@@ -26,6 +26,9 @@ pub struct Namespace {
     pub dir: PathBuf,
     /// A short name safe for table prefixes, bucket prefixes and GridFS bucket names: [a-z0-9_].
     pub name: String,
+    /// A shared lock on the marker, held while any copy of this value lives, so that `stowbench
+    /// cleanup` in another process can tell a directory a run is still writing (`in_use`).
+    _held: Option<std::sync::Arc<fs::File>>,
 }
 
 /// Makes a name safe for SQL identifiers and object prefixes: lowercase [a-z0-9_], at most 48 chars.
@@ -65,7 +68,14 @@ impl Namespace {
                 });
             }
         }
-        Ok(Namespace { run_id: run_id.to_string(), dir: dir.to_path_buf(), name: safe_name(name) })
+        let held = hold(dir).map(std::sync::Arc::new);
+        Ok(Namespace { run_id: run_id.to_string(), dir: dir.to_path_buf(), name: safe_name(name), _held: held })
+    }
+
+    /// A namespace value for a directory this process did not make and does not hold: a server
+    /// record's, read back by `cleanup`, or a probe's scratch.
+    pub fn unheld(run_id: &str, dir: &Path, name: &str) -> Namespace {
+        Namespace { run_id: run_id.to_string(), dir: dir.to_path_buf(), name: name.to_string(), _held: None }
     }
 
     /// A child namespace inside this one (its own directory and marker).
@@ -84,6 +94,28 @@ fn write_marker(dir: &Path, run_id: &str) -> Result<(), String> {
     let path = dir.join(MARKER_FILE);
     let mut file = fs::File::create(&path).map_err(|e| format!("cannot create marker {} (open failed): {e}", path.display()))?;
     file.write_all(text.as_bytes()).map_err(|e| format!("cannot write marker {} (write failed): {e}", path.display()))
+}
+
+/// Takes a shared lock on `dir`'s marker (several ranks of one multi-host run share a
+/// namespace). None when the marker cannot be opened or the filesystem does not lock: the run
+/// goes on, and `in_use` then cannot see it.
+fn hold(dir: &Path) -> Option<fs::File> {
+    use std::os::fd::AsRawFd;
+    let marker = fs::File::open(dir.join(MARKER_FILE)).ok()?;
+    // SAFETY: flock on a descriptor we own; the lock goes with the descriptor.
+    (unsafe { libc::flock(marker.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0).then_some(marker)
+}
+
+/// Whether a stowbench process is still using `dir` or a marked directory above it: one holds
+/// the lock on its marker (`Namespace::create` takes it; exiting, even by `kill -9`, drops it).
+pub fn in_use(dir: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    dir.ancestors().filter(|d| is_owned(d)).any(|d| {
+        let Ok(marker) = fs::File::open(d.join(MARKER_FILE)) else { return false };
+        // SAFETY: flock on a descriptor we own; closing it releases the probe's lock at once.
+        let free = unsafe { libc::flock(marker.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        !free && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    })
 }
 
 /// Whether `dir` carries the stowbench marker.
@@ -132,6 +164,11 @@ pub fn remove(dir: &Path) -> Result<(), String> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("cannot remove {}: stat failed: {e}", dir.display())),
+        // Removing through a link would empty a directory outside the one named.
+        Ok(m) if m.file_type().is_symlink() => {
+            let to = fs::read_link(dir).map(|t| format!(" to {}", t.display())).unwrap_or_default();
+            return Err(format!("refusing to remove {}: it is a symbolic link{to}, and stowbench never deletes through a link", dir.display()));
+        }
         Ok(_) => {}
     }
     let marker = dir.join(MARKER_FILE);

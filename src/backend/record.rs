@@ -223,7 +223,7 @@ impl ServerRecord {
         table.insert("uri".into(), toml::Value::String(self.uri()?));
         let origin = dir.join(RECORD_FILE).display().to_string();
         let options = Options::new(&self.target, &origin, table);
-        let ns = Namespace { run_id: self.run_id.clone(), dir: self.namespace_dir.clone(), name: self.namespace_name.clone() };
+        let ns = Namespace::unheld(&self.run_id, &self.namespace_dir, &self.namespace_name);
         let backend = (super::find(&self.backend)?.construct)(&options, &ns)?;
         backend.note_keys(self.keys);
         Ok(backend)

@@ -167,7 +167,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
     let table = [("uri".to_string(), toml::Value::String(uri.into())), ("create_bucket".to_string(), toml::Value::Boolean(false))];
     let options = Options::new("probe", "", table.into_iter().collect());
     let dir = std::env::temp_dir();
-    let ns = Namespace { run_id: "probe".into(), dir, name: "probe".into() };
+    let ns = Namespace::unheld("probe", &dir, "probe");
     let backend = construct(&options, &ns)?;
     let info = backend.describe();
     Ok(format!(

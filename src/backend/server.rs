@@ -567,7 +567,7 @@ mod tests {
 
     #[test]
     fn owned_names_differ_per_namespace_directory() {
-        let ns = |dir: &str| Namespace { run_id: "same-run".into(), dir: PathBuf::from(dir), name: "case".into() };
+        let ns = |dir: &str| Namespace::unheld("same-run", Path::new(dir), "case");
         let (a, b) = (owned_name(&ns("/tmp/a/ns")), owned_name(&ns("/tmp/b/ns")));
         assert!(a != b && a.starts_with("case_") && a.len() <= 48, "{a} {b}");
         assert_eq!(a, owned_name(&ns("/tmp/a/ns")), "stable for one namespace");

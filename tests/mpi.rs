@@ -384,7 +384,7 @@ fn s3_shared_keys_are_read_by_every_rank_and_removed_once() {
     assert_eq!(report["cases"][0]["disk"]["server_reported_bytes"].as_u64(), Some(200 * 8192), "the server holds one copy of each key");
     // The one namespace every rank used: nothing of it is left on the server.
     let run_id = report["run_id"].as_str().unwrap().to_string();
-    let ns = stowbench::backend::Namespace { run_id, dir: dir.path().to_path_buf(), name: "sb_case_0000".into() };
+    let ns = stowbench::backend::Namespace::unheld(&run_id, dir.path(), "sb_case_0000");
     let options = stowbench::backend::options::Options::new("s3", "test", toml::Table::new());
     let s3 = (stowbench::backend::find("s3").unwrap().construct)(&options, &ns).unwrap();
     assert_eq!(s3.server_objects().unwrap(), Vec::<String>::new());

@@ -321,7 +321,7 @@ fn kill_9_of_stowbench_mid_put_then_cleanup_removes_that_runs_server_objects_and
 /// the runner does (so it is known even when the kill came before the record).
 fn owned_name_of(run_dir: &Path) -> String {
     let run_id = run_dir.file_name().unwrap().to_string_lossy().strip_prefix("stowbench-").unwrap().to_string();
-    let ns = stowbench::backend::Namespace { run_id, dir: run_dir.join("case-0000"), name: "sb_case_0000".into() };
+    let ns = stowbench::backend::Namespace::unheld(&run_id, &run_dir.join("case-0000"), "sb_case_0000");
     stowbench::backend::server::owned_name(&ns)
 }
 

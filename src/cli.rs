@@ -257,10 +257,10 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
                     r.generation
                 );
                 if r.dropped_damaged_bytes > 0 {
-                    println!("  dropped {} damaged byte(s) (--drop-damaged)", r.dropped_damaged_bytes);
+                    println!("  dropped {} damaged byte(s) holding no record that checks (--drop-damaged)", r.dropped_damaged_bytes);
                 }
                 if r.cut_tail_bytes > 0 {
-                    println!("  the open cut {} byte(s) of an unfinished last record (a torn tail: a crash, or a file cut short)", r.cut_tail_bytes);
+                    println!("  left out {} byte(s) of zeros after the last record (space a durable writer wrote ahead)", r.cut_tail_bytes);
                 }
                 0
             })

@@ -325,6 +325,61 @@ fn compaction_refuses_a_pack_with_damaged_records_unless_told_to_drop_them() {
     }
 }
 
+/// Damage compaction must not settle alone, wherever it lies: a rotted last record (no index:
+/// the state after a crash), a rotted live record the clean close's index vouched for, bytes
+/// after the last record that are not zeros. Each is refused with the files byte for byte as
+/// they were; `--drop-damaged` leaves out exactly the damaged record. (The open used to cut a
+/// rotted last record off as a torn tail before compaction looked, and a rotted record found
+/// through the index stopped even `--drop-damaged`.)
+#[test]
+fn compaction_refuses_damage_at_the_end_or_behind_the_index_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let values: Vec<(String, Vec<u8>)> = (0..6u64).map(|i| (format!("k{i}"), payload(i, 3000))).collect();
+    let orig = tmp.path().join("orig");
+    {
+        let store = PackStore::open(&orig, false).unwrap();
+        let mut lease = store.lease().unwrap();
+        for (key, value) in &values {
+            lease.put(key, &mut Cursor::new(value), value.len() as u64).unwrap();
+        }
+    }
+    let clean = std::fs::read(orig.join(DATA_FILE)).unwrap();
+    let mut last_rotted = clean.clone();
+    let at = clean.len() - 100;
+    last_rotted[at] ^= 0x40;
+    let mut garbage_tail = clean.clone();
+    garbage_tail.extend(payload(99, 500));
+    for (name, bytes, with_index) in [("last-rotted", &last_rotted, false), ("behind-index", &last_rotted, true), ("garbage-tail", &garbage_tail, false)] {
+        let dir = pack_with_bytes(tmp.path(), name, bytes);
+        if with_index {
+            std::fs::copy(orig.join(INDEX_FILE), dir.join(INDEX_FILE)).unwrap();
+        }
+        let refused = compact(&dir).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Corrupt, "{name}: {refused}");
+        assert!(refused.message.contains("nothing removed") && refused.message.contains("--drop-damaged"), "{name}: {refused}");
+        assert_eq!(&std::fs::read(dir.join(DATA_FILE)).unwrap(), bytes, "{name}: the refused compaction changed the data file");
+        let report = compact_with(&dir, CompactOptions { drop_damaged: true }).unwrap();
+        let store = PackStore::open(&dir, false).unwrap();
+        let lost: Vec<&str> = values.iter().filter(|(k, _)| get(&store, k) == Err(ErrorKind::NotFound)).map(|(k, _)| k.as_str()).collect();
+        if name == "garbage-tail" {
+            assert!(lost.is_empty() && report.dropped_damaged_bytes == 500, "{name}: {lost:?} {report:?}");
+        } else {
+            assert_eq!(lost, ["k5"], "{name}: only the damaged record is left out");
+            assert!(report.dropped_damaged_bytes > 3000, "{name}: {report:?}");
+        }
+        for (key, value) in values.iter().filter(|(k, _)| !lost.contains(&k.as_str())) {
+            assert_eq!(&get(&store, key).unwrap(), value, "{name}: {key}");
+        }
+    }
+    // An ordinary open keeps a rotted last record in place as damage, never cutting it off.
+    let dir = pack_with_bytes(tmp.path(), "reopened", &last_rotted);
+    let store = PackStore::open(&dir, false).unwrap();
+    assert_eq!(store.recovery().cut_tail_bytes, 0);
+    assert!(store.recovery().damaged_bytes > 3000);
+    drop(store);
+    assert_eq!(std::fs::metadata(dir.join(DATA_FILE)).unwrap().len(), last_rotted.len() as u64);
+}
+
 /// `stowbench compact` given the wrong directory: refused, and nothing is written there.
 #[test]
 fn compaction_refuses_a_directory_that_is_not_a_pack() {

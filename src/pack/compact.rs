@@ -26,10 +26,11 @@ pub struct CompactReport {
     pub bytes_after: u64,
     /// Generation of the new data file.
     pub generation: u64,
-    /// Bytes the open found damaged (holding no record that checks) and the compaction left
-    /// out: only with `drop_damaged`, else it refuses.
+    /// Bytes found damaged (holding no record that checks: in the middle of a file, after its
+    /// last record, or a live record whose body no longer matches its hash) and left out: only
+    /// with `drop_damaged`, else it refuses.
     pub dropped_damaged_bytes: u64,
-    /// Bytes of torn tails the open cut off (an unfinished last record, e.g. after a crash).
+    /// Bytes of zeros after a file's last record (space a durable writer wrote ahead), left out.
     pub cut_tail_bytes: u64,
 }
 
@@ -76,16 +77,16 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
             ),
         ));
     }
-    let store = PackStore::open(pack_dir, true)?;
+    let store = PackStore::open_keeping_tails(pack_dir)?;
     let found = store.recovery();
-    if found.damaged_bytes > 0 && !options.drop_damaged {
+    let damaged = found.damaged_bytes + found.kept_tail_bytes;
+    if damaged > 0 && !options.drop_damaged {
         return Err(BackendError::new(
             ErrorKind::Corrupt,
             format!(
-                "{} byte(s) of its data files are damaged (records whose header or body hash no longer checks); \
-                 compaction stopped, nothing removed: it would drop them for good, and they may hold a key's only or newest version. \
-                 Copy the directory aside to keep them, then compact with --drop-damaged",
-                found.damaged_bytes
+                "{damaged} byte(s) of its data files hold no record that checks (a record whose header or body hash fails, or \
+                 bytes after the last record: damage, or a write a crash left unfinished); compaction stopped, nothing removed: \
+                 it would drop them for good, and they may hold a key's only or newest version. {DAMAGE_ADVICE}"
             ),
         ));
     }
@@ -93,11 +94,12 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
     let bytes_before = store.data_bytes();
     let generation = store.generation() + 1;
     let target = create_unpublished_stripe(pack_dir, generation, 0)?;
-    let mut report =
-        CompactReport { bytes_before, generation, dropped_damaged_bytes: found.damaged_bytes, cut_tail_bytes: found.cut_tail_bytes, ..Default::default() };
-    let copied = copy_live_records(&store, &target);
+    let mut report = CompactReport { bytes_before, generation, dropped_damaged_bytes: damaged, cut_tail_bytes: found.cut_tail_bytes, ..Default::default() };
+    let copied = copy_live_records(&store, &target, options, &mut report.dropped_damaged_bytes);
     let tmp_path = target.path.clone();
     let finish = copied.and_then(|(records, end)| {
+        // A damaged last record was written and then left out: the file ends at the last good one.
+        target.file.set_len(end)?;
         target.file.sync_all()?;
         fs::rename(&tmp_path, pack_dir.join(data_file_name(generation, 0)))?;
         sync_dir(pack_dir)?;
@@ -122,8 +124,13 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
     Ok(report)
 }
 
-/// Copies every live record (same key, value and seq) into `target`; returns (records, end offset).
-fn copy_live_records(store: &PackStore, target: &super::store::Stripe) -> BResult<(u64, u64)> {
+/// What to do about damage compaction must not decide alone.
+const DAMAGE_ADVICE: &str = "Copy the directory aside to keep what the damaged bytes hold, then compact with --drop-damaged to leave them out";
+
+/// Copies every live record (same key, value and seq) into `target`; returns (records, end
+/// offset). A record whose body no longer matches its hash stops the copy, or with
+/// `drop_damaged` is left out and its bytes added to `dropped`.
+fn copy_live_records(store: &PackStore, target: &super::store::Stripe, options: CompactOptions, dropped: &mut u64) -> BResult<(u64, u64)> {
     let mut offset = FILE_HEADER_BYTES;
     let mut records = 0;
     for (key, loc) in store.live_locations() {
@@ -133,9 +140,19 @@ fn copy_live_records(store: &PackStore, target: &super::store::Stripe) -> BResul
         let new = write_record(target, offset, old.kind, old.seq, &key, &mut body, old.value_len)?;
         // Same key and value bytes must give the same hash; anything else is damage in the source.
         if new.body_hash != old.body_hash {
+            if options.drop_damaged {
+                // The next record overwrites the copy (or the file is cut back after the last).
+                *dropped += old.total_bytes();
+                continue;
+            }
             return Err(BackendError::new(
                 ErrorKind::Corrupt,
-                format!("record of key \"{key}\" in {} changed on disk (hash mismatch); compaction stopped, nothing removed", source.path.display()),
+                format!(
+                    "the record of key \"{key}\" at offset {} of {} is damaged (its bytes no longer match its hash); compaction \
+                     stopped, nothing removed. {DAMAGE_ADVICE}",
+                    old.offset,
+                    source.path.display()
+                ),
             ));
         }
         offset += new.total_bytes();

@@ -1,5 +1,5 @@
 //! Recovery scan of one pack data file: finds every complete, checksummed record, steps over
-//! damaged spans, and reports where the last valid record ends so a torn tail can be cut off.
+//! damaged spans, and reports where the last record ends so a torn tail can be cut off.
 //!
 //! The scan only reads. It must never accept a record whose header checksum, stored offset or
 //! body hash does not match: anything it returns is exactly what a writer once wrote.
@@ -27,9 +27,13 @@ pub struct FoundRecord {
 pub struct ScanOutcome {
     /// Valid records in file order.
     pub records: Vec<FoundRecord>,
-    /// Offset just past the last valid record (where the scan began if there is none), in bytes.
+    /// Offset just past the last record whose header checks and that lies whole in the file,
+    /// whether its body checks or not (where the scan began if there is none), in bytes. What
+    /// lies beyond holds no record: a torn tail, or zeros written ahead.
     pub good_end_bytes: u64,
-    /// Bytes before `good_end_bytes` that belong to no valid record (damage in the middle), in bytes.
+    /// Bytes before `good_end_bytes` that belong to no valid record: damage, in bytes. A last
+    /// record whose body fails its hash is damage too, kept in place and never cut as a torn
+    /// tail: a whole record that rotted may be a key's only copy.
     pub damaged_bytes: u64,
 }
 
@@ -54,9 +58,9 @@ pub fn scan(file: &File, salt: u64, from: u64, file_len: u64) -> io::Result<Scan
         if let Some(key) = verified_key(file, &header, &mut buf)? {
             outcome.records.push(FoundRecord { header, key });
             valid_bytes += header.total_bytes();
-            outcome.good_end_bytes = pos + header.total_bytes();
         }
         pos += header.total_bytes();
+        outcome.good_end_bytes = pos;
     }
     outcome.damaged_bytes = outcome.good_end_bytes - from - valid_bytes;
     Ok(outcome)

@@ -100,8 +100,12 @@ pub struct Recovery {
     pub files: usize,
     /// Valid records found.
     pub records: u64,
-    /// Bytes cut off torn tails (incomplete or unverifiable records at the end of a file).
+    /// Bytes cut off torn tails (what follows a file's last record: an unfinished record, or
+    /// zeros written ahead).
     pub cut_tail_bytes: u64,
+    /// Bytes after a file's last record that are not all zeros, left in place by an open for
+    /// compaction (`open_keeping_tails`): the old files are the last copy of whatever they held.
+    pub kept_tail_bytes: u64,
     /// Bytes in the middle of files that hold no valid record (left in place, never returned):
     /// found by this open's scan, or by an earlier one as the persisted index records.
     pub damaged_bytes: u64,
@@ -153,6 +157,17 @@ impl PackStore {
     /// is a usable one, recovers every data file (scanning what the index does not cover), builds
     /// the in-memory index. `fsync`: fdatasync each record before it becomes visible.
     pub fn open(dir: &Path, fsync: bool) -> BResult<Arc<PackStore>> {
+        PackStore::open_with(dir, fsync, true)
+    }
+
+    /// Opens the pack for compaction, which writes nothing into the old files: a tail after a
+    /// file's last record is cut only if it is all zeros, and otherwise left and counted
+    /// (`Recovery::kept_tail_bytes`), so that refusing a damaged pack changes nothing on disk.
+    pub fn open_keeping_tails(dir: &Path) -> BResult<Arc<PackStore>> {
+        PackStore::open_with(dir, true, false)
+    }
+
+    fn open_with(dir: &Path, fsync: bool, cut_tails: bool) -> BResult<Arc<PackStore>> {
         crate::backend::fs::mkdir_all(dir)?;
         let lock = lock_directory(dir)?;
         let mut recovery = Recovery::default();
@@ -165,7 +180,7 @@ impl PackStore {
         let mut stripes = Vec::new();
         let mut found = Vec::new();
         for (data_file, resume_at) in files.into_iter().zip(resume_at) {
-            let (stripe, records) = recover_stripe(data_file, resume_at.unwrap_or(FILE_HEADER_BYTES), &mut recovery)?;
+            let (stripe, records) = recover_stripe(data_file, resume_at.unwrap_or(FILE_HEADER_BYTES), cut_tails, &mut recovery)?;
             found.push(records);
             stripes.push(Arc::new(stripe));
         }
@@ -663,18 +678,37 @@ fn open_data_file(path: &Path, generation: u64, id: u32) -> BResult<DataFile> {
 }
 
 /// Scans a data file from `from` (where the persisted index stops, or the first record) to its
-/// end and cuts a torn tail.
-fn recover_stripe(data: DataFile, from: u64, recovery: &mut Recovery) -> BResult<(Stripe, Vec<FoundRecord>)> {
+/// end and cuts a torn tail (with `cut_tails` false, only one of zeros).
+fn recover_stripe(data: DataFile, from: u64, cut_tails: bool, recovery: &mut Recovery) -> BResult<(Stripe, Vec<FoundRecord>)> {
     let outcome = scan(&data.file, data.salt, from, data.len)?;
     recovery.scanned_bytes += data.len - from;
     if outcome.good_end_bytes < data.len {
-        data.file.set_len(outcome.good_end_bytes)?;
-        data.file.sync_all()?;
-        recovery.cut_tail_bytes += data.len - outcome.good_end_bytes;
+        if cut_tails || all_zeros(&data.file, outcome.good_end_bytes, data.len)? {
+            data.file.set_len(outcome.good_end_bytes)?;
+            data.file.sync_all()?;
+            recovery.cut_tail_bytes += data.len - outcome.good_end_bytes;
+        } else {
+            recovery.kept_tail_bytes += data.len - outcome.good_end_bytes;
+        }
     }
     recovery.damaged_bytes += outcome.damaged_bytes;
     let stripe = Stripe::new(data.id, data.file, data.salt, data.path, outcome.good_end_bytes);
     Ok((stripe, outcome.records))
+}
+
+/// Whether the bytes of `file` from `start` to `end` are all zeros.
+fn all_zeros(file: &File, start: u64, end: u64) -> BResult<bool> {
+    let mut buf = vec![0u8; COPY_BUFFER_BYTES];
+    let mut pos = start;
+    while pos < end {
+        let n = buf.len().min((end - pos) as usize);
+        file.read_exact_at(&mut buf[..n], pos)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n as u64;
+    }
+    Ok(true)
 }
 
 /// The persisted index, if there is one that fits the data files: its entries, where each data

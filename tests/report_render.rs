@@ -238,3 +238,47 @@ fn a_target_on_another_filesystem_is_named_with_its_filesystem() {
     report.cases[0].filesystem.as_mut().unwrap().journal = Some(false);
     assert!(no_journal(&report), "one case's data on an ext4 without a journal");
 }
+
+/// A block whose phases all have a steady-state window compares windows; once one repeat of one
+/// target lacks it, every cell of the block is its whole phase's figure, and the header and the
+/// headline's `measure` say so (a row once ranked one target's window against another's total).
+#[test]
+fn a_block_compares_one_measure_and_says_which() {
+    let mut report = load("objects-a");
+    for case in &mut report.cases {
+        for phase in &mut case.phases {
+            let total = phase.throughput_total.clone();
+            phase.throughput_all_active =
+                Some(stowbench::report::model::Throughput { window_ns: 200_000_000, ops_per_s: total.ops_per_s * 2.0, bytes_per_s: total.bytes_per_s * 2.0 });
+        }
+    }
+    let total_of = |report: &RunReport, target: &str, phase: &str| -> f64 {
+        let values: Vec<f64> = report
+            .cases
+            .iter()
+            .filter(|c| c.target == target && c.case_id.contains("/4KiB/"))
+            .flat_map(|c| c.phases.iter().filter(|p| p.phase == phase).map(|p| p.throughput_total.bytes_per_s))
+            .collect();
+        values.iter().sum::<f64>() / values.len() as f64
+    };
+    let row = |report: &RunReport| {
+        stowbench::report::table::headlines(report).into_iter().find(|h| h.phase == "put" && h.size_label == "4KiB").expect("a 4KiB put row")
+    };
+    let windowed = row(&report);
+    assert_eq!(windowed.measure, "steady_state_window");
+    for f in &windowed.figures {
+        let expected = 2.0 * total_of(&report, &f.target, "put");
+        assert!((f.mean.unwrap() - expected).abs() < 1e-6 * expected, "{}: {:?} against {expected}", f.target, f.mean);
+    }
+    assert!(stowbench::report::table::render(&report).contains("(throughput in the steady-state window"));
+
+    let first_put = report.cases.iter_mut().find(|c| c.case_id.contains("/4KiB/")).unwrap();
+    first_put.phases.iter_mut().find(|p| p.phase == "put").unwrap().throughput_all_active = None;
+    let mixed = row(&report);
+    assert_eq!(mixed.measure, "whole_phase");
+    for f in &mixed.figures {
+        let expected = total_of(&report, &f.target, "put");
+        assert!((f.mean.unwrap() - expected).abs() < 1e-6 * expected, "{}: {:?} against {expected}", f.target, f.mean);
+    }
+    assert!(stowbench::report::table::render(&report).contains("(throughput over the whole phase, as some phase here was too short"));
+}

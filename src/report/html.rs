@@ -159,11 +159,12 @@ fn headlines_section(report: &RunReport) -> String {
     if rows.is_empty() {
         return out + "<p class=\"absent\">No object-store case in this run.</p>\n";
     }
-    out += "<p>Throughput in each case's steady-state window (bytes per second; operations per second for empty objects): the mean over the repeats, its coefficient of variation, and the 95 % confidence interval of the mean (Student's t). The winner stands clear only when its interval lies above the runner-up's; overlapping intervals are a tie. p99: the median of the repeats' p99 latencies (open loop: from each operation's intended start).</p>\n";
+    out += "<p>Throughput in each case's steady-state window, or over the whole phase in the groups marked so, where some phase was too short for a window (bytes per second; operations per second for empty objects): the mean over the repeats, its coefficient of variation, and the 95 % confidence interval of the mean (Student's t). The winner stands clear only when its interval lies above the runner-up's; overlapping intervals are a tie. p99: the median of the repeats' p99 latencies (open loop: from each operation's intended start).</p>\n";
     out += "<table class=\"headlines\">\n<thead><tr><th>workload · phase · threads</th><th>size</th><th>target</th><th>mean</th><th>CV</th><th>95 % CI of the mean</th><th>repeats</th><th>p99</th><th>verdict</th></tr></thead>\n<tbody>\n";
     for h in &rows {
         let span = h.figures.len().max(1);
-        let group = format!("{} · {} · {} thread{}", h.workload, h.phase, h.threads, if h.threads == 1 { "" } else { "s" });
+        let whole = if h.measure == super::table::Measure::WholePhase.name() { " (whole phase)" } else { "" };
+        let group = format!("{} · {} · {} thread{}{whole}", h.workload, h.phase, h.threads, if h.threads == 1 { "" } else { "s" });
         let _ = write!(out, "<tr><td rowspan=\"{span}\">{}</td><td rowspan=\"{span}\">{}</td>", escape(&group), escape(&h.size_label));
         for (i, f) in h.figures.iter().enumerate() {
             if i > 0 {

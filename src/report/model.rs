@@ -541,8 +541,14 @@ pub struct Headline {
     pub size_label: String,
     /// Largest object size, in bytes (0: empty objects, ranked by operations per second).
     pub size_bytes: u64,
-    /// What `mean` and the interval measure: "bytes_per_s" or "ops_per_s" (steady-state window).
+    /// What `mean` and the interval measure: "bytes_per_s" or "ops_per_s".
     pub metric: String,
+    /// Over which span: "steady_state_window" (the all-active window, which every phase of this
+    /// workload, phase and thread count had) or "whole_phase" (one of them was too short for a
+    /// window, so every figure of the block is its whole phase's). Empty in reports from before
+    /// it was recorded, whose figures mixed the two.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub measure: String,
     /// Each target, highest mean first.
     pub figures: Vec<HeadlineFigure>,
     /// The target with the highest mean.

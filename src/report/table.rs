@@ -30,10 +30,41 @@ pub fn coefficient_of_variation(values: &[f64]) -> Option<f64> {
     (mean > 0.0).then(|| var.sqrt() / mean)
 }
 
-/// The throughput a table shows for a phase: the all-active (steady-state) window when it exists.
+/// The throughput of one phase on its own (the operations table, a case's spread): the
+/// all-active (steady-state) window when it exists, else the whole phase.
 pub fn headline_throughput(p: &PhaseResult) -> (f64, f64) {
     let t = p.throughput_all_active.as_ref().unwrap_or(&p.throughput_total);
     (t.bytes_per_s, t.ops_per_s)
+}
+
+/// Which throughput a block of the table compares. One measure for every cell of a block: a
+/// row that ranked one target's steady-state window against another's whole phase (or averaged
+/// the two over repeats) would compare different things.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Measure {
+    /// The all-active window, which every phase of the block has.
+    #[default]
+    SteadyState,
+    /// The whole phase: some phase of the block was too short for a window (under 100 ms).
+    WholePhase,
+}
+
+impl Measure {
+    /// The name report.json's headlines give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::SteadyState => "steady_state_window",
+            Measure::WholePhase => "whole_phase",
+        }
+    }
+
+    /// What a block's header says its throughput is.
+    pub fn said(self) -> &'static str {
+        match self {
+            Measure::SteadyState => "throughput in the steady-state window",
+            Measure::WholePhase => "throughput over the whole phase, as some phase here was too short for a steady-state window",
+        }
+    }
 }
 
 /// One table cell: the repeats of one target at one size.
@@ -54,6 +85,12 @@ struct Cell {
     /// Operations over the repeats, successful ones and misses: what the missed share is of.
     attempted: u64,
     misses: u64,
+    /// Each finished repeat's (bytes/s, ops/s) in its steady-state window, if it had one, and
+    /// over its whole phase: `bytes_per_s` and `ops_per_s` take one of them for the whole block.
+    windows: Vec<Option<(f64, f64)>>,
+    totals: Vec<(f64, f64)>,
+    /// The measure `bytes_per_s` and `ops_per_s` hold, the same for every cell of a block.
+    measure: Measure,
 }
 
 impl Cell {
@@ -108,9 +145,8 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                     let misses: u64 = p.ops.values().map(|op| op.misses).sum();
                     cell.misses += misses;
                     cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
-                    let (b, o) = headline_throughput(p);
-                    cell.bytes_per_s.push(b);
-                    cell.ops_per_s.push(o);
+                    cell.windows.push(p.throughput_all_active.as_ref().map(|t| (t.bytes_per_s, t.ops_per_s)));
+                    cell.totals.push((p.throughput_total.bytes_per_s, p.throughput_total.ops_per_s));
                     let p99 = p.ops.values().map(|op| op.response_latency.as_ref().unwrap_or(&op.latency).p99_ns).max().unwrap_or(0);
                     cell.p99_ns.push(p99 as f64);
                     if let Some(schedule) = &p.open_loop {
@@ -122,7 +158,24 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
             }
         }
     }
+    for rows in groups.values_mut() {
+        let cells = || rows.values().flat_map(|by_target| by_target.values());
+        let measure = if cells().all(|c| c.windows.iter().all(Option::is_some)) { Measure::SteadyState } else { Measure::WholePhase };
+        for cell in rows.values_mut().flat_map(|by_target| by_target.values_mut()) {
+            let figures: Vec<(f64, f64)> = match measure {
+                Measure::SteadyState => cell.windows.iter().flatten().copied().collect(),
+                Measure::WholePhase => cell.totals.clone(),
+            };
+            (cell.bytes_per_s, cell.ops_per_s) = figures.into_iter().unzip();
+            cell.measure = measure;
+        }
+    }
     groups
+}
+
+/// The measure a block's cells hold.
+fn measure_of(rows: &Rows) -> Measure {
+    rows.values().flat_map(|by_target| by_target.values()).next().map(|c| c.measure).unwrap_or_default()
 }
 
 /// The phase labels the plan gave workload `name` (none in a report without its plan).
@@ -137,6 +190,7 @@ fn planned_phases(report: &RunReport, name: &str) -> Vec<String> {
 pub fn headlines(report: &RunReport) -> Vec<Headline> {
     let mut out = Vec::new();
     for ((_, (workload, phase, threads)), rows) in groups(report) {
+        let measure = measure_of(&rows);
         for ((size_bytes, size_label), cells) in rows {
             let by_ops = Cell::rows_by_ops(size_bytes, &cells);
             let mut figures: Vec<HeadlineFigure> = cells
@@ -172,6 +226,7 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                 size_label,
                 size_bytes,
                 metric: if by_ops { "ops_per_s" } else { "bytes_per_s" }.into(),
+                measure: measure.name().into(),
                 figures,
                 winner,
                 runner_up,
@@ -199,7 +254,8 @@ pub fn render(report: &RunReport) -> String {
         };
         let _ = writeln!(
             out,
-            "\n{phase} · {threads} {thread_word} · workload {workload}   (throughput in the steady-state window: mean of repeats ±CV (95% CI of the mean); {latency}: median of repeats)"
+            "\n{phase} · {threads} {thread_word} · workload {workload}   ({}: mean of repeats ±CV (95% CI of the mean); {latency}: median of repeats)",
+            measure_of(rows).said()
         );
         render_group(&targets, rows, &mut out);
         if let Some(ops) = phase.strip_prefix("sequence ") {

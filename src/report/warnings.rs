@@ -4,7 +4,7 @@
 //! same thing.
 
 use super::model::{CaseResult, CaseStatus, FilesystemInfo, Headline, RunReport};
-use super::table::{coefficient_of_variation, headline_throughput};
+use super::table::coefficient_of_variation;
 use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -239,18 +239,23 @@ fn read_recent_short(report: &RunReport) -> Option<Warning> {
 
 fn high_spread(report: &RunReport) -> Vec<Warning> {
     // Repeats of one case share its id up to the last "/".
-    let mut spread: BTreeMap<(String, String), (Vec<f64>, Vec<String>)> = BTreeMap::new();
+    // Each repeat's (window, whole phase) ops/s: the spread is of one measure, the window only
+    // when every repeat has one (as the table's cells).
+    type Repeats = (Vec<(Option<f64>, f64)>, Vec<String>);
+    let mut spread: BTreeMap<(String, String), Repeats> = BTreeMap::new();
     for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let base = c.case_id.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or_default();
         for p in &c.phases {
             let entry = spread.entry((base.clone(), p.phase.clone())).or_default();
-            entry.0.push(headline_throughput(p).1);
+            entry.0.push((p.throughput_all_active.as_ref().map(|t| t.ops_per_s), p.throughput_total.ops_per_s));
             entry.1.push(c.case_id.clone());
         }
     }
     spread
         .into_iter()
-        .filter_map(|((case, phase), (values, case_ids))| {
+        .filter_map(|((case, phase), (repeats, case_ids))| {
+            let windows: Option<Vec<f64>> = repeats.iter().map(|r| r.0).collect();
+            let values = windows.unwrap_or_else(|| repeats.iter().map(|r| r.1).collect());
             let cv = coefficient_of_variation(&values).filter(|cv| *cv > HIGH_CV)?;
             Some(
                 Warning::new(

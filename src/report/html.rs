@@ -34,7 +34,6 @@ table { border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.9em; }
 th, td { padding: 0.2em 0.6em; text-align: left; border-bottom: 1px solid #ddd; vertical-align: top; white-space: nowrap; }
 table.wrap td, td.wrap { white-space: normal; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-div.scroll { overflow-x: auto; }
 figure.chart { margin: 1em 0 2em; }
 figure.chart svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #444; max-width: 760px; }
@@ -160,7 +159,7 @@ fn headlines_section(report: &RunReport) -> String {
         return out + "<p class=\"absent\">No object-store case in this run.</p>\n";
     }
     out += "<p>Throughput in each case's steady-state window, or over the whole phase in the groups marked so, where some phase was too short for a window (bytes per second; operations per second for empty objects): the mean over the repeats, its coefficient of variation, and the 95 % confidence interval of the mean (Student's t). The winner stands clear only when its interval lies above the runner-up's; overlapping intervals are a tie. p99: the median of the repeats' p99 latencies (open loop: from each operation's intended start).</p>\n";
-    out += "<table class=\"headlines\">\n<thead><tr><th>workload · phase · threads</th><th>size</th><th>target</th><th>mean</th><th>CV</th><th>95 % CI of the mean</th><th>repeats</th><th>p99</th><th>verdict</th></tr></thead>\n<tbody>\n";
+    out += "<div class=\"scroll\"><table class=\"headlines\">\n<thead><tr><th>workload · phase · threads</th><th>size</th><th>target</th><th>mean</th><th>CV</th><th>95 % CI of the mean</th><th>repeats</th><th>p99</th><th>verdict</th></tr></thead>\n<tbody>\n";
     for h in &rows {
         let span = h.figures.len().max(1);
         let whole = if h.measure == super::table::Measure::WholePhase.name() { " (whole phase)" } else { "" };
@@ -179,7 +178,7 @@ fn headlines_section(report: &RunReport) -> String {
             out += "</tr>\n";
         }
     }
-    out + "</tbody>\n</table>\n"
+    out + "</tbody>\n</table></div>\n"
 }
 
 fn break_even_section(report: &RunReport) -> String {

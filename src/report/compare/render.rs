@@ -87,7 +87,7 @@ pub fn html_fragment(c: &Comparison) -> String {
         for line in paired_by_conditions(c, index + 1) {
             let _ = writeln!(out, "<p>{}</p>", escape(&line));
         }
-        out += "<table>\n<thead><tr>";
+        out += "<div class=\"scroll\"><table>\n<thead><tr>";
         for column in COLUMNS {
             let _ = write!(out, "<th>{column}</th>");
         }
@@ -100,7 +100,7 @@ pub fn html_fragment(c: &Comparison) -> String {
             }
             out += "</tr>\n";
         }
-        out += "</tbody>\n</table>\n";
+        out += "</tbody>\n</table></div>\n";
     }
     let unmatched = unmatched_lines(c);
     if !unmatched.is_empty() {
@@ -130,11 +130,19 @@ pub fn html_page(c: &Comparison) -> String {
 /// from the network) would fail loudly in a browser instead of silently needing the network.
 pub fn page(title: &str, heading: &str, style: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n<title>{}</title>\n<style>\n{style}</style>\n</head>\n<body>\n<h1>{}</h1>\n{body}</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n<title>{}</title>\n<style>\n{style}{FOR_EVERY_PAGE}</style>\n</head>\n<body>\n<h1>{}</h1>\n{body}</body>\n</html>\n",
         escape(title),
         escape(heading)
     )
 }
+
+/// Layout rules every page shares. Narrow screens keep charts legible (a chart scrolls instead of
+/// shrinking its 11 px labels to 5 px) and paper keeps every column (a table that scrolls on
+/// screen would be cut at the page's edge, so on paper its cells wrap).
+const FOR_EVERY_PAGE: &str = "div.scroll { overflow-x: auto; }
+@media (max-width: 40em) { body { margin: 0.5em; } figure.chart { overflow-x: auto; } figure.chart svg { min-width: 36em; } }
+@media print { body { margin: 0; max-width: none; } div.scroll { overflow: visible; } table { font-size: 0.7em; } th, td { white-space: normal; padding: 0.1em 0.3em; } figure.chart { break-inside: avoid; } }
+";
 
 const STYLE: &str = "body { font-family: sans-serif; margin: 1.5em; }
 table { border-collapse: collapse; }

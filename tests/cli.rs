@@ -38,6 +38,13 @@ fn validate_lists_cases_or_locates_the_mistake() {
     let out = stowbench(dir.path(), &["validate", "opt.toml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("opt.toml:4:1") && text(&out).contains("Did you mean \"latency\""), "{}", text(&out));
+
+    // Options that cancel out are refused, not reported as if both applied.
+    let pack = SIM_JOB.replace("backend = \"sim\"", "backend = \"pack\"\nmmap = true\nread_checks = false");
+    std::fs::write(dir.path().join("pack.toml"), pack).unwrap();
+    let out = stowbench(dir.path(), &["validate", "pack.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("option \"mmap\"") && text(&out).contains("would do nothing"), "{}", text(&out));
 }
 
 /// Issue 14: every mistake of a job file at once, in file order, each with line and column, then

@@ -55,8 +55,16 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     options.check_known("pack", OPTIONS)?;
     // The one per-run namespace mechanism (`namespace::DataNamespace`): with `path`, a marked directory
     // named after the run, removed by cleanup.
-    let data = super::namespace::DataNamespace::new(options, ns)?;
     let own = PackOptions::read(options)?;
+    if own.mmap && !own.read_checks {
+        // Mapped reads serve checked gets only (an unchecked get copies with pread either way):
+        // reported as given, the pair would claim a read path the run never took.
+        return Err(options.bad(
+            "mmap",
+            "mmap = true maps only checked gets, and read_checks = false turns the checks off, so it would do nothing; drop mmap, or keep read_checks on",
+        ));
+    }
+    let data = super::namespace::DataNamespace::new(options, ns)?;
     Ok(Box::new(PackBackend {
         dir: data.ns.dir.join(PACK_DIR),
         data,

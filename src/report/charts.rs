@@ -221,16 +221,12 @@ fn member_name(case: &CaseResult, with_size: bool) -> String {
 fn timeline(report: &RunReport) -> ChartGroup {
     let (mut figures, mut short) = (Vec::new(), 0);
     for ((workload, phase, threads), members) in phase_groups(report) {
-        let long: Vec<_> = members.iter().filter(|(_, p)| p.timeline_per_second.len() >= 2).collect();
+        let long: Vec<_> = members.iter().filter(|(_, p)| p.window_total_ns >= 2_000_000_000 && p.timeline_per_second.len() >= 2).collect();
         if long.is_empty() {
             short += 1;
             continue;
         }
-        let series = long.iter().map(|(case, p)| Series {
-            name: member_name(case, true),
-            points: p.timeline_per_second.iter().map(|s| Point { x: s.second as f64, y: s.ops as f64, interval: None }).collect(),
-            look: None,
-        });
+        let series = long.iter().map(|(case, p)| Series { name: member_name(case, true), points: per_second_rates(p), look: None });
         figures.push(Figure {
             chart: Chart {
                 title: format!("{phase} operations per second over time · {} · workload {workload}", threads_text(threads)),
@@ -239,7 +235,7 @@ fn timeline(report: &RunReport) -> ChartGroup {
                 series: series.collect(),
                 kind: Kind::Lines,
             },
-            caption: "All operations of the phase, one line per case (rN: repeat N); the last second may be partial.".into(),
+            caption: "All operations of the phase, one line per case (rN: repeat N). A last second the phase ended in is a rate over the part it ran (left out when under half a second: too few operations to be a rate).".into(),
         });
     }
     let absent = if short == 0 {
@@ -252,6 +248,19 @@ fn timeline(report: &RunReport) -> ChartGroup {
         group.notes.push(format!("{short} other phase group(s) ended within their first two seconds: too short for a timeline."));
     }
     group
+}
+
+/// The phase's operations per second, second by second. The last second is usually cut short by
+/// the phase's end: its count over a whole second drew a collapse at the end of every line.
+fn per_second_rates(p: &PhaseResult) -> Vec<Point> {
+    let phase_s = p.window_total_ns as f64 / 1e9;
+    p.timeline_per_second
+        .iter()
+        .filter_map(|s| {
+            let covered = (phase_s - s.second as f64).min(1.0);
+            (covered >= 0.5).then(|| Point { x: s.second as f64, y: s.ops as f64 / covered, interval: None })
+        })
+        .collect()
 }
 
 fn growth(report: &RunReport) -> ChartGroup {
@@ -408,4 +417,22 @@ fn resources(report: &RunReport) -> ChartGroup {
     ];
     figures.retain(|f| !f.chart.series.is_empty());
     group("Resources per case", figures, "No resource figures were recorded.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_last_second_cut_short_is_a_rate_over_what_it_ran_or_left_out() {
+        let report: RunReport = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap();
+        let mut phase = report.cases[0].phases[0].clone();
+        let second = |n: u64, ops: u64| super::super::model::SecondPoint { second: n, ops, ..phase.timeline_per_second[0].clone() };
+        phase.timeline_per_second = vec![second(0, 100), second(1, 100), second(2, 40)];
+        phase.window_total_ns = 2_500_000_000;
+        let ys: Vec<f64> = per_second_rates(&phase).iter().map(|p| p.y).collect();
+        assert_eq!(ys, [100.0, 100.0, 80.0], "40 operations in the last half second are 80 a second");
+        phase.window_total_ns = 2_100_000_000;
+        assert_eq!(per_second_rates(&phase).len(), 2, "a last tenth of a second is too short to be a rate");
+    }
 }

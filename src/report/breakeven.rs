@@ -6,6 +6,7 @@
 //! sizes that bracket it are kept. A pure function of the report.
 
 use super::model::{CaseResult, CaseStatus, RunReport};
+use super::spread::Spread;
 use super::table::median;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,6 +30,11 @@ pub struct BreakEven {
     pub size_bytes: f64,
     /// The measured sizes on either side of it, in bytes.
     pub bracket_bytes: [u64; 2],
+    /// Whether at neither bracketing size the two targets' 95 % intervals of the mean time per
+    /// operation are apart (or a target ran once there): the crossing may be noise, as the
+    /// headline rows then read "tie". False in reports from before it was recorded.
+    #[serde(default)]
+    pub within_spread: bool,
 }
 
 /// Mean time per operation, in ns: (workload, phase, threads, op) → target → size → repeats.
@@ -67,6 +73,7 @@ fn crossings(series: &Series) -> Vec<BreakEven> {
                     let t = r0 / (r0 - r1);
                     let size = ((s0 as f64).ln() + t * ((s1 as f64).ln() - (s0 as f64).ln())).exp();
                     let (below, above) = if r0 < 0.0 { (a, b) } else { (b, a) };
+                    let apart_at = |size: u64| apart(&targets[*a][&size], &targets[*b][&size]);
                     found.push(BreakEven {
                         workload: workload.clone(),
                         phase: phase.clone(),
@@ -76,12 +83,22 @@ fn crossings(series: &Series) -> Vec<BreakEven> {
                         faster_above: above.to_string(),
                         size_bytes: size,
                         bracket_bytes: [s0, s1],
+                        within_spread: !apart_at(s0) && !apart_at(s1),
                     });
                 }
             }
         }
     }
     found
+}
+
+/// Whether two targets' repeats at one size are told apart: their 95 % intervals of the mean
+/// do not overlap (two or more repeats each).
+fn apart(a: &[f64], b: &[f64]) -> bool {
+    match (Spread::of(a).and_then(|s| s.ci95), Spread::of(b).and_then(|s| s.ci95)) {
+        (Some(a), Some(b)) => a.1 < b.0 || b.1 < a.0,
+        _ => false,
+    }
 }
 
 fn add_case(series: &mut Series, case: &CaseResult) {
@@ -122,6 +139,32 @@ mod tests {
         assert_eq!((cross.faster_below.as_str(), cross.faster_above.as_str()), ("a", "b"));
         assert_eq!(cross.bracket_bytes, [10_000, 100_000]);
         assert!((cross.size_bytes - 31_622.8).abs() < 1.0, "{}", cross.size_bytes);
+        assert!(cross.within_spread, "one repeat each: nothing is told apart");
+    }
+
+    #[test]
+    fn a_crossing_between_two_ties_is_said_to_be_within_the_spread() {
+        let key = ("w".to_string(), "get".to_string(), 1, "get".to_string());
+        let with = |b_at_10k: Vec<f64>, b_at_100k: Vec<f64>| {
+            let mut series: Series = BTreeMap::new();
+            let sizes = [
+                (1_000u64, vec![10.0, 10.2, 9.8], vec![40.0, 40.5, 39.5]),
+                (10_000, vec![10.0, 10.2, 9.8], b_at_10k),
+                (100_000, vec![10.0, 10.2, 9.8], b_at_100k),
+            ];
+            for (size, a, b) in sizes {
+                series.entry(key.clone()).or_default().entry("a".into()).or_default().insert(size, a);
+                series.entry(key.clone()).or_default().entry("b".into()).or_default().insert(size, b);
+            }
+            crossings(&series)
+        };
+        // b barely slower, then barely faster, each inside a's spread: a crossing, but a tie on both sides.
+        let ties = with(vec![10.3, 9.5, 11.0], vec![9.9, 9.0, 10.6]);
+        assert_eq!(ties.len(), 1);
+        assert!(ties[0].within_spread);
+        // Clearly slower, then clearly faster: a crossing the repeats stand behind.
+        let clear = with(vec![20.0, 20.2, 19.8], vec![5.0, 5.1, 4.9]);
+        assert!(!clear[0].within_spread);
     }
 
     #[test]

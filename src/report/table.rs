@@ -435,7 +435,8 @@ pub(crate) fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
         let b = list[0];
         let (below, above) = (format_bytes(b.bracket_bytes[0]), format_bytes(b.bracket_bytes[1]));
         let size = format_bytes(b.size_bytes as u64);
-        let _ = writeln!(out, "    {:<9}  {} faster below ~{size}, {} above (between {below} and {above})", b.op, b.faster_below, b.faster_above);
+        let doubt = if b.within_spread { "; inside the spread at both sizes, so it may be noise" } else { "" };
+        let _ = writeln!(out, "    {:<9}  {} faster below ~{size}, {} above (between {below} and {above}{doubt})", b.op, b.faster_below, b.faster_above);
     }
     if !tangled.is_empty() {
         let pairs: Vec<String> = tangled.iter().map(|((op, a, b), list)| format!("{op} {a}/{b} ({}×)", list.len())).collect();

@@ -184,7 +184,7 @@ fn idle_threads(report: &RunReport) -> Option<Warning> {
                 first.threads,
                 first.threads.saturating_sub(workers)
             ),
-            "Give every phase at least as many operations as threads (raise objects, dataset or count), or lower threads",
+            "Give every phase more operations than threads can drain before all of them run (raise objects, dataset or count, or set a duration), use split = \"even\", or lower threads",
         )
         .cases(ids(cases.into_iter())),
     )

@@ -217,6 +217,21 @@ fn cleanup_removes_only_marked_directories() {
     assert!(!ours.exists() && !also_ours.exists() && unmarked.exists() && foreign.join("data.txt").exists());
 }
 
+/// `--targets "a, b"` as typed in a shell names a and b; an empty name is refused with an example.
+#[test]
+fn targets_are_trimmed_and_an_empty_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = SIM_JOB.replace("[[workload]]", "[[target]]\nbackend = \"null\"\n[[workload]]");
+    std::fs::write(dir.path().join("two.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "two.toml", "--targets", "sim, null", "--out", "out", "--no-progress", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["cases"].as_array().unwrap().len(), 4, "both targets at both sizes");
+    let out = stowbench(dir.path(), &["run", "two.toml", "--targets", "sim,", "--out", "out", "--no-progress"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("--targets: an empty name") && text(&out).contains("--targets sim,null"), "{}", text(&out));
+}
+
 /// A link named like a run's directory is not followed (removing through it emptied a kept run
 /// outside DIR), and a directory a live run holds is kept, not pulled from under it.
 #[test]

@@ -295,7 +295,12 @@ impl Plan {
     /// Keeps only the named targets (from `--targets`), renumbering cases; unknown names are errors.
     pub fn retain_targets(&mut self, names: &[String]) -> Result<(), String> {
         let known: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();
-        for name in names {
+        // "fs, sqlite" as a shell user types it: the spaces are not part of the names.
+        let names: Vec<String> = names.iter().map(|n| n.trim().to_string()).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(format!("--targets: an empty name; give target names separated by commas, e.g. --targets {}", known.join(",")));
+        }
+        for name in &names {
             if !known.contains(&name.as_str()) {
                 let hint = crate::suggest::did_you_mean(name, &known).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
                 return Err(format!("--targets: no target named \"{name}\".{hint} Targets: {}", known.join(", ")));

@@ -198,8 +198,9 @@ fn break_even_section(report: &RunReport) -> String {
         for line in text.lines().skip(1) {
             let _ = writeln!(
                 out,
-                "<li>workload {} · {phase} · {threads} thread(s): {}</li>",
+                "<li>workload {} · {phase} · {threads} thread{}: {}</li>",
                 escape(&workload),
+                if threads == 1 { "" } else { "s" },
                 escape(&line.split_whitespace().collect::<Vec<_>>().join(" "))
             );
         }

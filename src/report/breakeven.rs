@@ -6,7 +6,7 @@
 //! sizes that bracket it are kept. A pure function of the report.
 
 use super::model::{CaseResult, CaseStatus, RunReport};
-use super::spread::Spread;
+use super::spread::{verdict, Spread, Verdict};
 use super::table::median;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -95,10 +95,10 @@ fn crossings(series: &Series) -> Vec<BreakEven> {
 /// Whether two targets' repeats at one size are told apart: their 95 % intervals of the mean
 /// do not overlap (two or more repeats each).
 fn apart(a: &[f64], b: &[f64]) -> bool {
-    match (Spread::of(a).and_then(|s| s.ci95), Spread::of(b).and_then(|s| s.ci95)) {
-        (Some(a), Some(b)) => a.1 < b.0 || b.1 < a.0,
-        _ => false,
-    }
+    let (Some(a), Some(b)) = (Spread::of(a), Spread::of(b)) else { return false };
+    // The headline rows' own judgement, so a crossing and its rows never disagree.
+    let (higher, lower) = if a.mean >= b.mean { (&a, &b) } else { (&b, &a) };
+    verdict(higher, lower) == Verdict::Clear
 }
 
 fn add_case(series: &mut Series, case: &CaseResult) {

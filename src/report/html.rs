@@ -282,11 +282,26 @@ fn tables_section(report: &RunReport) -> String {
 }
 
 fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
-    let header = ["case", "phase", "op", "count", "errors", "misses", "mean", "p50", "p99", "p99.9", "max", "p99 from intended start", "phase throughput"];
+    let header = [
+        "case",
+        "phase",
+        "op",
+        "count",
+        "errors",
+        "misses",
+        "mean",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "p99 from intended start",
+        "phase throughput (window unless marked)",
+    ];
     let mut rows = vec![header.map(String::from).to_vec()];
     for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         for phase in &case.phases {
             let (bytes_per_s, ops_per_s) = super::table::headline_throughput(phase);
+            let whole = if phase.throughput_all_active.is_none() { ", whole phase" } else { "" };
             for (op, r) in &phase.ops {
                 let l = &r.latency;
                 rows.push(vec![
@@ -302,7 +317,7 @@ fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
                     format_nanos(l.p999_ns),
                     format_nanos(l.max_ns),
                     r.response_latency.as_ref().map(|rl| format_nanos(rl.p99_ns)).unwrap_or_else(|| "-".into()),
-                    format!("{} ({} op/s)", format_rate_bytes(bytes_per_s), three_digits(ops_per_s)),
+                    format!("{} ({} op/s{whole})", format_rate_bytes(bytes_per_s), three_digits(ops_per_s)),
                 ]);
             }
         }

@@ -40,12 +40,14 @@ pub fn headline_throughput(p: &PhaseResult) -> (f64, f64) {
 /// Which throughput a block of the table compares. One measure for every cell of a block: a
 /// row that ranked one target's steady-state window against another's whole phase (or averaged
 /// the two over repeats) would compare different things.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Measure {
     /// The all-active window, which every phase of the block has.
     #[default]
+    #[serde(rename = "steady_state_window")]
     SteadyState,
     /// The whole phase: some phase of the block was too short for a window (under 100 ms).
+    #[serde(rename = "whole_phase")]
     WholePhase,
 }
 

@@ -5,7 +5,6 @@ use super::matching::Measured;
 use crate::fio::parse::DirectionStats;
 use crate::fio::FioCaseResult;
 use crate::report::model::{CaseResult, CaseStatus};
-use crate::report::table::headline_throughput;
 
 /// How a metric's values are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +51,9 @@ pub static METRICS: &[Metric] = &[
     metric("p99_ns", "p99 latency", Unit::Nanos, false, true),
     metric("client_cpu_ns", "client CPU", Unit::Nanos, false, false),
     metric("server_cpu_ns", "server CPU", Unit::Nanos, false, false),
-    metric("client_rss_peak_bytes", "client peak memory", Unit::Bytes, false, false),
+    // Above the case's start: every case of a run shares one process, so its absolute peak
+    // carries what the cases before it left resident.
+    metric("client_rss_peak_bytes", "client peak above case start", Unit::Bytes, false, false),
     metric("server_rss_peak_bytes", "server peak memory", Unit::Bytes, false, false),
     metric("disk_allocated_bytes", "disk allocated", Unit::Bytes, false, false),
     metric("fio_cpu_percent", "fio CPU (usr+sys)", Unit::Percent, false, false),
@@ -76,8 +77,10 @@ pub struct Figure {
     pub op: Option<String>,
     /// Which metric.
     pub metric: &'static Metric,
-    /// The value, in the metric's unit.
+    /// The value, in the metric's unit; for a phase's throughput, over the whole phase.
     pub value: f64,
+    /// A phase's throughput in its steady-state window, when the phase had one.
+    pub window: Option<f64>,
 }
 
 fn by_name(name: &str) -> &'static Metric {
@@ -94,16 +97,16 @@ pub fn figures(case: &Measured) -> Vec<Figure> {
 }
 
 fn figure(phase: Option<&str>, op: Option<&str>, name: &str, value: f64) -> Figure {
-    Figure { phase: phase.map(str::to_string), op: op.map(str::to_string), metric: by_name(name), value }
+    Figure { phase: phase.map(str::to_string), op: op.map(str::to_string), metric: by_name(name), value, window: None }
 }
 
 fn object_figures(case: &CaseResult) -> Vec<Figure> {
     let mut out = Vec::new();
     for p in &case.phases {
         let phase = Some(p.phase.as_str());
-        let (bytes_per_s, ops_per_s) = headline_throughput(p);
-        out.push(figure(phase, None, "ops_per_s", ops_per_s));
-        out.push(figure(phase, None, "bytes_per_s", bytes_per_s));
+        let window = p.throughput_all_active.as_ref();
+        out.push(Figure { window: window.map(|w| w.ops_per_s), ..figure(phase, None, "ops_per_s", p.throughput_total.ops_per_s) });
+        out.push(Figure { window: window.map(|w| w.bytes_per_s), ..figure(phase, None, "bytes_per_s", p.throughput_total.bytes_per_s) });
         for (op, result) in p.ops.iter().filter(|(_, r)| r.latency.samples > 0) {
             let latency = &result.latency;
             out.push(figure(phase, Some(op), "mean_ns", latency.mean_ns));
@@ -116,7 +119,7 @@ fn object_figures(case: &CaseResult) -> Vec<Figure> {
     if let Some(server_cpu_ns) = r.server_cpu_ns {
         out.push(figure(None, None, "server_cpu_ns", server_cpu_ns as f64));
     }
-    out.push(figure(None, None, "client_rss_peak_bytes", r.client_rss_peak_bytes as f64));
+    out.push(figure(None, None, "client_rss_peak_bytes", r.client_rss_peak_bytes.saturating_sub(r.client_rss_start_bytes) as f64));
     if let Some(server_rss) = r.server_rss_peak_bytes {
         out.push(figure(None, None, "server_rss_peak_bytes", server_rss as f64));
     }

@@ -18,6 +18,7 @@ pub mod render;
 pub mod welch;
 
 use super::model::RunReport;
+use crate::report::table::Measure;
 pub use matching::MatchedBy;
 use matching::Pair;
 use metrics::Metric;
@@ -82,6 +83,10 @@ pub struct MetricRow {
     pub op: Option<String>,
     /// The metric's name (`metrics::METRICS`); its unit is last.
     pub metric: String,
+    /// For a phase's throughput, which one both sides give: the steady-state window when every
+    /// repeat on both sides had one, else the whole phase (one measure, as the run table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure: Option<Measure>,
     /// Whether a larger value is better.
     pub higher_is_better: bool,
     /// The baseline's values, one per repeat.
@@ -283,8 +288,9 @@ fn run_ref(file: &str, report: &RunReport) -> RunRef {
     }
 }
 
-/// Values per (phase, op, metric) over a group's repeats, in first-seen order.
-type Series = Vec<((Option<String>, Option<String>, &'static Metric), Vec<f64>)>;
+/// Values per (phase, op, metric) over a group's repeats, in first-seen order: each the value
+/// and, for a phase's throughput, its steady-state window.
+type Series = Vec<((Option<String>, Option<String>, &'static Metric), Vec<(f64, Option<f64>)>)>;
 
 fn series(group: &matching::Group, selected: &[&'static Metric]) -> Series {
     let mut out: Series = Vec::new();
@@ -292,12 +298,27 @@ fn series(group: &matching::Group, selected: &[&'static Metric]) -> Series {
         for f in metrics::figures(case).into_iter().filter(|f| selected.iter().any(|m| m.name == f.metric.name)) {
             let key = (f.phase, f.op, f.metric);
             match out.iter_mut().find(|(k, _)| k.0 == key.0 && k.1 == key.1 && k.2.name == key.2.name) {
-                Some((_, values)) => values.push(f.value),
-                None => out.push((key, vec![f.value])),
+                Some((_, values)) => values.push((f.value, f.window)),
+                None => out.push((key, vec![(f.value, f.window)])),
             }
         }
     }
     out
+}
+
+/// The values both sides are compared on, and which measure they are: windows only when every
+/// value on both sides has one, so a ratio never sets one side's window against the other's
+/// whole phase.
+fn one_measure(base: &[(f64, Option<f64>)], theirs: &[(f64, Option<f64>)]) -> (Vec<f64>, Vec<f64>, Option<Measure>) {
+    let all = || base.iter().chain(theirs);
+    if all().all(|(_, window)| window.is_none()) {
+        return (base.iter().map(|v| v.0).collect(), theirs.iter().map(|v| v.0).collect(), None);
+    }
+    if all().all(|(_, window)| window.is_some()) {
+        let windows = |side: &[(f64, Option<f64>)]| side.iter().filter_map(|v| v.1).collect();
+        return (windows(base), windows(theirs), Some(Measure::SteadyState));
+    }
+    (base.iter().map(|v| v.0).collect(), theirs.iter().map(|v| v.0).collect(), Some(Measure::WholePhase))
 }
 
 fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static Metric]) -> Vec<MetricRow> {
@@ -306,7 +327,9 @@ fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static
     for ((phase, op, metric), base_values) in series(pair.baseline, selected) {
         let found = theirs.iter().find(|((p, o, m), _)| *p == phase && *o == op && m.name == metric.name);
         let Some((_, their_values)) = found else { continue };
-        let (base, theirs) = (sample(base_values), sample(their_values.clone()));
+        let (base_values, their_values, measure) = one_measure(&base_values, their_values);
+        let measure = measure.or((metric.throughput && phase.is_some()).then_some(Measure::WholePhase));
+        let (base, theirs) = (sample(base_values), sample(their_values));
         if base.mean == 0.0 && theirs.mean == 0.0 {
             continue; // nothing measured on either side (a backend without disk files, say)
         }
@@ -326,6 +349,7 @@ fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static
             phase,
             op,
             metric: metric.name.to_string(),
+            measure,
             higher_is_better: metric.higher_is_better,
             change: change(metric, base.mean, theirs.mean),
             change_percent: ratio.map(|r| (r - 1.0).abs() * 100.0),

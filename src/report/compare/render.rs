@@ -16,8 +16,8 @@ pub fn table(c: &Comparison) -> String {
     for line in runs(c) {
         let _ = writeln!(out, "{line}");
     }
-    for (index, candidate) in c.candidates.iter().enumerate() {
-        let _ = writeln!(out, "\n{}", heading(c, &candidate.file));
+    for index in 0..c.candidates.len() {
+        let _ = writeln!(out, "\n{}", heading(c, index));
         for line in paired_by_conditions(c, index + 1) {
             let _ = writeln!(out, "  {line}");
         }
@@ -64,6 +64,7 @@ pub fn csv(c: &Comparison) -> String {
         phase: Some(String::new()),
         op: Some(String::new()),
         metric: String::new(),
+        measure: Some(crate::report::table::Measure::SteadyState),
         higher_is_better: true,
         baseline: sample(),
         candidate_sample: sample(),
@@ -82,8 +83,8 @@ pub fn html_fragment(c: &Comparison) -> String {
     for line in runs(c) {
         let _ = writeln!(out, "<p>{}</p>", escape(&line));
     }
-    for (index, candidate) in c.candidates.iter().enumerate() {
-        let _ = writeln!(out, "<h2>{}</h2>", escape(&heading(c, &candidate.file)));
+    for index in 0..c.candidates.len() {
+        let _ = writeln!(out, "<h2>{}</h2>", escape(&heading(c, index)));
         for line in paired_by_conditions(c, index + 1) {
             let _ = writeln!(out, "<p>{}</p>", escape(&line));
         }
@@ -182,9 +183,13 @@ fn runs(c: &Comparison) -> Vec<String> {
     lines
 }
 
-fn heading(c: &Comparison, candidate: &str) -> String {
+fn heading(c: &Comparison, index: usize) -> String {
+    let candidate = &c.candidates[index].file;
+    // fio's figures are its own; the clause is for object-store phases, which have two measures.
+    let phases = c.rows.iter().any(|r| r.candidate == index + 1 && r.measure.is_some());
+    let measure = if phases { "; a phase's throughput is its steady-state window unless marked (whole phase)" } else { "" };
     format!(
-        "{candidate} against {}: candidate ÷ baseline, means of the repeats; significance by Welch's t-test on the repeats ({:.0} %)",
+        "{candidate} against {}: candidate ÷ baseline, means of the repeats; significance by Welch's t-test on the repeats ({:.0} %){measure}",
         c.baseline.file,
         c.confidence * 100.0
     )
@@ -209,7 +214,7 @@ fn cells(row: &MetricRow) -> Vec<String> {
         row.case.clone(),
         row.phase.clone().unwrap_or_else(|| "-".into()),
         row.op.clone().unwrap_or_else(|| "-".into()),
-        metric.map_or(row.metric.as_str(), |m| m.label).to_string(),
+        metric_label(row),
         value(row.baseline.mean),
         value(row.candidate_sample.mean),
         row.ratio.map_or_else(|| "-".into(), |r| format!("×{}", ratio_digits(r))),
@@ -217,6 +222,18 @@ fn cells(row: &MetricRow) -> Vec<String> {
         format!("{}/{}", row.baseline.values.len(), row.candidate_sample.values.len()),
         significance_text(row),
     ]
+}
+
+/// The metric's label; a throughput over the whole phase says so (unmarked is the window).
+fn metric_label(row: &MetricRow) -> String {
+    let label = metrics::find(&row.metric).map_or(row.metric.as_str(), |m| m.label);
+    match row.measure {
+        Some(crate::report::table::Measure::WholePhase) => match label.strip_suffix(')') {
+            Some(open) => format!("{open}, whole phase)"),
+            None => format!("{label} (whole phase)"),
+        },
+        _ => label.to_string(),
+    }
 }
 
 /// Ratios near 1 need more than three digits to show a small change; tiny ones keep two
@@ -292,7 +309,7 @@ fn gate_lines(c: &Comparison) -> Vec<String> {
         for failure in &gate.failures {
             let row = &c.rows[failure.row];
             let how = if failure.without_repeats { "not enough repeats to test: judged on the single values".to_string() } else { significance_text(row) };
-            let metric = metrics::find(&row.metric).map_or(row.metric.as_str(), |m| m.label);
+            let metric = metric_label(row);
             let place = [Some(row.case.as_str()), row.phase.as_deref(), row.op.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
             lines.push(format!("  {} {place} {metric}: {:.1}% slower, {how}", row.candidate_file, failure.slower_percent));
         }

@@ -208,3 +208,48 @@ fn the_gate_fails_on_what_the_candidate_did_not_measure() {
 
     assert!(run(&base, &base, &gated(10.0)).gate.unwrap().passed, "the same complete run passes");
 }
+
+/// A case whose put phase also had a steady-state window, at `window_ops` op/s.
+fn windowed(mut case: CaseResult, window_ops: f64) -> CaseResult {
+    let phase = &mut case.phases[0];
+    phase.window_all_active_ns = 500_000_000;
+    phase.throughput_all_active = Some(Throughput { window_ns: 500_000_000, ops_per_s: window_ops, bytes_per_s: window_ops * 4096.0 });
+    case
+}
+
+#[test]
+fn throughput_is_compared_on_one_measure_on_both_sides() {
+    // Both sides have windows in every repeat: the windows are compared.
+    let base = report(vec![windowed(case("sim", 1, 1000.0), 2000.0), windowed(case("sim", 2, 1000.0), 2000.0)]);
+    let both = report(vec![windowed(case("sim", 1, 1000.0), 1000.0), windowed(case("sim", 2, 1000.0), 1000.0)]);
+    let c = run(&base, &both, &Options::default());
+    let ops = row(&c, "ops_per_s");
+    assert_eq!(ops.measure, Some(Measure::SteadyState));
+    assert_eq!((ops.baseline.mean, ops.candidate_sample.mean), (2000.0, 1000.0));
+
+    // One candidate repeat lacks a window: both sides fall back to the whole phase, which the
+    // table marks. Mixing would have compared the baseline's 2000 window with a 1000 total.
+    let mixed = report(vec![windowed(case("sim", 1, 1000.0), 1000.0), case("sim", 2, 1000.0)]);
+    let c = run(&base, &mixed, &Options::default());
+    let ops = row(&c, "ops_per_s");
+    assert_eq!(ops.measure, Some(Measure::WholePhase));
+    assert_eq!((ops.baseline.values.clone(), ops.candidate_sample.values.clone()), (vec![1000.0, 1000.0], vec![1000.0, 1000.0]));
+    assert!(render::table(&c).contains("throughput (ops, whole phase)"), "{}", render::table(&c));
+
+    // Latency and per-case figures have no measure.
+    assert_eq!(row(&c, "p99_ns").measure, None);
+}
+
+#[test]
+fn client_memory_is_compared_above_each_case_start() {
+    // Cases share a process: the second starts where the first left memory. What it used is
+    // its peak above its start.
+    let with_memory = |start: u64, peak: u64| {
+        let mut c = case("sim", 1, 1000.0);
+        (c.resources.client_rss_start_bytes, c.resources.client_rss_peak_bytes) = (start, peak);
+        c
+    };
+    let c = run(&report(vec![with_memory(10 << 20, 12 << 20)]), &report(vec![with_memory(50 << 20, 52 << 20)]), &Options::default());
+    let memory = row(&c, "client_rss_peak_bytes");
+    assert_eq!((memory.baseline.mean, memory.candidate_sample.mean), ((2 << 20) as f64, (2 << 20) as f64));
+}

@@ -291,6 +291,28 @@ fn operation_deadline_is_real(f: &Fixture) {
     }
 }
 
+/// `keeps_replaced_values` (which the space check counts puts by) is declared exactly where
+/// overwritten values pile up in the local files: 200 overwrites of 64 KiB leave at least their
+/// 12.5 MiB in an append-only store, and under half of that where a put replaces (SQLite's WAL
+/// holds up to its 4 MiB checkpoint). A server's store (no local data paths) keeps its own
+/// accounting, and is not judged here.
+fn keeps_replaced_values_is_real(f: &Fixture) {
+    if f.backend.describe().data_paths.is_empty() {
+        return;
+    }
+    const LEN: u64 = 64 << 10;
+    const PUTS: u64 = 200;
+    let mut s = f.session(0);
+    for seed in 0..PUTS {
+        put(&mut *s, "replaced", 500 + seed, LEN);
+    }
+    assert_value(&mut *s, "replaced", 500 + PUTS - 1, LEN);
+    let apparent = f.backend.disk_usage().unwrap().apparent_bytes;
+    let declared = f.backend.capabilities().keeps_replaced_values;
+    let holds = if declared { apparent >= PUTS * LEN } else { apparent < PUTS * LEN / 2 };
+    assert!(holds, "{}: keeps_replaced_values = {declared}, but {PUTS} puts of {LEN} bytes to one key left {apparent} bytes of files", f.name);
+}
+
 /// Reports state the conditions: describe() names the backend, what a put guarantees, and every
 /// option the configuration set, with its value in effect; no secret of the URI shows.
 fn describe_states_the_options_in_effect(f: &Fixture) {
@@ -493,6 +515,12 @@ macro_rules! conformance {
             fn operation_deadline_is_real() {
                 if let Some(f) = fixture() {
                     super::operation_deadline_is_real(&f)
+                }
+            }
+            #[test]
+            fn keeps_replaced_values_is_real() {
+                if let Some(f) = fixture() {
+                    super::keeps_replaced_values_is_real(&f)
                 }
             }
             #[test]

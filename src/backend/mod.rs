@@ -153,13 +153,25 @@ pub struct Capabilities {
     /// Whether an operation can be abandoned when it overruns the workload's `op_timeout`: every
     /// session has a connection to cut (`Session::cut_handle`). Local calls cannot be abandoned.
     pub operation_deadline: bool,
+    /// Whether a replaced or deleted value's bytes stay in the store until it is compacted (an
+    /// append-only file: pack, zip): the store then grows with every put, not with the keys, and
+    /// the space check counts puts.
+    pub keeps_replaced_values: bool,
 }
 
 impl Default for Capabilities {
     /// A local store: any object size, concurrent writers, delete and overwrite, no operation
     /// deadline (server backends declare `operation_deadline`).
     fn default() -> Self {
-        Capabilities { max_object_bytes: None, max_object_hint: None, concurrent_writers: true, delete: true, overwrite: true, operation_deadline: false }
+        Capabilities {
+            max_object_bytes: None,
+            max_object_hint: None,
+            concurrent_writers: true,
+            delete: true,
+            overwrite: true,
+            operation_deadline: false,
+            keeps_replaced_values: false,
+        }
     }
 }
 

@@ -98,7 +98,7 @@ impl PackBackend {
 
 impl Backend for PackBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities { keeps_replaced_values: true, ..Capabilities::default() }
     }
 
     fn describe(&self) -> BackendInfo {

@@ -314,7 +314,7 @@ impl ZipBackend {
 
 impl Backend for ZipBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities { concurrent_writers: false, ..Capabilities::default() }
+        Capabilities { concurrent_writers: false, keeps_replaced_values: true, ..Capabilities::default() }
     }
 
     fn describe(&self) -> BackendInfo {

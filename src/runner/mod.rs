@@ -408,7 +408,8 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
         let caps = built.as_ref().map(|b| b.capabilities());
         if let Ok(b) = &built {
             if let Some(path) = b.describe().data_paths.first() {
-                needs.extend(plan.cases.iter().filter(|c| c.target == i).map(|c| space::Need::of(c, path)));
+                let keeps = b.capabilities().keeps_replaced_values;
+                needs.extend(plan.cases.iter().filter(|c| c.target == i).map(|c| space::Need::of(c, path, keeps)));
             }
             let _ = b.cleanup();
         }

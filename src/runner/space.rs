@@ -5,7 +5,7 @@
 
 use super::existing_ancestor;
 use crate::host::filesystem_space;
-use crate::job::CasePlan;
+use crate::job::{CasePlan, PhasePlan, Stop};
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 /// Files occupy whole blocks: a 100-byte object takes 4 KiB on ext4 and xfs.
 const BLOCK: u64 = 4096;
 
+/// A record's bytes besides its value in a store that appends every put (pack's header and key,
+/// zip's local header, name and directory entry): an allowance, not a format's exact figure.
+const RECORD_OVERHEAD: u64 = 128;
+
 /// Space one case will occupy under one path.
 #[derive(Debug, Clone)]
 pub struct Need {
@@ -21,20 +25,98 @@ pub struct Need {
     pub path: PathBuf,
     pub objects: u64,
     pub object_bytes: u64,
+    /// For a store that keeps replaced values until compaction (pack, zip): how many values the
+    /// case writes, preload and warmups included; `Appended::Unbounded` when a phase's puts are
+    /// bounded only by time.
+    pub appended: Appended,
+}
+
+/// How many values a store that keeps replaced values will hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// The store replaces in place (or frees what it replaces): the keys set the size.
+    NotKept,
+    /// Every value written stays: this many.
+    Counted(u64),
+    /// Every value written stays, and a phase bounded only by time writes as many as it can.
+    Unbounded,
 }
 
 impl Need {
     /// Every key stored once at the case's mean size, rounded up to whole blocks: what the case
-    /// holds at its fullest (overwrites replace, deletes free).
-    pub fn of(case: &CasePlan, path: &Path) -> Need {
-        Need { case_id: case.id.clone(), path: path.to_path_buf(), objects: case.objects, object_bytes: case.size.mean_bytes() }
+    /// holds at its fullest when overwrites replace and deletes free. A store that keeps
+    /// replaced values holds every value the case writes instead.
+    pub fn of(case: &CasePlan, path: &Path, keeps_replaced_values: bool) -> Need {
+        let appended = if keeps_replaced_values { values_written(case) } else { Appended::NotKept };
+        Need { case_id: case.id.clone(), path: path.to_path_buf(), objects: case.objects, object_bytes: case.size.mean_bytes(), appended }
     }
 
     /// Saturating: a size near u64::MAX (accepted by the job file) must read as "too large",
     /// not wrap to a few bytes and let the run fill the disk.
     fn bytes(&self) -> u64 {
-        self.objects.saturating_mul(self.object_bytes.div_ceil(BLOCK).max(1).saturating_mul(BLOCK))
+        let blocks = self.objects.saturating_mul(self.object_bytes.div_ceil(BLOCK).max(1).saturating_mul(BLOCK));
+        match self.appended {
+            Appended::Counted(values) => blocks.max(values.saturating_mul(self.object_bytes.saturating_add(RECORD_OVERHEAD))),
+            Appended::NotKept | Appended::Unbounded => blocks,
+        }
     }
+
+    /// What to lower to make the case smaller.
+    fn smaller(&self) -> &'static str {
+        match self.appended {
+            Appended::Counted(values) if values > self.objects => "lower the count or bytes of the phases that put",
+            _ => "lower objects or dataset",
+        }
+    }
+
+    /// What the case stores, in words, for the refusal.
+    fn said(&self) -> String {
+        let size = format_bytes(self.object_bytes);
+        match self.appended {
+            Appended::Counted(values) if values > self.objects => format!(
+                "about {} ({values} values of {size} written to {} keys: the store keeps every replaced value until it is compacted)",
+                format_bytes(self.bytes()),
+                self.objects
+            ),
+            Appended::Unbounded => format!(
+                "at least {} ({} objects of {size}; the store keeps every replaced value until it is compacted, and a phase bounded \
+                 only by time writes more)",
+                format_bytes(self.bytes()),
+                self.objects
+            ),
+            _ => format!("about {} ({} objects of {size})", format_bytes(self.bytes()), self.objects),
+        }
+    }
+}
+
+/// How many values a case writes: the preload's, then each phase's puts (warmup included).
+fn values_written(case: &CasePlan) -> Appended {
+    let workload = &case.workload;
+    let mut total = if workload.preload { case.objects } else { 0 };
+    for phase in &workload.phases {
+        for stop in phase.warmup.iter().chain([&phase.stop]) {
+            match puts_until(phase, stop, case.size.mean_bytes()) {
+                Some(puts) => total = total.saturating_add(puts),
+                None => return Appended::Unbounded,
+            }
+        }
+    }
+    Appended::Counted(total)
+}
+
+/// The puts of `phase` until `stop`: the expected share of its operations (a random mix draws
+/// puts at their weight), or every iteration's puts in a sequence; `None` when only time bounds
+/// them. Several stops: the first reached ends the phase, so the smallest bound holds.
+fn puts_until(phase: &PhasePlan, stop: &Stop, mean_bytes: u64) -> Option<u64> {
+    let weight = |writes: bool| phase.mix.iter().filter(|(op, _)| !writes || op.writes()).map(|(_, w)| u64::from(*w)).sum::<u64>();
+    let (puts, all) = (weight(true), weight(false));
+    if puts == 0 {
+        return Some(0);
+    }
+    let by_count = stop.count.map(|n| if phase.sequence { n.saturating_mul(puts) } else { n.saturating_mul(puts).div_ceil(all.max(1)) });
+    // A bytes stop counts every operation's bytes, so puts move at most that many.
+    let by_bytes = stop.bytes.map(|b| (b / mean_bytes.max(1)).saturating_add(1));
+    by_count.into_iter().chain(by_bytes).min()
 }
 
 /// "the tmpfs mounted at /mnt/small": the run's own directories are gone when the message is read.
@@ -56,25 +138,18 @@ pub fn check(needs: &[Need], keep: bool) -> Result<(), String> {
     }
     for needs in by_device.values() {
         let Ok(space) = filesystem_space(existing_ancestor(&needs[0].path)) else { continue };
-        let (required, what) = if keep {
+        let (required, what, smaller) = if keep {
             let total = needs.iter().fold(0u64, |total, n| total.saturating_add(n.bytes()));
-            (total, format!("the run keeps every case's data (--keep): {} cases store about {} together", needs.len(), format_bytes(total)))
+            let what = format!("the run keeps every case's data (--keep): {} cases store about {} together", needs.len(), format_bytes(total));
+            (total, what, "lower objects, dataset or the phases' counts")
         } else {
             let Some(largest) = needs.iter().max_by_key(|n| n.bytes()) else { continue };
-            let what = format!(
-                "case {} stores about {} ({} objects of {})",
-                largest.case_id,
-                format_bytes(largest.bytes()),
-                largest.objects,
-                format_bytes(largest.object_bytes)
-            );
-            (largest.bytes(), what)
+            (largest.bytes(), format!("case {} stores {}", largest.case_id, largest.said()), largest.smaller())
         };
         if required > space.free_bytes {
             return Err(format!(
-                "not enough disk space: {what} in {}, which has {} free (of {}). Nothing was written. Free space there, lower \
-                 objects or dataset, point --work-dir (or the target's path) at a larger filesystem, or pass --no-space-check to \
-                 run anyway",
+                "not enough disk space: {what} in {}, which has {} free (of {}). Nothing was written. Free space there, {smaller}, \
+                 point --work-dir (or the target's path) at a larger filesystem, or pass --no-space-check to run anyway",
                 filesystem_name(&needs[0].path),
                 format_bytes(space.free_bytes),
                 format_bytes(space.total_bytes)
@@ -106,7 +181,13 @@ mod tests {
     #[test]
     fn a_need_too_large_to_count_is_refused_not_wrapped() {
         let dir = tempfile::tempdir().unwrap();
-        let need = |objects, object_bytes| Need { case_id: "fs/w/huge/t1/r1".into(), path: dir.path().to_path_buf(), objects, object_bytes };
+        let need = |objects, object_bytes| Need {
+            case_id: "fs/w/huge/t1/r1".into(),
+            path: dir.path().to_path_buf(),
+            objects,
+            object_bytes,
+            appended: Appended::NotKept,
+        };
         assert_eq!(need(10, u64::MAX).bytes(), u64::MAX);
         assert_eq!(need(1, u64::MAX - 1).bytes(), u64::MAX);
         for keep in [false, true] {
@@ -114,5 +195,33 @@ mod tests {
             assert!(refused.starts_with("not enough disk space"), "{refused}");
         }
         check(&[need(1, 4096)], false).unwrap();
+    }
+
+    fn case_of(phases: &str) -> CasePlan {
+        let job = format!("version = 1\n[[target]]\nname = \"p\"\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [\"1MiB\"]\nobjects = 10\n{phases}");
+        crate::job::load_text(&job, "test.toml").unwrap().cases.remove(0)
+    }
+
+    /// pack and zip keep every replaced value until compaction: ten keys overwritten a million
+    /// times hold a million values, not ten. The check counted keys only, and such a run filled
+    /// the disk.
+    #[test]
+    fn a_store_that_keeps_replaced_values_needs_room_for_every_put() {
+        let overwrites =
+            case_of("[[workload.phase]]\nmix = { put = 1 }\ncount = 1000000\n[[workload.phase]]\nmix = { get = 3, put = 1 }\ncount = 400\nwarmup_count = 40\n");
+        assert_eq!(values_written(&overwrites), Appended::Counted(1_000_000 + 100 + 10));
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Need::of(&overwrites, dir.path(), true);
+        assert_eq!(kept.bytes(), 1_000_110 * ((1 << 20) + RECORD_OVERHEAD));
+        let refused = check(&[kept], false).unwrap_err();
+        assert!(refused.contains("1000110 values of 1.00 MiB written to 10 keys"), "{refused}");
+        // The same case on a store that replaces in place needs its ten keys.
+        check(&[Need::of(&overwrites, dir.path(), false)], false).unwrap();
+
+        // A bytes stop bounds puts; a phase bounded only by time does not.
+        assert_eq!(values_written(&case_of("[[workload.phase]]\nmix = { put = 1 }\nbytes = \"10MiB\"\n")), Appended::Counted(11));
+        let timed = case_of("[[workload.phase]]\nmix = { put = 1 }\nduration = \"1s\"\n");
+        assert_eq!(values_written(&timed), Appended::Unbounded);
+        assert_eq!(values_written(&case_of("[[workload.phase]]\nmix = { get = 1 }\nduration = \"1s\"\n")), Appended::Counted(10), "preload only");
     }
 }

@@ -282,3 +282,34 @@ fn a_block_compares_one_measure_and_says_which() {
     }
     assert!(stowbench::report::table::render(&report).contains("(throughput over the whole phase, as some phase here was too short"));
 }
+
+/// The HTML headlines carry what qualifies a figure, as the table's cells do (a get rate half
+/// made of misses once read as a clean rate there), and both say before any number what the
+/// read-back checks found.
+#[test]
+fn misses_and_the_verification_outcome_are_stated_where_the_numbers_are() {
+    let mut report = load("objects-a");
+    for case in report.cases.iter_mut().filter(|c| c.case_id.starts_with("fs/small/4KiB/")) {
+        let get = case.phases.iter_mut().find(|p| p.phase == "get").unwrap();
+        let op = get.ops.get_mut("get").unwrap();
+        op.misses = op.count; // as many misses as objects read: half of the operations
+    }
+    report.headlines.clear(); // computed again from the cases, as a run writes them
+    let row = stowbench::report::table::headlines(&report).into_iter().find(|h| h.phase == "get" && h.size_label == "4KiB").unwrap();
+    let fs = row.figures.iter().find(|f| f.target == "fs").unwrap();
+    assert_eq!(fs.missed_share, Some(0.5));
+    assert_eq!(row.figures.iter().find(|f| f.target == "sim").unwrap().missed_share, None);
+    let table = stowbench::report::table::render(&report);
+    assert!(table.contains("(50.0% missed)"), "{table}");
+    let html = render_report("html", &report);
+    assert!(html.contains("<td class=\"wrap\">50.0% missed</td>"), "the HTML headline lacks the missed share");
+
+    let verified = "verified: 240 gets, each whole object compared with what was put (xxh3 digest); none differed";
+    assert!(table.contains(verified) && html.contains(verified), "{table}");
+    let summary_end = html.find("id=\"headlines\"").unwrap();
+    assert!(html[..summary_end].contains(verified), "the verification outcome comes before the numbers");
+    report.cases[0].verification.mismatches = 2;
+    let failed = "verification FAILED: 2 of 240 gets differed from what was put (see the warnings)";
+    assert!(stowbench::report::table::render(&report).contains(failed));
+    assert!(render_report("html", &report).contains(failed));
+}

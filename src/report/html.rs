@@ -66,6 +66,12 @@ fn summary(report: &RunReport) -> String {
     if let Some(caveat) = report.status.caveat() {
         let _ = writeln!(out, "<p class=\"caveat\">{}: {}.</p>", report.status, escape(caveat));
     }
+    // The conditions behind every number, before any number (the whole list is further down).
+    out += "<ul class=\"conditions-brief\">\n";
+    for line in super::table::condition_lines(report) {
+        let _ = writeln!(out, "<li>{}</li>", escape(&line));
+    }
+    out += "<li><a href=\"#conditions\">every condition</a></li>\n</ul>\n";
     // The list is at the end of a long page; its size belongs at the top, where people start.
     if !report.warnings.is_empty() {
         let _ = writeln!(
@@ -139,6 +145,8 @@ fn verdict_text(h: &Headline) -> String {
 fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
     let dash = || "-".to_string();
     let repeats = if f.failed > 0 { format!("{} ({} failed)", f.repeats, f.failed) } else { f.repeats.to_string() };
+    // Failed repeats are in the repeats column already.
+    let notes = super::table::figure_notes(f.missed_share, f.without_success, 0, (f.behind_schedule, f.repeats)).join("; ");
     vec![
         f.target.clone(),
         f.mean.map(|m| headline_value(h, m)).unwrap_or_else(|| "failed".into()),
@@ -149,6 +157,7 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
             .unwrap_or_else(dash),
         repeats,
         f.p99_ns_median.map(|p| format_nanos(p as u64)).unwrap_or_else(dash),
+        notes,
     ]
 }
 
@@ -159,7 +168,7 @@ fn headlines_section(report: &RunReport) -> String {
         return out + "<p class=\"absent\">No object-store case in this run.</p>\n";
     }
     out += "<p>Throughput in each case's steady-state window, or over the whole phase in the groups marked so, where some phase was too short for a window (bytes per second; operations per second for empty objects): the mean over the repeats, its coefficient of variation, and the 95 % confidence interval of the mean (Student's t). The winner stands clear only when its interval lies above the runner-up's; overlapping intervals are a tie. p99: the median of the repeats' p99 latencies (open loop: from each operation's intended start).</p>\n";
-    out += "<div class=\"scroll\"><table class=\"headlines\">\n<thead><tr><th>workload · phase · threads</th><th>size</th><th>target</th><th>mean</th><th>CV</th><th>95 % CI of the mean</th><th>repeats</th><th>p99</th><th>verdict</th></tr></thead>\n<tbody>\n";
+    out += "<div class=\"scroll\"><table class=\"headlines\">\n<thead><tr><th>workload · phase · threads</th><th>size</th><th>target</th><th>mean</th><th>CV</th><th>95 % CI of the mean</th><th>repeats</th><th>p99</th><th>notes</th><th>verdict</th></tr></thead>\n<tbody>\n";
     for h in &rows {
         let span = h.figures.len().max(1);
         let whole = if h.measure == super::table::Measure::WholePhase.name() { " (whole phase)" } else { "" };
@@ -169,8 +178,17 @@ fn headlines_section(report: &RunReport) -> String {
             if i > 0 {
                 out += "<tr>";
             }
-            for (column, cell) in figure_cells(h, f).iter().enumerate() {
-                let _ = write!(out, "<td{}>{}</td>", if column == 0 { "" } else { " class=\"num\"" }, escape(cell));
+            let cells = figure_cells(h, f);
+            for (column, cell) in cells.iter().enumerate() {
+                // The target and the notes are words; the rest are figures.
+                let class = if column == 0 {
+                    ""
+                } else if column + 1 == cells.len() {
+                    " class=\"wrap\""
+                } else {
+                    " class=\"num\""
+                };
+                let _ = write!(out, "<td{class}>{}</td>", escape(cell));
             }
             if i == 0 {
                 let _ = write!(out, "<td rowspan=\"{span}\" class=\"wrap verdict-{}\">{}</td>", escape(&h.verdict), escape(&verdict_text(h)));

@@ -582,6 +582,20 @@ pub struct HeadlineFigure {
     pub ci95_high: Option<f64>,
     /// Median of the repeats' p99 latencies, in nanoseconds (open loop: from intended starts).
     pub p99_ns_median: Option<f64>,
+    /// The share of the repeats' operations that found no object (misses: no errors, but no
+    /// object read either), when any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_share: Option<f64>,
+    /// Repeats in which no operation succeeded (every one a miss): nothing to rank.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub without_success: usize,
+    /// Open-loop repeats that fell behind their schedule.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub behind_schedule: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Results for one operation kind in a phase.

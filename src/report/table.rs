@@ -210,6 +210,9 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                         ci95_low: spread.and_then(|s| s.ci95).map(|c| c.0.max(0.0)),
                         ci95_high: spread.and_then(|s| s.ci95).map(|c| c.1),
                         p99_ns_median: median(&mut cell.p99_ns.clone()),
+                        missed_share: (cell.misses > 0).then(|| cell.misses as f64 / cell.attempted.max(1) as f64),
+                        without_success: cell.nothing_done,
+                        behind_schedule: cell.behind,
                     }
                 })
                 .collect();
@@ -313,16 +316,26 @@ pub fn cases_of_planned(report: &RunReport) -> String {
 }
 
 fn header(report: &RunReport, out: &mut String) {
-    let env = &report.environment;
     let fio = if report.fio_cases.is_empty() { String::new() } else { format!(", {} fio cases", report.fio_cases.len()) };
     let _ = writeln!(out, "stowbench {} — run {} ({}), {}{fio}, seed {}", report.name, report.run_id, report.status, cases_of_planned(report), report.seed);
     if let Some(caveat) = report.status.caveat() {
         let _ = writeln!(out, "  {}: {caveat}", report.status);
     }
+    for (i, line) in condition_lines(report).iter().enumerate() {
+        let _ = writeln!(out, "{}{line}", if i == 0 { "" } else { "  " });
+    }
+}
+
+/// The conditions behind every number, shortest first, as the top of the table and of the HTML
+/// page state them: the machine, where the data was and its page cache, the recipe, each
+/// target's durability, and what verification found.
+pub fn condition_lines(report: &RunReport) -> Vec<String> {
+    let env = &report.environment;
+    let mut lines = Vec::new();
     let machine = format!("{} CPUs, {} RAM, kernel {}", env.cpu_count, format_bytes(env.memory_bytes), env.kernel);
     if report.cases.is_empty() {
         // fio alone: where its data lived is in the fio table, per target.
-        let _ = writeln!(out, "{machine}");
+        lines.push(machine);
     } else {
         let fs = env.work_dir_filesystem.as_ref().map(|f| f.summary()).unwrap_or_else(|| "unknown filesystem".into());
         let cache: Vec<&str> = dedup(report.cases.iter().map(|c| match c.cache_state.as_str() {
@@ -332,16 +345,16 @@ fn header(report: &RunReport, out: &mut String) {
         }));
         let restarted = report.cases.iter().any(|c| c.phases.iter().any(|p| p.server_restarted));
         let servers = if restarted { "; servers restarted before cold reads (their caches empty too)" } else { "" };
-        let _ = writeln!(out, "data in {} on {fs}; page cache {}{servers}; {machine}", env.work_dir, cache.join("/"));
+        lines.push(format!("data in {} on {fs}; page cache {}{servers}; {machine}", env.work_dir, cache.join("/")));
         for (target, f) in report.data_filesystems_elsewhere() {
-            let _ = writeln!(out, "  data of {target} under {} on {} at {}", data_location(&f.path), f.summary(), f.mount_point);
+            lines.push(format!("data of {target} under {} on {} at {}", data_location(&f.path), f.summary(), f.mount_point));
         }
     }
     if let Some(recipe) = &report.recipe {
         let size = if recipe.scale == 1.0 { "the published size".to_string() } else { format!("×{} of the published size", recipe.scale) };
-        let _ = writeln!(out, "  recipe {} at scale {} ({size})", recipe.name, recipe.scale);
+        lines.push(format!("recipe {} at scale {} ({size})", recipe.name, recipe.scale));
         for s in &recipe.skipped_targets {
-            let _ = writeln!(out, "  skipped target {}: {}; to run it: {}", s.target, s.reason, s.enable);
+            lines.push(format!("skipped target {}: {}; to run it: {}", s.target, s.reason, s.enable));
         }
     }
     let mut seen: Vec<(String, String)> = Vec::new();
@@ -350,8 +363,22 @@ fn header(report: &RunReport, out: &mut String) {
             seen.push((c.target.clone(), c.durability.clone()));
         }
     }
-    for (target, durability) in seen {
-        let _ = writeln!(out, "  durability of {target}: {durability}");
+    lines.extend(seen.into_iter().map(|(target, durability)| format!("durability of {target}: {durability}")));
+    lines.extend(verification_line(report));
+    lines
+}
+
+/// What the read-back checks found over the run, when any get was checked: a reader should not
+/// have to infer from the absence of a warning that the data came back right.
+fn verification_line(report: &RunReport) -> Option<String> {
+    let checked: u64 = report.cases.iter().map(|c| c.verification.checked).sum();
+    let differed: u64 = report.cases.iter().map(|c| c.verification.mismatches).sum();
+    let unchecked = report.cases.iter().filter(|c| !c.verification.enabled && c.status != CaseStatus::Skipped).count();
+    let off = if unchecked > 0 { format!("; {unchecked} case(s) not verified (verify = false)") } else { String::new() };
+    match (checked, differed) {
+        (0, _) => None,
+        (_, 0) => Some(format!("verified: {checked} gets, each whole object compared with what was put (xxh3 digest); none differed{off}")),
+        _ => Some(format!("verification FAILED: {differed} of {checked} gets differed from what was put (see the warnings){off}")),
     }
 }
 
@@ -563,21 +590,31 @@ fn cell_text(cell: &Cell, by_ops: bool) -> String {
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
     }
-    if cell.misses > 0 {
-        // Misses are no errors (the key was absent), but a rate half made of them is not the
-        // rate of reading objects: say how much of it they were.
-        let _ = write!(text, " ({}% missed)", three_digits(cell.misses as f64 * 100.0 / cell.attempted.max(1) as f64));
-    }
-    if cell.nothing_done > 0 {
-        let _ = write!(text, " (no successful operation in {} repeat(s))", cell.nothing_done);
-    }
-    if cell.failed > 0 {
-        let _ = write!(text, " ({} failed)", cell.failed);
-    }
-    if cell.behind > 0 {
-        let _ = write!(text, " (behind schedule in {} of {})", cell.behind, cell.service_p99_ns.len());
+    let missed = (cell.misses > 0).then(|| cell.misses as f64 / cell.attempted.max(1) as f64);
+    for note in figure_notes(missed, cell.nothing_done, cell.failed, (cell.behind, cell.service_p99_ns.len())) {
+        let _ = write!(text, " ({note})");
     }
     text
+}
+
+/// What qualifies a figure, in the table's and the HTML headlines' words: the share of misses
+/// (no errors, but a rate half made of them is not the rate of reading objects), repeats with
+/// nothing done or failed, and open-loop repeats behind schedule (of how many).
+pub(super) fn figure_notes(missed_share: Option<f64>, without_success: usize, failed: usize, (behind, of): (usize, usize)) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(share) = missed_share {
+        notes.push(format!("{}% missed", three_digits(share * 100.0)));
+    }
+    if without_success > 0 {
+        notes.push(format!("no successful operation in {without_success} repeat(s)"));
+    }
+    if failed > 0 {
+        notes.push(format!("{failed} failed"));
+    }
+    if behind > 0 {
+        notes.push(format!("behind schedule in {behind} of {of}"));
+    }
+    notes
 }
 
 /// The per-case table under the groups: header row first, then one row per finished case (put

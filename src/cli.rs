@@ -248,6 +248,17 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
         Command::Cleanup { dir, dry_run } => cleanup(&dir, dry_run),
         Command::Compact { dir, drop_damaged } => {
             crate::pack::compact_with(&dir, crate::pack::CompactOptions { drop_damaged }).map_err(|e| compact_failure(&dir, e)).map(|r| {
+                if r.already_compact {
+                    println!(
+                        "{} is already compact: {} live records in one file of {} bytes, nothing dead or damaged (generation {}); \
+                         nothing written",
+                        dir.display(),
+                        r.live_records,
+                        r.bytes_before,
+                        r.generation
+                    );
+                    return 0;
+                }
                 println!(
                     "compacted {}: {} live records, {} → {} bytes (generation {})",
                     dir.display(),

@@ -268,7 +268,10 @@ fn compaction_keeps_live_records_and_reclaims_the_rest() {
     assert_eq!(get(&store, "stripe-two").unwrap(), b"2");
     assert_eq!(store.live_keys() as u64, report.live_records);
     // Writes continue in the new generation and survive another compaction.
-    store.lease().unwrap().put("later", &mut Cursor::new(b"L"), 1).unwrap();
+    let mut lease = store.lease().unwrap();
+    lease.put("later", &mut Cursor::new(b"l"), 1).unwrap();
+    lease.put("later", &mut Cursor::new(b"L"), 1).unwrap(); // the first value is dead
+    drop(lease);
     drop(store);
     assert_eq!(compact(&dir).unwrap().generation, 3);
     let store = PackStore::open(&dir, false).unwrap();
@@ -290,6 +293,9 @@ fn compaction_refuses_a_pack_with_damaged_records_unless_told_to_drop_them() {
         for (key, value) in &values {
             lease.put(key, &mut Cursor::new(value), value.len() as u64).unwrap();
         }
+        // Something dead, so that there is something to compact.
+        lease.put("scratch", &mut Cursor::new(b"s"), 1).unwrap();
+        lease.delete("scratch").unwrap();
     }
     compact(&dir).unwrap();
     let data = dir.join("g000002-s0000.pack");
@@ -390,6 +396,34 @@ fn compaction_refuses_a_directory_that_is_not_a_pack() {
     let names: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["notes.txt"]);
     assert!(compact(&tmp.path().join("absent")).unwrap_err().to_string().contains("does not exist"));
+}
+
+/// A pack that is one file of live records only is what compaction would write: it is left as
+/// it is (a large store rewritten byte for byte costs its size in writes for nothing). A
+/// directory that only looks like a pack (a data file's name, not its bytes) is refused, and the
+/// lock file the attempt made is gone again.
+#[test]
+fn an_already_compact_pack_is_not_rewritten_and_a_failed_attempt_leaves_no_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    build_pack(&dir, 40, 11);
+    let first = compact(&dir).unwrap();
+    assert!(!first.already_compact && first.generation == 2, "{first:?}");
+    let data = dir.join("g000002-s0000.pack");
+    let bytes = std::fs::read(&data).unwrap();
+    let modified = std::fs::metadata(&data).unwrap().modified().unwrap();
+    let again = compact(&dir).unwrap();
+    assert!(again.already_compact && again.generation == 2 && again.bytes_after == again.bytes_before, "{again:?}");
+    assert_eq!(again.live_records, first.live_records);
+    assert_eq!(std::fs::read(&data).unwrap(), bytes);
+    assert_eq!(std::fs::metadata(&data).unwrap().modified().unwrap(), modified, "the data file was rewritten");
+
+    let bogus = tmp.path().join("bogus");
+    std::fs::create_dir(&bogus).unwrap();
+    std::fs::write(bogus.join(DATA_FILE), b"named like a pack, but not one").unwrap();
+    assert!(compact(&bogus).is_err());
+    let names: Vec<String> = std::fs::read_dir(&bogus).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, [DATA_FILE], "the refused attempt left files behind");
 }
 
 #[test]

@@ -32,6 +32,8 @@ pub struct CompactReport {
     pub dropped_damaged_bytes: u64,
     /// Bytes of zeros after a file's last record (space a durable writer wrote ahead), left out.
     pub cut_tail_bytes: u64,
+    /// The pack was one file of live records only: nothing was written.
+    pub already_compact: bool,
 }
 
 /// How `compact_with` treats damage the open found.
@@ -77,7 +79,18 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
             ),
         ));
     }
-    let store = PackStore::open_keeping_tails(pack_dir)?;
+    let lock_existed = pack_dir.join(LOCK_FILE).exists();
+    let store = match PackStore::open_keeping_tails(pack_dir) {
+        Ok(store) => store,
+        Err(e) => {
+            // The open made the lock file before it found the directory was no pack it could
+            // read: leave the directory as it was.
+            if !lock_existed {
+                remove_unheld_lock(pack_dir);
+            }
+            return Err(e);
+        }
+    };
     let found = store.recovery();
     let damaged = found.damaged_bytes + found.kept_tail_bytes;
     if damaged > 0 && !options.drop_damaged {
@@ -92,6 +105,25 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
     }
     let old_files: Vec<_> = (0..store.recovery().files).map(|slot| store.stripe(slot).path.clone()).collect();
     let bytes_before = store.data_bytes();
+    // One file holding only live records already is what compaction would write: rewriting a
+    // large store byte for byte would cost its size in writes for nothing.
+    let live = store.live_locations();
+    let live_bytes = FILE_HEADER_BYTES + live.iter().map(|(_, loc)| loc.header.total_bytes()).sum::<u64>();
+    let single_file_of_live_records = damaged == 0 && found.cut_tail_bytes == 0 && old_files.len() == 1 && live_bytes == bytes_before;
+    // Every record is read and checked, as copying would: a record the index vouched for may
+    // have rotted since, and then the copy below refuses (or drops it) as it would have.
+    if single_file_of_live_records && live.iter().all(|(key, loc)| record_checks(&store, key, loc)) {
+        let generation = store.generation();
+        return Ok(CompactReport {
+            live_records: live.len() as u64,
+            bytes_before,
+            bytes_after: bytes_before,
+            generation,
+            already_compact: true,
+            ..Default::default()
+        });
+    }
+    drop(live);
     let generation = store.generation() + 1;
     let target = create_unpublished_stripe(pack_dir, generation, 0)?;
     let mut report = CompactReport { bytes_before, generation, dropped_damaged_bytes: damaged, cut_tail_bytes: found.cut_tail_bytes, ..Default::default() };
@@ -122,6 +154,24 @@ pub fn compact_with(pack_dir: &Path, options: CompactOptions) -> BResult<Compact
     }
     sync_dir(pack_dir)?;
     Ok(report)
+}
+
+/// Whether the record at `loc` still holds the bytes its hash says.
+fn record_checks(store: &PackStore, key: &str, loc: &super::store::Location) -> bool {
+    let mut buf = Vec::new();
+    super::store::copy_verified(&store.stripe(loc.stripe_slot).file, &loc.header, key, &mut std::io::sink(), &mut buf).is_ok()
+}
+
+/// Removes the lock file of `dir` if no one holds it: taken first, so that a process that has
+/// it open keeps its lock (a lock file removed from under its holder would let a second writer in).
+fn remove_unheld_lock(dir: &Path) {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(LOCK_FILE);
+    let Ok(file) = fs::File::open(&path) else { return };
+    // SAFETY: flock on a file descriptor we own; released when `file` is closed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        let _ = fs::remove_file(&path);
+    }
 }
 
 /// What to do about damage compaction must not decide alone.

@@ -16,10 +16,14 @@ pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-/// The temporary sibling of `path`: its name plus `.tmp`.
+/// The temporary sibling of `path`: its name, this process's id, a number and `.tmp`, so that
+/// two writers (processes, or threads of one) never write into one temporary file or rename
+/// it from under each other: the last rename wins whole.
 pub fn tmp_path(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
+    tmp.push(format!(".{}-{n}.tmp", std::process::id()));
     PathBuf::from(tmp)
 }
 
@@ -34,5 +38,7 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         assert!(super::replace(&dir.path().join("missing/x"), b"three").is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Two writers of one file never share a temporary name.
+        assert_ne!(super::tmp_path(&path), super::tmp_path(&path));
     }
 }

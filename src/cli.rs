@@ -278,7 +278,7 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
         }
     };
     result.unwrap_or_else(|e| {
-        eprintln!("stowbench: {}", e.message);
+        crate::say!("stowbench: {}", e.message);
         e.exit_code()
     })
 }
@@ -325,7 +325,7 @@ fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &Atom
                 return Err(Error::bad_input(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable)));
             }
             for s in &skipped {
-                eprintln!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
+                crate::say!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
             }
             if plan.targets.is_empty() && plan.fio.is_empty() {
                 return Err(Error::bad_input(format!("recipe {name}: every target was skipped; nothing to run")));
@@ -364,11 +364,23 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
                 // here, before MPI is finalised; after that the others exit, and mpirun may end
                 // rank 0 before it has printed anything.
                 if runner::ranks::Ranks::is_lead(&ranks) {
-                    eprintln!("stowbench: {e}");
+                    crate::say!("stowbench: {e}");
                 }
                 Ok(e.exit_code())
             }
         };
+    }
+    // Without the feature, every rank mpirun starts would run the whole job on its own, each
+    // with its own report and the machine's cores shared among them: no figure would be the
+    // job's. (A world of one is one run, as without mpirun.)
+    #[cfg(not(feature = "mpi"))]
+    if crate::host::started_by_mpirun() && crate::host::mpirun_world_size() != Some(1) {
+        let ranks = crate::host::mpirun_world_size().map_or_else(|| "several".to_string(), |n| n.to_string());
+        return Err(Error::bad_input(format!(
+            "started by mpirun ({ranks} processes), but this stowbench was built without the mpi feature: each process would run \
+             the whole job alone. Build it with `cargo build --release --features mpi` to run the job across the ranks \
+             (docs/multi-host.md), or run it without mpirun"
+        )));
     }
     run_and_print(&plan, &args.output, opts, interrupted).map(|outcome| outcome.exit_code)
 }
@@ -393,17 +405,21 @@ pub fn run_and_print_with(
     // Checked before running: a format the report cannot take must not cost a whole run.
     let render = reporters::for_report(&output.format).map_err(Error::bad_input)?;
     let stamp = report::timestamp_compact(std::time::SystemTime::now());
-    let mut dir = output.out.join(&stamp);
-    let mut n = 1;
-    while dir.exists() {
-        n += 1;
-        dir = output.out.join(format!("{stamp}-{n}"));
-    }
+    // Only the lead writes a report; it claims its directory now, so that two runs started in
+    // the same second never share one.
+    let out_existed = output.out.exists();
+    let dir = if ranks.is_lead() { claim_report_directory(&output.out, &stamp).map_err(Error::environment)? } else { output.out.join(&stamp) };
     let report_path = dir.join("report.json");
     let opts = RunOptions { report_path: report_path.clone(), progress: !output.no_progress, ..opts };
-    let outcome = runner::run_with(plan, &opts, interrupted, ranks)?;
+    let outcome = runner::run_with(plan, &opts, interrupted, ranks).inspect_err(|_| {
+        // Refused before its first report: what was made for it goes, if nothing was written
+        // there (remove_dir removes only an empty directory).
+        if ranks.is_lead() && std::fs::remove_dir(&dir).is_ok() && !out_existed {
+            let _ = std::fs::remove_dir(&output.out);
+        }
+    })?;
     if let Some(e) = &outcome.cleanup_error {
-        eprintln!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
+        crate::say!("stowbench: the run's data could not be removed: {e}. `stowbench cleanup` removes it.");
     }
     if !ranks.is_lead() {
         return Ok(outcome);
@@ -411,18 +427,34 @@ pub fn run_and_print_with(
     print!("{}", render(&outcome.report));
     match &outcome.report_error {
         // The figures above are all that is left of the run: say so, and why.
-        Some(e) => eprintln!(
+        Some(e) => crate::say!(
             "stowbench: the report could not be written: {e}. No case started after that; the results above are \
              the only copy of the {} finished case(s). Free the disk or fix the --out directory, then run again.",
             outcome.report.cases.len() + outcome.report.fio_cases.len()
         ),
-        None => eprintln!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display()),
+        None => crate::say!("report: {}\npage:   {}", report_path.display(), report_path.with_extension("html").display()),
     }
     if outcome.exit_code == 130 {
         let finished = outcome.report.cases.len() + outcome.report.fio_cases.len();
-        eprintln!("interrupted: {finished} finished case(s) kept in the report");
+        crate::say!("interrupted: {finished} finished case(s) kept in the report");
     }
     Ok(outcome)
+}
+
+/// Creates OUT/STAMP (or STAMP-2, STAMP-3 … when taken) for one run's report. `create_dir`
+/// either makes the directory or fails because it exists, so a run started in the same second
+/// (another process, another rank of a default build) gets a directory of its own.
+fn claim_report_directory(out: &Path, stamp: &str) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create the results directory {} (--out): {e}", out.display()))?;
+    for n in 1u32.. {
+        let dir = if n == 1 { out.join(stamp) } else { out.join(format!("{stamp}-{n}")) };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot create the report directory {}: {e}", dir.display())),
+        }
+    }
+    unreachable!("some numbered directory is free")
 }
 
 /// Checks a job file: every loader mistake, every target's backend option mistake (found by
@@ -571,7 +603,7 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
     // report numbers measured on files deleted under it.
     let (busy, dirs): (Vec<PathBuf>, Vec<PathBuf>) = dirs.into_iter().partition(|d| namespace::in_use(d));
     for d in &busy {
-        eprintln!(
+        crate::say!(
             "stowbench: {} {}: a stowbench run is still using it (it holds the lock on its {}); let the run end, or stop it, then clean up",
             if dry_run { "would keep" } else { "kept" },
             d.display(),
@@ -586,7 +618,7 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
             match backend::record::clean(&case_dir, dry_run) {
                 Ok(lines) => lines.iter().for_each(|l| println!("{} {l}", if dry_run { "would remove" } else { "removed" })),
                 Err(e) => {
-                    eprintln!("stowbench: {e}");
+                    crate::say!("stowbench: {e}");
                     if !kept.contains(d) {
                         kept.push(d.clone());
                     }
@@ -617,7 +649,25 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
         println!("removed {}", d.display());
     }
     for d in &kept {
-        eprintln!("stowbench: kept {} and its server records; run `stowbench cleanup {}` again once the server answers", d.display(), d.display());
+        crate::say!("stowbench: kept {} and its server records; run `stowbench cleanup {}` again once the server answers", d.display(), d.display());
     }
     Ok(exit_code)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Two runs started in the same second once both chose OUT/STAMP (each checked that it did
+    /// not exist, then made it later), and one report replaced the other.
+    #[test]
+    fn each_run_claims_a_report_directory_of_its_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("results");
+        let claims: Vec<_> = (0..3).map(|_| super::claim_report_directory(&out, "20261127-050000").unwrap()).collect();
+        let names: Vec<_> = claims.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["20261127-050000", "20261127-050000-2", "20261127-050000-3"]);
+        assert!(claims.iter().all(|d| d.is_dir()));
+        std::fs::write(tmp.path().join("file"), b"").unwrap();
+        let refused = super::claim_report_directory(&tmp.path().join("file"), "s").unwrap_err();
+        assert!(refused.contains("--out"), "{refused}");
+    }
 }

@@ -205,3 +205,13 @@ mod tests {
         assert_eq!(list[0].effective_options(), "rw,noatime,errors=continue");
     }
 }
+
+/// Whether mpirun (Open MPI, PMIx or PMI) started this process: it sets these in every rank.
+pub fn started_by_mpirun() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some())
+}
+
+/// How many processes mpirun started, when it says (Open MPI and PMI do; PMIx alone does not).
+pub fn mpirun_world_size() -> Option<u64> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}

@@ -3,6 +3,26 @@
 //!
 //! The library does all the work; `main.rs` only parses arguments and maps errors to exit codes.
 
+/// `eprintln!` that never panics: stderr closed under a running stowbench (`2>&1 | head`) must
+/// not end the run before it removes its data and writes its report. What could not be said is
+/// lost; the report keeps everything.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that never panics (see `say!`).
+#[macro_export]
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod atomic_file;
 pub mod backend;
 pub mod cli;

@@ -12,15 +12,15 @@ fn main() {
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             match stowbench::runner::left_behind_if_exiting_now() {
-                Some(left) => eprintln!("stowbench: interrupted twice, exiting now: {left}"),
-                None => eprintln!("stowbench: interrupted twice, exiting now"),
+                Some(left) => stowbench::say!("stowbench: interrupted twice, exiting now: {left}"),
+                None => stowbench::say!("stowbench: interrupted twice, exiting now"),
             }
             std::process::exit(stowbench::error::EXIT_INTERRUPTED);
         }
-        eprintln!("stowbench: interrupted; finishing the current operation and writing the report (Ctrl-C again to quit now)");
+        stowbench::say!("stowbench: interrupted; finishing the current operation and writing the report (Ctrl-C again to quit now)");
         // Stops a running fio and unmounts/detaches what stowbench made for it (no-op otherwise).
         if let Err(e) = stowbench::fio::target::cleanup_all_registered() {
-            eprintln!("stowbench: {e}");
+            stowbench::say!("stowbench: {e}");
         }
     });
     let code = stowbench::cli::main_with_args(std::env::args().collect(), &INTERRUPTED);

@@ -883,3 +883,37 @@ fn a_missing_work_dir_is_refused_before_anything_is_made() {
     assert!(runs.len() == 1 && runs[0].starts_with("stowbench-"), "the kept run is in d0: {runs:?}");
     assert!(!dir.path().join("d{rank}").exists());
 }
+
+/// A default build started by mpirun would run the whole job once per rank, each alone with a
+/// share of the cores: it refuses and says how to build for it. A world of one is one run.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_to_run_as_several_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), SIM_JOB).unwrap();
+    let run = |size: &str| {
+        Command::new(env!("CARGO_BIN_EXE_stowbench"))
+            .args(["run", "job.toml", "--no-progress", "--work-dir", "."])
+            .env("OMPI_COMM_WORLD_SIZE", size)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let refused = run("2");
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(text(&refused).contains("built without the mpi feature") && text(&refused).contains("--features mpi"), "{}", text(&refused));
+    assert!(!dir.path().join("stowbench-results").exists(), "a refused run leaves no results directory");
+    assert_eq!(run("1").status.code(), Some(0));
+}
+
+/// A reader that went away (`stowbench … 2>&1 | head -3`) is not stowbench's failure: what it
+/// says on stderr is lost, but it never panics (exit 101), and exits as it would have.
+#[test]
+fn a_closed_stderr_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.toml"), "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\n").unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["validate", "bad.toml"]).current_dir(dir.path()).stderr(writer).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+}

@@ -352,8 +352,8 @@ fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioErr
     })();
     let _ = std::fs::remove_dir_all(&scratch);
     match &checker {
-        Some(version) => eprintln!("{} job files; {version} --parse-only accepted {checked} of them", cases.len()),
-        None => eprintln!("{} job files; fio is not installed, so they were not checked with --parse-only", cases.len()),
+        Some(version) => crate::say!("{} job files; {version} --parse-only accepted {checked} of them", cases.len()),
+        None => crate::say!("{} job files; fio is not installed, so they were not checked with --parse-only", cases.len()),
     }
     result
 }

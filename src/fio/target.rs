@@ -109,7 +109,7 @@ impl Drop for PreparedTarget {
     fn drop(&mut self) {
         if let Err(e) = self.cleanup() {
             // Drop cannot return an error; say it loudly rather than leave mounts behind silently.
-            eprintln!("stowbench: {e}");
+            crate::say!("stowbench: {e}");
         }
     }
 }

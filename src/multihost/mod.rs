@@ -31,7 +31,7 @@ use std::cell::{Cell, RefCell};
 
 /// Whether this process was started by an MPI launcher (mpirun, mpiexec, srun with PMIx).
 pub fn launched() -> bool {
-    ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some())
+    crate::host::started_by_mpirun()
 }
 
 /// Ping-pong rounds per rank when measuring clock offsets; the round with the smallest round

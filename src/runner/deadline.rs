@@ -31,12 +31,12 @@ pub fn watch(timeout: Duration, report: &Path, finished: &AtomicBool, timed_out:
     }
     timed_out.store(true, Ordering::Relaxed);
     interrupted.store(true, Ordering::Relaxed);
-    eprintln!("stowbench: the run's --timeout of {} passed; stopping the current case", seconds(timeout));
+    crate::say!("stowbench: the run's --timeout of {} passed; stopping the current case", seconds(timeout));
     if !wait_until(finished, start + timeout + GRACE) {
         return;
     }
     let dir = mark_timed_out(report);
-    eprintln!(
+    crate::say!(
         "stowbench: an operation is still blocked {} after the run's --timeout (a storage that does not answer; \
          op_timeout bounds each operation of a server backend); exiting. {} keeps every finished case{}",
         seconds(GRACE),
@@ -68,7 +68,7 @@ fn mark_timed_out(report: &Path) -> Option<String> {
     value["finished_at"] = crate::report::rfc3339(std::time::SystemTime::now()).into();
     let text = serde_json::to_string_pretty(&value).ok()? + "\n";
     if let Err(e) = crate::report::replace_atomically(report, &text) {
-        eprintln!("stowbench: {e}");
+        crate::say!("stowbench: {e}");
     }
     value["environment"]["work_dir"].as_str().map(str::to_string)
 }

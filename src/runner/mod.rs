@@ -317,7 +317,7 @@ fn remove_run_directory(dir: &Path) -> Result<(), String> {
         return namespace::remove(dir);
     }
     let cases: Vec<String> = pending.iter().filter_map(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
-    eprintln!(
+    crate::say!(
         "stowbench: kept {}: the server objects of {} could not be removed; run `stowbench cleanup {}` once the server is back",
         dir.display(),
         cases.join(", "),
@@ -334,14 +334,14 @@ fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, o
     let total = crate::fio::expand(sweep).len();
     let mut done = 0;
     if opts.progress {
-        eprintln!("fio sweep {}: {total} case(s)", sweep.name);
+        crate::say!("fio sweep {}: {total} case(s)", sweep.name);
     }
     let outcome = crate::fio::run_sweep(sweep, &root.dir, run_id, &opts.fio, |(case, result)| {
         done += 1;
         match result {
             Ok(r) => {
                 if opts.progress {
-                    eprintln!("[{done}/{total}] {}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
+                    crate::say!("[{done}/{total}] {}: {:.0} IOPS, {}", case.id, r.iops, crate::units::format_rate_bytes(r.bw_bytes_per_s as f64));
                 }
                 report.fio_cases.push(r);
             }
@@ -349,12 +349,12 @@ fn run_fio_sweep(sweep: &crate::fio::FioSweep, root: &Namespace, run_id: &str, o
             Err(e) => {
                 failed = true;
                 // A failure is shown even without progress, as a failed object-store case is.
-                eprintln!("[{done}/{total}] {}: FAILED: {e}", case.id);
+                crate::say!("[{done}/{total}] {}: FAILED: {e}", case.id);
                 report.fio_failures.push(crate::report::model::FioFailure { case_id: case.id.clone(), message: e.to_string() });
             }
         }
         if let Err(e) = crate::report::write_in_progress(&opts.report_path, report) {
-            eprintln!("stowbench: {e}");
+            crate::say!("stowbench: {e}");
         }
         !interrupted.load(Ordering::Relaxed)
     });

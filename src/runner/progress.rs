@@ -55,7 +55,7 @@ impl Progress {
             let why = result.failure.clone().unwrap_or_default();
             match &self.bar {
                 Some(bar) => bar.println(format!("case {} failed: {why}", result.case_id)),
-                None if self.lines => eprintln!("case {} failed: {why}", result.case_id),
+                None if self.lines => crate::say!("case {} failed: {why}", result.case_id),
                 None => {}
             }
         }

@@ -179,6 +179,16 @@ pub fn memory_bytes() -> u64 {
     text.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024
 }
 
+/// Whether mpirun (Open MPI, PMIx or PMI) started this process: it sets these in every rank.
+pub fn started_by_mpirun() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some())
+}
+
+/// How many processes mpirun started, when it says (Open MPI and PMI do; PMIx alone does not).
+pub fn mpirun_world_size() -> Option<u64> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,14 +214,4 @@ mod tests {
         assert_eq!(list[1].effective_options(), "rw,relatime,space_cache=v2");
         assert_eq!(list[0].effective_options(), "rw,noatime,errors=continue");
     }
-}
-
-/// Whether mpirun (Open MPI, PMIx or PMI) started this process: it sets these in every rank.
-pub fn started_by_mpirun() -> bool {
-    ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some())
-}
-
-/// How many processes mpirun started, when it says (Open MPI and PMI do; PMIx alone does not).
-pub fn mpirun_world_size() -> Option<u64> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }

@@ -7,7 +7,6 @@
 
 use super::model::{CaseResult, CaseStatus, RunReport};
 use super::spread::{verdict, Spread, Verdict};
-use super::table::median;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -54,10 +53,12 @@ pub fn compute(report: &RunReport) -> Vec<BreakEven> {
 fn crossings(series: &Series) -> Vec<BreakEven> {
     let mut found = Vec::new();
     for ((workload, phase, threads, op), targets) in series {
-        let medians: Vec<(&String, BTreeMap<u64, f64>)> =
-            targets.iter().map(|(t, sizes)| (t, sizes.iter().filter_map(|(s, v)| median(&mut v.clone()).map(|m| (*s, m))).collect())).collect();
-        for (i, (a, a_times)) in medians.iter().enumerate() {
-            for (b, b_times) in &medians[i + 1..] {
+        // The mean of the repeats, as the table's cells and the spread judgement below use: a
+        // median here once put crossings where the table showed none.
+        let means: Vec<(&String, BTreeMap<u64, f64>)> =
+            targets.iter().map(|(t, sizes)| (t, sizes.iter().filter_map(|(s, v)| Spread::of(v).map(|m| (*s, m.mean))).collect())).collect();
+        for (i, (a, a_times)) in means.iter().enumerate() {
+            for (b, b_times) in &means[i + 1..] {
                 let common: Vec<(u64, f64, f64)> =
                     a_times.iter().filter_map(|(s, ta)| b_times.get(s).map(|tb| (*s, *ta, *tb))).filter(|(_, ta, tb)| *ta > 0.0 && *tb > 0.0).collect();
                 if common.len() < 3 {
@@ -179,5 +180,19 @@ mod tests {
         series.get_mut(&key).unwrap().get_mut("b").unwrap().insert(100_000, vec![50.0]);
         series.get_mut(&key).unwrap().get_mut("a").unwrap().insert(100_000, vec![10.0]);
         assert_eq!(crossings(&series).len(), 2, "a wins, loses, wins again: two crossings");
+    }
+
+    /// The faster target at a size is the one with the lower mean time over the repeats, as
+    /// the table's cells rank by their means. The median once disagreed: b's repeats 5, 5, 50
+    /// (median 5, mean 20) made b the faster one at 10 kB where the table had a ahead.
+    #[test]
+    fn the_mean_of_the_repeats_decides_as_in_the_table() {
+        let mut series: Series = BTreeMap::new();
+        let key = ("w".to_string(), "get".to_string(), 1, "get".to_string());
+        for (size, b) in [(1_000u64, vec![40.0, 40.0, 40.0]), (10_000, vec![5.0, 5.0, 50.0]), (100_000, vec![40.0, 40.0, 40.0])] {
+            series.entry(key.clone()).or_default().entry("a".into()).or_default().insert(size, vec![10.0, 10.0, 10.0]);
+            series.entry(key.clone()).or_default().entry("b".into()).or_default().insert(size, b);
+        }
+        assert!(crossings(&series).is_empty(), "a is faster by its mean at every size: {:?}", crossings(&series));
     }
 }

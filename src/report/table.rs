@@ -468,7 +468,13 @@ pub(crate) fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
         let _ = writeln!(out, "    {:<9}  {} faster below ~{size}, {} above (between {below} and {above}{doubt})", b.op, b.faster_below, b.faster_above);
     }
     if !tangled.is_empty() {
-        let pairs: Vec<String> = tangled.iter().map(|((op, a, b), list)| format!("{op} {a}/{b} ({}×)", list.len())).collect();
+        let pairs: Vec<String> = tangled
+            .iter()
+            .map(|((op, a, b), list)| {
+                let doubt = if list.iter().all(|c| c.within_spread) { ", each inside the spread" } else { "" };
+                format!("{op} {a}/{b} ({}×{doubt})", list.len())
+            })
+            .collect();
         let _ = writeln!(out, "    no single break-even (the faster one changes more than once): {}", pairs.join(", "));
     }
 }

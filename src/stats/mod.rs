@@ -487,7 +487,13 @@ fn per_second(timeline: &[Bucket], resolution: u64) -> Vec<SecondPoint> {
         .collect()
 }
 
-/// Mean latency of the last 10% of operations over the first 10% (by operation index).
+/// Operations each tenth needs for a growth figure: with one put per tenth, the first is the
+/// one that created the table or file, and the ratio (×0.00 at small `--scale`) said nothing
+/// about the store filling.
+const GROWTH_MIN_OPS_PER_TENTH: u64 = 10;
+
+/// Mean latency of the last 10% of operations over the first 10% (by operation index); none
+/// with fewer than `GROWTH_MIN_OPS_PER_TENTH` operations in either.
 fn growth(by_index: &[Bucket]) -> Option<f64> {
     let filled: Vec<&Bucket> = by_index.iter().filter(|b| b.ops > 0).collect();
     if filled.len() < 10 {
@@ -496,10 +502,10 @@ fn growth(by_index: &[Bucket]) -> Option<f64> {
     let tenth = filled.len().div_ceil(10);
     let mean = |bs: &[&Bucket]| {
         let (sum, n) = bs.iter().fold((0u64, 0u64), |(s, n), b| (s + b.latency_sum_ns, n + b.ops));
-        sum as f64 / n as f64
+        (n >= GROWTH_MIN_OPS_PER_TENTH).then(|| sum as f64 / n as f64)
     };
-    let first = mean(&filled[..tenth]);
-    (first > 0.0).then(|| mean(&filled[filled.len() - tenth..]) / first)
+    let (first, last) = (mean(&filled[..tenth])?, mean(&filled[filled.len() - tenth..])?);
+    (first > 0.0).then(|| last / first)
 }
 
 fn op_result(s: &OpStats) -> OpResult {
@@ -614,5 +620,12 @@ mod tests {
         let r = merge("put", vec![w], 0);
         assert!((r.growth_ratio.unwrap() - 3.0).abs() < 1e-9);
         assert_eq!(r.timeline_by_op_index.len(), 100);
+
+        // Ten puts, one a tenth: the first created the store. No figure rather than ×0.04.
+        let mut w = WorkerStats::new(0, 1);
+        for i in 0..10u64 {
+            w.success(Op::Put, i, i * 10, if i == 0 { 5000 } else { 200 }, 1, 0);
+        }
+        assert_eq!(merge("put", vec![w], 0).growth_ratio, None);
     }
 }

@@ -318,11 +318,17 @@ fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &Atom
         RecipeAction::List => print!("{}", recipes::list()),
         RecipeAction::Show { name } => print!("{}", recipes::find(&name).map_err(Error::bad_input)?.text),
         RecipeAction::Run { name, scale, settings } => {
-            let plan = recipes::find(&name).and_then(|recipe| recipes::plan(recipe, scale)).map_err(Error::bad_input)?;
+            let mut plan = recipes::find(&name).and_then(|recipe| recipes::plan(recipe, scale)).map_err(Error::bad_input)?;
             let skipped = plan.recipe.as_ref().map(|r| r.skipped_targets.clone()).unwrap_or_default();
             if let Some(s) = skipped.iter().find(|s| settings.targets.contains(&s.target)) {
                 // A server that is not configured is the job's (or its variables') to fix, as in a run.
                 return Err(Error::bad_input(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable)));
+            }
+            // With --targets, the targets left out were left out by the user, whatever their
+            // servers: nothing was skipped for want of one.
+            let skipped = if settings.targets.is_empty() { skipped } else { Vec::new() };
+            if let Some(recipe) = plan.recipe.as_mut() {
+                recipe.skipped_targets.clone_from(&skipped);
             }
             for s in &skipped {
                 crate::say!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);

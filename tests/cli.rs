@@ -572,6 +572,19 @@ fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_sk
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("STOWBENCH_MARIADB_URI is not set"), "{}", text(&out));
+
+    // Targets the user left out with --targets were not skipped for want of a server.
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", "sqlite", "--no-progress", "--format", "json"])
+        .current_dir(dir.path())
+        .env_remove("STOWBENCH_PG_URI")
+        .env_remove("STOWBENCH_MARIADB_URI")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["recipe"]["skipped_targets"].as_array().is_none_or(|s| s.is_empty()), "{}", report["recipe"]);
+    assert!(!text(&out).contains("skipping target"), "{}", text(&out));
 }
 
 /// The newest report.json under DIR/stowbench-results.

@@ -773,6 +773,15 @@ fn fio_refuses_a_target_directory_that_does_not_exist_before_running() {
         assert!(!dir.path().join("res").exists() && !dir.path().join("no").exists(), "nothing was made");
         assert!(!dir.path().join("stowbench-results").exists(), "not even the default --work-dir");
     }
+    // In a job file, validate says so with the line and field; a file is not a directory either.
+    std::fs::write(dir.path().join("afile"), b"").unwrap();
+    for (target, said) in [("no/such/dir", "is not an existing directory"), ("afile", "afile is not a directory")] {
+        let job = format!("version = 1\n[[fio]]\nname = \"x\"\ntarget = \"{target}\"\nrw = [\"randread\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"\n");
+        std::fs::write(dir.path().join("fio.toml"), job).unwrap();
+        let out = stowbench(dir.path(), &["validate", "fio.toml"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("fio.toml:4:1: fio sweep \"x\", field \"target\": ") && text(&out).contains(said), "{}", text(&out));
+    }
 }
 
 /// Flags are checked before the sweep runs (a chart thread count no case has, a --csv in a

@@ -135,7 +135,11 @@ pub fn check_target(spec: &TargetSpec, sweep: &str) -> Result<(), FioError> {
         TargetSpec::Dir { path, .. } if !path.is_dir() => Err(FioError::Invalid {
             sweep: sweep.into(),
             field: "target".into(),
-            message: format!("{} is not an existing directory; create it first or fix the path", path.display()),
+            message: if path.exists() {
+                format!("{} is not a directory; give the directory fio's files go in (a block device is a device target)", path.display())
+            } else {
+                format!("{} is not an existing directory; create it first or fix the path", path.display())
+            },
         }),
         TargetSpec::Dir { .. } => Ok(()),
         TargetSpec::Fs { fs, .. } => require_root(*fs),

@@ -101,8 +101,20 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
     }
     let mut fio = Vec::new();
     for spanned in &job.fio {
-        match spanned.get_ref().validate() {
-            Ok(()) => fio.push(spanned.get_ref().clone()),
+        let sweep = spanned.get_ref();
+        // A directory target must exist when the run starts; saying so here gives the line.
+        let dirs = || {
+            sweep
+                .target
+                .iter()
+                .filter(|t| matches!(t, crate::fio::spec::TargetSpec::Dir { .. }))
+                .try_for_each(|t| crate::fio::target::check_target(t, &sweep.name))
+        };
+        match sweep.validate().and_then(|()| dirs()) {
+            Ok(()) => fio.push(sweep.clone()),
+            Err(crate::fio::FioError::Invalid { sweep, field, message }) => {
+                mistakes.extend(ctx.field(&spanned.span(), &format!("fio sweep \"{sweep}\""), &field, message))
+            }
             Err(e) => mistakes.push(ctx.at(spanned.span().start, "fio", e)),
         }
     }

@@ -624,11 +624,11 @@ pub(super) fn figure_notes(missed_share: Option<f64>, without_success: usize, fa
 }
 
 /// The per-case table under the groups: header row first, then one row per finished case (put
-/// phase time, growth, writer wait, disk allocated and stored, own-work share). The HTML page
+/// phase time, growth, lock wait, disk allocated and stored, own-work share). The HTML page
 /// shows the same rows.
 pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
     let mut lines: Vec<Vec<String>> =
-        vec![["case", "puts", "put time", "growth", "writer wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
+        vec![["case", "puts", "put time", "growth", "put lock wait", "on disk", "stored", "×", "own work"].map(String::from).to_vec()];
     for c in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
         let put = c.phases.iter().find(|p| p.ops.contains_key("put"));
         let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -637,7 +637,9 @@ pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
             cell(put.map(|p| p.ops["put"].count.to_string())),
             cell(put.map(|p| format_nanos(p.window_total_ns))),
             cell(put.and_then(|p| p.growth_ratio).map(|g| format!("×{}", three_digits(g)))),
-            match c.phases.iter().map(|p| p.lock_wait_ns).sum::<u64>() {
+            // The put phase's, as the columns beside it: other phases wait too (a get of a
+            // store with one handle), but are not this row's.
+            match put.map_or(0, |p| p.lock_wait_ns) {
                 0 => "-".into(),
                 wait => format_nanos(wait),
             },

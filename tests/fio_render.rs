@@ -259,3 +259,19 @@ fn repeats_are_whole_passes_with_their_own_ids() {
     );
     assert!(problem("[[fio]]\nname = \"r\"\ntarget = \"/tmp\"\nrw = [\"read\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"\nrepeat = 0").contains("field `repeat`"));
 }
+
+/// A chart point's p99 of a mixed pattern is the worse direction's: a randrw mix whose writes
+/// wait 1.9 ms once showed its reads' 165 µs alone.
+#[test]
+fn a_mixed_pattern_point_keeps_its_slower_direction_p99() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports/fio-a.json")).unwrap();
+    let report: stowbench::report::model::RunReport = serde_json::from_str(&text).unwrap();
+    let mut case = report.fio_cases.iter().find(|c| c.read.is_some()).unwrap().clone();
+    let mut write = case.read.clone().unwrap();
+    write.lat_ns_p99 = Some(1_940_000);
+    case.read.as_mut().unwrap().lat_ns_p99 = Some(165_000);
+    case.write = Some(write);
+    let charts = stowbench::fio::series::iops_vs_iodepth(std::slice::from_ref(&case), case.numjobs);
+    let p99: Vec<Option<u64>> = charts.iter().flat_map(|c| &c.series).flat_map(|s| &s.points).map(|p| p.lat_ns_p99).collect();
+    assert_eq!(p99, [Some(1_940_000)]);
+}

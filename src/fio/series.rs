@@ -57,8 +57,8 @@ pub struct Point {
     pub iops_max: f64,
     /// Mean bytes per second (read + write) over the repeats.
     pub bw_bytes_per_s: u64,
-    /// Worst 99th percentile latency among the repeats, of the reads (or of the writes for
-    /// write-only patterns) (nanoseconds).
+    /// Worst 99th percentile latency among the repeats and, for a mixed pattern, of both
+    /// directions (nanoseconds): a mix's slow writes must not vanish behind its reads.
     pub lat_ns_p99: Option<u64>,
 }
 
@@ -133,7 +133,7 @@ fn make_point(iodepth: u32, runs: &[&FioCaseResult]) -> Point {
         iops_min: iops.iter().copied().fold(f64::INFINITY, f64::min),
         iops_max: iops.iter().copied().fold(0.0, f64::max),
         bw_bytes_per_s: (runs.iter().map(|r| r.bw_bytes_per_s as f64).sum::<f64>() / n).round() as u64,
-        lat_ns_p99: runs.iter().filter_map(|r| r.read.as_ref().or(r.write.as_ref()).and_then(|d| d.lat_ns_p99)).max(),
+        lat_ns_p99: runs.iter().flat_map(|r| [r.read.as_ref(), r.write.as_ref()]).flatten().filter_map(|d| d.lat_ns_p99).max(),
     }
 }
 

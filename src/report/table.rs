@@ -282,7 +282,9 @@ fn fio_section(report: &RunReport, out: &mut String) {
     if report.fio_cases.is_empty() && report.fio_failures.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\nfio cases ({}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
+    let mixed = report.fio_cases.iter().any(|c| c.read.is_some() && c.write.is_some());
+    let order = if mixed { "; latencies read / write for mixed patterns" } else { "" };
+    let _ = writeln!(out, "\nfio cases ({}{order}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
     if !report.fio_cases.is_empty() {
         let _ = writeln!(out, "{}", series::render_table(&report.fio_cases));
         let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);

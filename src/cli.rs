@@ -497,6 +497,13 @@ fn validate(path: &Path) -> Result<i32, Error> {
         }
     }
     namespace::remove(&root.dir).map_err(Error::environment)?;
+    // What every rank of an mpirun start would refuse (checked as for ranks on one host: where
+    // they run is known only then).
+    if plan.mpi_keys == crate::job::plan::KeySharing::Shared {
+        if let Err(e) = runner::contract::refuse_shared_keys(&plan, 1) {
+            mistakes.push(job::Mistake::from_message(&source, &e));
+        }
+    }
     if let Some(dir) = &plan.work_dir {
         if let Err(e) = runner::work_parent(None, Some((&crate::backend::options::with_rank(dir, 0), plan.work_dir_at.as_deref()))) {
             mistakes.push(job::Mistake::from_message(&source, &e.message));

@@ -939,3 +939,23 @@ fn a_closed_stderr_never_panics() {
     let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["validate", "bad.toml"]).current_dir(dir.path()).stderr(writer).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// `validate` refuses what every rank of an mpirun start would: a store one process keeps,
+/// shared by all ranks' keys.
+#[test]
+fn validate_refuses_shared_keys_on_a_store_one_process_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, code) in [("pack", 2), ("fs", 0)] {
+        let job = format!("version = 1\n[mpi]\nkeys = \"shared\"\n[[target]]\nbackend = \"{backend}\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 10\nphases = [\"put\"]\n");
+        std::fs::write(dir.path().join("m.toml"), job).unwrap();
+        let out = stowbench(dir.path(), &["validate", "m.toml"]);
+        assert_eq!(out.status.code(), Some(code), "{backend}: {}", text(&out));
+        if code == 2 {
+            assert!(
+                text(&out).contains("backend pack cannot be shared by several processes") && text(&out).contains("keys = \"partitioned\""),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+}

@@ -371,7 +371,7 @@ impl Ranks for MpiRanks {
             return Ok(());
         }
         let hosts: std::collections::BTreeSet<String> = self.infos.borrow().iter().map(|i| i.host.clone()).collect();
-        share::refuse_shared_keys(plan, hosts.len())
+        crate::runner::contract::refuse_shared_keys(plan, hosts.len())
     }
 
     fn key_space(&self, case: &CasePlan) -> KeySpace {

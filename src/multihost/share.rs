@@ -78,37 +78,3 @@ pub fn key_space(case: &CasePlan, rank: usize, size: usize) -> KeySpace {
     let first_of = |r: usize| portion(case.objects, 0, workers_of(threads, r as u64, size as u64).0, threads);
     KeySpace { first: first_of(rank), all: case.objects, reads_from: first_of((rank + 1) % size) }
 }
-
-/// Backends whose store several processes can use at once when it lives on a filesystem they
-/// all see: fs (one file per object, renamed into place) and SQLite's (its file locks; WAL's
-/// shared memory needs the processes on one host). Server backends are shared by their server.
-/// The others keep the container's index in the one process that writes it (pack, cfb, zip) or
-/// keep the store in memory (sim, null).
-const SHARED_FILE_BACKENDS: [&str; 3] = ["fs", "sqlite", "sqlite-file"];
-
-/// Why `plan`'s targets cannot be used with shared keys by ranks on `hosts` distinct hosts, if
-/// they cannot: a store no two processes may open at once would be corrupted, not measured.
-pub fn refuse_shared_keys(plan: &Plan, hosts: usize) -> Result<(), String> {
-    for target in &plan.targets {
-        let server = crate::backend::find(&target.backend).map(|kind| kind.server.is_some()).unwrap_or(false);
-        if server {
-            continue;
-        }
-        let fix = "use keys = \"partitioned\" in [mpi] (each rank its own store), or a server backend (s3, postgres, mariadb, gridfs)";
-        if !SHARED_FILE_BACKENDS.contains(&target.backend.as_str()) {
-            return Err(format!(
-                "target \"{}\": backend {} cannot be shared by several processes (its store is kept by the one process that opens it), \
-                 so [mpi] keys = \"shared\" would corrupt it; {fix}",
-                target.name, target.backend
-            ));
-        }
-        if target.backend != "fs" && hosts > 1 {
-            return Err(format!(
-                "target \"{}\": backend {} is shared by processes through SQLite's locks and shared memory, which work only between \
-                 processes of one host, and the ranks run on {hosts} hosts; run every rank on one host, or {fix}",
-                target.name, target.backend
-            ));
-        }
-    }
-    Ok(())
-}

@@ -86,6 +86,40 @@ fn each_key_once(phase: &PhasePlan, objects: u64) -> bool {
     matches!(phase.key_order, KeyOrder::Sequential) && stop.duration_ns.is_none() && stop.bytes.is_none() && stop.count.is_some_and(|n| n <= objects)
 }
 
+/// Backends whose store several processes can use at once when it lives on a filesystem they
+/// all see: fs (one file per object, renamed into place) and SQLite's (its file locks; WAL's
+/// shared memory needs the processes on one host). Server backends are shared by their server.
+/// The others keep the container's index in the one process that writes it (pack, cfb, zip) or
+/// keep the store in memory (sim, null).
+const SHARED_FILE_BACKENDS: [&str; 3] = ["fs", "sqlite", "sqlite-file"];
+
+/// Why `plan`'s targets cannot be used with shared keys by ranks on `hosts` distinct hosts, if
+/// they cannot: a store no two processes may open at once would be corrupted, not measured.
+pub fn refuse_shared_keys(plan: &crate::job::Plan, hosts: usize) -> Result<(), String> {
+    for target in &plan.targets {
+        let server = crate::backend::find(&target.backend).map(|kind| kind.server.is_some()).unwrap_or(false);
+        if server {
+            continue;
+        }
+        let fix = "use keys = \"partitioned\" in [mpi] (each rank its own store), or a server backend (s3, postgres, mariadb, gridfs)";
+        if !SHARED_FILE_BACKENDS.contains(&target.backend.as_str()) {
+            return Err(format!(
+                "target \"{}\": backend {} cannot be shared by several processes (its store is kept by the one process that opens it), \
+                 so [mpi] keys = \"shared\" would corrupt it; {fix}",
+                target.name, target.backend
+            ));
+        }
+        if target.backend != "fs" && hosts > 1 {
+            return Err(format!(
+                "target \"{}\": backend {} is shared by processes through SQLite's locks and shared memory, which work only between \
+                 processes of one host, and the ranks run on {hosts} hosts; run every rank on one host, or {fix}",
+                target.name, target.backend
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

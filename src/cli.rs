@@ -451,7 +451,11 @@ pub fn run_and_print_with(
 /// either makes the directory or fails because it exists, so a run started in the same second
 /// (another process, another rank of a default build) gets a directory of its own.
 fn claim_report_directory(out: &Path, stamp: &str) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create the results directory {} (--out): {e}", out.display()))?;
+    let first = out.join(stamp);
+    if out.exists() && !out.is_dir() {
+        return Err(format!("cannot create the report directory {}: {} is not a directory (--out)", first.display(), out.display()));
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create the report directory {}: {e} (--out)", first.display()))?;
     for n in 1u32.. {
         let dir = if n == 1 { out.join(stamp) } else { out.join(format!("{stamp}-{n}")) };
         match std::fs::create_dir(&dir) {

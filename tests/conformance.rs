@@ -294,10 +294,12 @@ fn operation_deadline_is_real(f: &Fixture) {
 /// `keeps_replaced_values` (which the space check counts puts by) is declared exactly where
 /// overwritten values pile up in the local files: 200 overwrites of 64 KiB leave at least their
 /// 12.5 MiB in an append-only store, and under half of that where a put replaces (SQLite's WAL
-/// holds up to its 4 MiB checkpoint). A server's store (no local data paths) keeps its own
-/// accounting, and is not judged here.
+/// holds up to its 4 MiB checkpoint). A server's store is not judged here: its MVCC or purge
+/// keeps replaced rows until its own vacuum (PostgreSQL, MariaDB, FerretDB all grew by the
+/// 12.5 MiB), which no count of puts predicts, and the space check does not cover.
 fn keeps_replaced_values_is_real(f: &Fixture) {
-    if f.backend.describe().data_paths.is_empty() {
+    let server = stowbench::backend::find(f.name).map(|kind| kind.server.is_some()).unwrap_or(true);
+    if server || f.backend.describe().data_paths.is_empty() {
         return;
     }
     const LEN: u64 = 64 << 10;

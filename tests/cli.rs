@@ -538,13 +538,13 @@ fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_sk
     assert!(text(&typo).contains("Did you mean \"e1-filestream\""), "{}", text(&typo));
 
     // No server configured: the postgres and mariadb targets are skipped, each with its fix.
-    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--no-progress", "--format", "json"])
-        .current_dir(dir.path())
-        .env_remove("STOWBENCH_PG_URI")
-        .env_remove("STOWBENCH_MARIADB_URI")
-        .output()
-        .unwrap();
+    let without_servers = |extra: &[&str]| {
+        let args = ["recipe", "run", "e1-filestream", "--scale", "0.01", "--no-progress", "--format", "json"];
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stowbench"));
+        command.args(args).args(extra).current_dir(dir.path()).env_remove("STOWBENCH_PG_URI").env_remove("STOWBENCH_MARIADB_URI");
+        command.output().unwrap()
+    };
+    let out = without_servers(&[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["recipe"]["name"], "e1-filestream");
@@ -574,13 +574,7 @@ fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_sk
     assert!(text(&out).contains("STOWBENCH_MARIADB_URI is not set"), "{}", text(&out));
 
     // Targets the user left out with --targets were not skipped for want of a server.
-    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["recipe", "run", "e1-filestream", "--scale", "0.01", "--targets", "sqlite", "--no-progress", "--format", "json"])
-        .current_dir(dir.path())
-        .env_remove("STOWBENCH_PG_URI")
-        .env_remove("STOWBENCH_MARIADB_URI")
-        .output()
-        .unwrap();
+    let out = without_servers(&["--targets", "sqlite"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["recipe"]["skipped_targets"].as_array().is_none_or(|s| s.is_empty()), "{}", report["recipe"]);

@@ -112,7 +112,7 @@ fn make_series(members: &[&FioCaseResult], sizes_vary: bool, files_vary: bool) -
         name = format!("{name} {}", ByteSize(first.size_bytes));
     }
     if files_vary {
-        name = format!("{name} {} files", first.nrfiles);
+        name = format!("{name} {} file{}", first.nrfiles, if first.nrfiles == 1 { "" } else { "s" });
     }
     let mut by_depth: BTreeMap<u32, Vec<&FioCaseResult>> = BTreeMap::new();
     for r in members {

@@ -298,8 +298,7 @@ fn operation_deadline_is_real(f: &Fixture) {
 /// keeps replaced rows until its own vacuum (PostgreSQL, MariaDB, FerretDB all grew by the
 /// 12.5 MiB), which no count of puts predicts, and the space check does not cover.
 fn keeps_replaced_values_is_real(f: &Fixture) {
-    let server = stowbench::backend::find(f.name).map(|kind| kind.server.is_some()).unwrap_or(true);
-    if server || f.backend.describe().data_paths.is_empty() {
+    if stowbench::backend::server::is_server_backend(f.name) || f.backend.describe().data_paths.is_empty() {
         return;
     }
     const LEN: u64 = 64 << 10;

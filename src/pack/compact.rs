@@ -165,11 +165,9 @@ fn record_checks(store: &PackStore, key: &str, loc: &super::store::Location) -> 
 /// Removes the lock file of `dir` if no one holds it: taken first, so that a process that has
 /// it open keeps its lock (a lock file removed from under its holder would let a second writer in).
 fn remove_unheld_lock(dir: &Path) {
-    use std::os::fd::AsRawFd;
     let path = dir.join(LOCK_FILE);
     let Ok(file) = fs::File::open(&path) else { return };
-    // SAFETY: flock on a file descriptor we own; released when `file` is closed.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if super::store::try_lock_exclusive(&file) {
         let _ = fs::remove_file(&path);
     }
 }

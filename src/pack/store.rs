@@ -593,14 +593,19 @@ fn write_small_record(
     Ok(header)
 }
 
+/// Takes `file`'s exclusive flock without waiting; false when another holds it. Released when
+/// the file is closed.
+pub(super) fn try_lock_exclusive(file: &File) -> bool {
+    // SAFETY: flock on a file descriptor the caller owns.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 /// Takes the exclusive lock of a pack directory, or says who to close.
 fn lock_directory(dir: &Path) -> BResult<File> {
     let path = dir.join(LOCK_FILE);
     let lock =
         OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(|e| crate::backend::fs::call_error("open", &path, e))?;
-    // SAFETY: flock on a file descriptor we own; it is released when `lock` is closed.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    if !try_lock_exclusive(&lock) {
         return Err(BackendError::new(
             ErrorKind::Conflict,
             format!("pack {} is open in another stowbench process or backend; close that first", dir.display()),

@@ -390,10 +390,7 @@ fn resources(report: &RunReport) -> ChartGroup {
         vec![
             // Every case runs in the one client process: its peak includes what earlier cases
             // left held (allocator caches, a backend's statics), which is not this case's doing.
-            (
-                "stowbench (client), peak above the case's start",
-                each(&|c| Some(c.resources.client_rss_peak_bytes.saturating_sub(c.resources.client_rss_start_bytes) as f64)),
-            ),
+            ("stowbench (client), peak above the case's start", each(&|c| Some(c.resources.client_rss_growth_bytes() as f64))),
             ("server", each(&|c| c.resources.server_rss_peak_bytes.map(|b| b as f64))),
         ],
     );

@@ -715,6 +715,15 @@ pub struct Resources {
     pub server_pids: Vec<u32>,
 }
 
+impl Resources {
+    /// How far the case raised the client's resident memory above what it held when the case
+    /// began: every case runs in one process, so its absolute peak carries what earlier cases
+    /// left held.
+    pub fn client_rss_growth_bytes(&self) -> u64 {
+        self.client_rss_peak_bytes.saturating_sub(self.client_rss_start_bytes)
+    }
+}
+
 /// Space occupied after the load.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DiskResult {

@@ -96,6 +96,11 @@ struct Cell {
 }
 
 impl Cell {
+    /// The share of the repeats' operations that missed, when any did.
+    fn missed_share(&self) -> Option<f64> {
+        (self.misses > 0).then(|| self.misses as f64 / self.attempted.max(1) as f64)
+    }
+
     /// Whether the row ranks its targets by operations a second: objects of no bytes, or a phase
     /// that moves none (head, delete), whose bytes a second are 0 for everyone.
     fn rows_by_ops(size_bytes: u64, cells: &BTreeMap<String, Cell>) -> bool {
@@ -210,7 +215,7 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                         ci95_low: spread.and_then(|s| s.ci95).map(|c| c.0.max(0.0)),
                         ci95_high: spread.and_then(|s| s.ci95).map(|c| c.1),
                         p99_ns_median: median(&mut cell.p99_ns.clone()),
-                        missed_share: (cell.misses > 0).then(|| cell.misses as f64 / cell.attempted.max(1) as f64),
+                        missed_share: cell.missed_share(),
                         without_success: cell.nothing_done,
                         behind_schedule: cell.behind,
                     }
@@ -598,8 +603,7 @@ fn cell_text(cell: &Cell, by_ops: bool) -> String {
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
     }
-    let missed = (cell.misses > 0).then(|| cell.misses as f64 / cell.attempted.max(1) as f64);
-    for note in figure_notes(missed, cell.nothing_done, cell.failed, (cell.behind, cell.service_p99_ns.len())) {
+    for note in figure_notes(cell.missed_share(), cell.nothing_done, cell.failed, (cell.behind, cell.service_p99_ns.len())) {
         let _ = write!(text, " ({note})");
     }
     text

@@ -97,8 +97,7 @@ const SHARED_FILE_BACKENDS: [&str; 3] = ["fs", "sqlite", "sqlite-file"];
 /// they cannot: a store no two processes may open at once would be corrupted, not measured.
 pub fn refuse_shared_keys(plan: &crate::job::Plan, hosts: usize) -> Result<(), String> {
     for target in &plan.targets {
-        let server = crate::backend::find(&target.backend).map(|kind| kind.server.is_some()).unwrap_or(false);
-        if server {
+        if crate::backend::server::is_server_backend(&target.backend) {
             continue;
         }
         let fix = "use keys = \"partitioned\" in [mpi] (each rank its own store), or a server backend (s3, postgres, mariadb, gridfs)";

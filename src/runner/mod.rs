@@ -406,9 +406,9 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
         let ns = root.child(&format!("preflight-{i}{scratch}")).map_err(Error::environment)?;
         let built = target.options.construct_all(|options| (kind.construct)(options, &ns));
         let caps = built.as_ref().map(|b| b.capabilities());
-        if let Ok(b) = &built {
+        if let (Ok(b), Ok(caps)) = (&built, &caps) {
             if let Some(path) = b.describe().data_paths.first() {
-                let keeps = b.capabilities().keeps_replaced_values;
+                let keeps = caps.keeps_replaced_values;
                 needs.extend(plan.cases.iter().filter(|c| c.target == i).map(|c| space::Need::of(c, path, keeps)));
             }
             let _ = b.cleanup();

@@ -119,7 +119,7 @@ fn object_figures(case: &CaseResult) -> Vec<Figure> {
     if let Some(server_cpu_ns) = r.server_cpu_ns {
         out.push(figure(None, None, "server_cpu_ns", server_cpu_ns as f64));
     }
-    out.push(figure(None, None, "client_rss_peak_bytes", r.client_rss_peak_bytes.saturating_sub(r.client_rss_start_bytes) as f64));
+    out.push(figure(None, None, "client_rss_peak_bytes", r.client_rss_growth_bytes() as f64));
     if let Some(server_rss) = r.server_rss_peak_bytes {
         out.push(figure(None, None, "server_rss_peak_bytes", server_rss as f64));
     }

@@ -76,6 +76,9 @@ pub enum Command {
         names: Vec<String>,
     },
     /// Run a fio sweep (rw × block size × threads × queue depth × files × targets) and chart it.
+    // Negative numbers reach our own checks ("-1 is not a count…") instead of clap's "unexpected
+    // argument '-1'".
+    #[command(allow_negative_numbers = true)]
     Fio(Box<crate::fio::cli::FioArgs>),
     /// Rewrite a pack store's live objects into new files, reclaiming deleted and overwritten space.
     Compact {
@@ -239,8 +242,13 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
                     ));
                 }
                 print!("{text}");
-                // A script checking a server before a run can rely on the code: 1 when it does not answer.
-                Ok(if uri.is_some() && reaches.contains(&backend::server::Reach::Unreachable) { 1 } else { 0 })
+                // A script checking a server before a run can rely on the code: 1 when it does not
+                // answer, 2 when the URI itself is bad input.
+                Ok(match () {
+                    _ if reaches.contains(&backend::server::Reach::Invalid) => EXIT_USAGE,
+                    _ if uri.is_some() && reaches.contains(&backend::server::Reach::Unreachable) => 1,
+                    _ => 0,
+                })
             })
             .and_then(|r| r)
             .map_err(Error::bad_input),

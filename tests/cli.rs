@@ -790,6 +790,9 @@ fn fio_checks_its_output_flags_first_and_leaves_no_work_dir_for_a_directory_targ
         (&["--thread-count-for-charts", "7", "--numjobs", "1,2"][..], "--thread-count-for-charts 7: no case runs 7 thread(s); the sweep's --numjobs are 1, 2"),
         (&["--csv", "no/such/x.csv"][..], "--csv no/such/x.csv: no/such is not an existing directory"),
         (&["--fio-option", "bogus=1", "--iodepth", "1,2"][..], "Bad option <bogus=1>"),
+        // A negative number reaches the sweep's own check, not clap's "unexpected argument '-1'".
+        (&["--iodepth", "-1"][..], "field `--iodepth`: \"-1\" is not a count; use whole numbers of 1 or more"),
+        (&["--repeat", "-1"][..], "-1 is not in 1..=100"),
     ] {
         let out = stowbench(dir.path(), &[&base[..], extra].concat());
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -849,6 +852,16 @@ fn backends_uri_refuses_what_it_cannot_check_and_fails_when_the_server_is_down()
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("server: UNREACHABLE at postgres://bob:<redacted>@127.0.0.1:1/db (--uri)"), "{}", text(&out));
     assert!(text(&out).contains("server: not checked: --uri is not a mariadb URI") && !text(&out).contains("S3cretPW"), "{}", text(&out));
+    // A URI whose host or port cannot be read is bad input (2), not a server that is down (1).
+    for uri in ["postgres://bob:S3cretPW@[::1/db", "postgres://bob:S3cretPW@127.0.0.1:99999/db"] {
+        let out = stowbench(dir.path(), &["backends", "postgres", "--uri", uri]);
+        assert_eq!(out.status.code(), Some(2), "{uri}: {}", text(&out));
+        assert!(text(&out).contains("server: INVALID URI postgres://bob:<redacted>@") && !text(&out).contains("S3cretPW"), "{}", text(&out));
+        assert!(text(&out).contains("give postgres://user@host:port/..."), "{}", text(&out));
+    }
+    let out = stowbench(dir.path(), &["backends", "gridfs", "--uri", "mongodb://bob:S3cretPW@/db"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("server: INVALID URI mongodb://bob:<redacted>@/db") && !text(&out).contains("S3cretPW"), "{}", text(&out));
 }
 
 /// A case that failed before some of its phases reads "failed" in each of them, in their own

@@ -474,12 +474,23 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
         Err(e) => {
             // The probe's message names the server as its own context: once is enough.
             let e = e.strip_prefix(&format!("{backend} at {shown} (option uri): ")).unwrap_or(&e);
-            // A URI without a host says nothing of a server that answers.
-            let nothing = host_port(&uri, p.default_port).map(|_| nothing_answers(&uri, p.default_port));
-            let (state, why) = match nothing {
-                None => ("UNREACHABLE", String::new()),
-                Some(None) => ("REFUSED (the server answers, but not to this URI)", String::new()),
-                Some(Some(nothing)) => ("UNREACHABLE", format!(" ({})", nothing.said_beside(e))),
+            let e = e.strip_prefix("target \"probe\": ").unwrap_or(e); // the probe's stand-in target, not the user's
+            // A URI whose host or port cannot be read is bad input, not a server that is down.
+            // Only libpq reads an empty host (the local socket, or a host in the query string).
+            let readable = host_port(&uri, p.default_port).filter(|(host, _)| !host.is_empty() || p.schemes[0] == "postgres://");
+            let Some(_) = readable else {
+                return Some((
+                    format!(
+                        "INVALID URI {shown} ({source}): {}; its host or port cannot be read: give {}user@host:port/...",
+                        secrets.scrub(e),
+                        p.schemes[0]
+                    ),
+                    Reach::Invalid,
+                ));
+            };
+            let (state, why) = match nothing_answers(&uri, p.default_port) {
+                None => ("REFUSED (the server answers, but not to this URI)", String::new()),
+                Some(nothing) => ("UNREACHABLE", format!(" ({})", nothing.said_beside(e))),
             };
             (format!("{state} at {shown} ({source}): {}{why}", secrets.scrub(e)), Reach::Unreachable)
         }
@@ -540,6 +551,8 @@ pub enum Reach {
     Unreachable,
     /// Nothing was asked: no URI for this backend.
     NotChecked,
+    /// The URI given cannot be read (its host or port), so no server was asked.
+    Invalid,
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub struct FioArgs {
     #[arg(long, default_value = "libaio")]
     pub ioengine: String,
     /// Read percentage for mixed patterns without one.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub rwmixread: u8,
     /// Buffered I/O instead of O_DIRECT.
     #[arg(long)]
@@ -78,7 +78,7 @@ pub struct FioArgs {
     #[arg(long)]
     pub share_files: bool,
     /// Runs of every combination; charts show the mean and the range.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Extra raw fio option key=value (repeatable), checked by fio --parse-only.
     #[arg(long = "fio-option")]
@@ -195,7 +195,7 @@ impl FioArgs {
                 .map_err(|e| bad(field, e))
         };
         let counts = |field: &str, text: &str| {
-            parse_list(text, |t| t.parse::<u64>().map_err(|_| format!("\"{t}\" is not a whole number")), |n| n.to_string())
+            parse_list(text, |t| t.parse::<u64>().map_err(|_| format!("\"{t}\" is not a count; use whole numbers of 1 or more, e.g. 1,4 or 1..64")), |n| n.to_string())
                 .and_then(|v| v.into_iter().map(|n| u32::try_from(n).map_err(|_| format!("{n} is too large"))).collect::<Result<Vec<u32>, String>>())
                 .map_err(|e| bad(field, e))
         };

@@ -130,11 +130,16 @@ fn scale_job(job: &mut JobSpec, factor: f64) {
         return;
     }
     let count = |n: u64| ((n as f64 * factor).round() as u64).max(1);
-    let bytes = |b: ByteSize| ByteSize(count(b.0));
+    let bytes = |b: ByteSize| ByteSize(round_scaled_size(b.0, count(b.0)));
     let time = |t: Nanos| Nanos(count(t.0));
     for workload in &mut job.workloads {
         let w = workload.get_mut();
-        w.sizes.iter_mut().for_each(|s| *s = bytes(*s));
+        let exact: Vec<u64> = w.sizes.iter().map(|s| count(s.0)).collect();
+        let rounded: Vec<u64> = w.sizes.iter().map(|s| bytes(*s).0).collect();
+        // Rounding must not merge two sizes the exact product keeps apart.
+        let distinct = |v: &[u64]| v.iter().collect::<std::collections::BTreeSet<_>>().len();
+        let chosen = if distinct(&rounded) == distinct(&exact) { rounded } else { exact };
+        w.sizes.iter_mut().zip(chosen).for_each(|(s, b)| *s = ByteSize(b));
         if let Some(dist) = w.size_dist.as_mut() {
             dist.min = bytes(dist.min);
             dist.max = bytes(dist.max);
@@ -163,6 +168,17 @@ fn scale_job(job: &mut JobSpec, factor: f64) {
         s.size.iter_mut().for_each(|v| *v = ByteSize(bytes(*v).0.div_ceil(unit) * unit));
         s.runtime = time(s.runtime);
         s.ramp_time = time(s.ramp_time);
+    }
+}
+
+/// `scaled` (a size `original` times the scale) rounded to whole units of the largest unit of
+/// which it holds at least ten, binary for a size given in KiB/MiB/GiB and decimal otherwise, so
+/// that 1MiB at 0.01 reads "10KiB" rather than "10486B" (within 5 % of the exact product).
+fn round_scaled_size(original: u64, scaled: u64) -> u64 {
+    let units: [u64; 3] = if original % 1024 == 0 { [1 << 30, 1 << 20, 1 << 10] } else { [1_000_000_000, 1_000_000, 1_000] };
+    match units.into_iter().find(|unit| scaled >= 10 * unit) {
+        Some(unit) => (scaled + unit / 2) / unit * unit,
+        None => scaled,
     }
 }
 
@@ -226,6 +242,22 @@ mod tests {
         assert_eq!(w.objects, Some(100));
         assert_eq!(w.phase_tables[0].get_ref().count, Some(100));
         assert_eq!(w.phase_tables[0].get_ref().duration.map(|d| d.0), Some(1_000_000_000));
+    }
+
+    #[test]
+    fn scaled_sizes_keep_their_kind_of_unit_and_stay_apart() {
+        let mut job = spec::parse(
+            "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"256KiB\", \"1MiB\", \"16MiB\", \"94kB\", \"2.6MB\"]\nobjects = 10\n",
+        )
+        .unwrap();
+        scale_job(&mut job, 0.01);
+        let labels: Vec<String> = job.workloads[0].get_ref().sizes.iter().map(|s| s.label()).collect();
+        assert_eq!(labels, ["41B", "2621B", "10KiB", "164KiB", "940B", "26kB"]);
+        // 10KiB and 10.2KiB both round to 10KiB at this scale: the exact products are kept.
+        let mut job = spec::parse("version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"1000KiB\", \"1020KiB\"]\nobjects = 10\n").unwrap();
+        scale_job(&mut job, 0.01);
+        let labels: Vec<String> = job.workloads[0].get_ref().sizes.iter().map(|s| s.label()).collect();
+        assert_eq!(labels, ["10KiB", "10445B"]);
     }
 
     #[test]

@@ -966,3 +966,26 @@ fn validate_refuses_shared_keys_on_a_store_one_process_keeps() {
         }
     }
 }
+
+/// A relative `path` option is taken from the current directory (as fio's `directory`): a missing
+/// one is named with the directory it was looked for in, and the report gives the data's place in
+/// full, not relative to a directory the reader cannot know.
+#[test]
+fn a_relative_path_option_is_taken_from_the_current_directory_and_reported_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"fs\"\npath = \"data\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("sub/job.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["validate", "sub/job.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let cwd = dir.path().canonicalize().unwrap();
+    let said = format!("\"data\" (taken from the current directory: {}) is not an existing directory", cwd.join("data").display());
+    assert!(text(&out).contains(&said), "{}", text(&out));
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let out = stowbench(&cwd, &["run", "sub/job.toml", "--no-progress", "--out", "res", "--work-dir", "."]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report_dir = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path();
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(report_dir.join("report.json")).unwrap()).unwrap();
+    let place = report["cases"][0]["filesystem"]["path"].as_str().unwrap();
+    assert!(place.starts_with(&cwd.join("data/stowbench-").display().to_string()), "{place}");
+}

@@ -247,7 +247,7 @@ pub fn empty(dir: &Path) -> Result<(), String> {
 crate::backend_options! {
     /// The `path` option every backend that writes files takes (see `DataNamespace`).
     pub struct DataPath {
-        path: Option<String>, "<run directory>" => "existing directory under which the run's namespace directory (stowbench-<run id>-<case>, removed by cleanup) is created",
+        path: Option<String>, "<run directory>" => "existing directory under which the run's namespace directory (stowbench-<run id>-<case>, removed by cleanup) is created; a relative path is taken from the current directory",
     }
 }
 
@@ -268,18 +268,25 @@ impl DataNamespace {
     pub fn new(options: &super::options::Options, ns: &Namespace) -> Result<DataNamespace, String> {
         match DataPath::read(options)?.path {
             Some(path) => {
+                // A relative path is taken from the current directory, as fio's `directory`; made
+                // absolute here so that the report says where the data lived.
+                let absolute = std::path::absolute(&path).unwrap_or_else(|_| PathBuf::from(&path));
+                let from_cwd = match Path::new(&path).is_relative() {
+                    true => format!(" (taken from the current directory: {})", absolute.display()),
+                    false => String::new(),
+                };
                 // The path must exist: made here, it would outlive the run (removal takes only
                 // the marked directory inside it), so a mistyped path left new directories behind.
-                if !Path::new(&path).is_dir() {
+                if !absolute.is_dir() {
                     return Err(options.bad(
                         "path",
                         format!(
-                            "{path:?} is not an existing directory. Create it first, or fix the path: stowbench makes only its own \
+                            "{path:?}{from_cwd} is not an existing directory. Create it first, or fix the path: stowbench makes only its own \
                              marked directory inside it and removes only that"
                         ),
                     ));
                 }
-                let dir = PathBuf::from(path).join(format!("stowbench-{}-{}", ns.run_id, ns.name));
+                let dir = absolute.join(format!("stowbench-{}-{}", ns.run_id, ns.name));
                 Ok(DataNamespace { ns: Namespace::create(&dir, &ns.run_id, &ns.name)?, made_for_path: Some(dir) })
             }
             None => Ok(DataNamespace { ns: ns.clone(), made_for_path: None }),

@@ -234,7 +234,12 @@ pub(crate) fn sql_error(e: rusqlite::Error, doing: &str) -> BackendError {
         rusqlite::Error::SqliteFailure(f, _) => failing_call(f.extended_code).map(|c| format!(" (the failing call: {c})")),
         _ => None,
     };
-    BackendError::new(kind, format!("sqlite: {doing}: {e}{}", call.unwrap_or_default()))
+    // SQLite's "database is locked" does not say that it waited, nor for how long.
+    let waited = match kind {
+        ErrorKind::Conflict => " (another connection held the lock for longer than this one's busy_timeout)",
+        _ => "",
+    };
+    BackendError::new(kind, format!("sqlite: {doing}: {e}{waited}{}", call.unwrap_or_default()))
 }
 
 /// The system call behind an SQLite I/O error, from its extended result code: SQLite's message
@@ -320,6 +325,7 @@ mod tests {
         let _held = begin_write(&mut first, &mut wait_ns).unwrap();
         let err = begin_write(&mut second, &mut wait_ns).expect_err("second writer must wait and fail");
         assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
+        assert!(err.message.contains("database is locked (another connection held the lock for longer than this one's busy_timeout)"), "{err}");
         assert!(wait_ns >= 10_000_000, "waited {wait_ns} ns");
         let other = Tuning::from_options(&options("page_size = 4096")).unwrap();
         assert!(other.prepare_database(&db, "SELECT 1").unwrap_err().message.contains("page_size 8192"));

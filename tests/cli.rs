@@ -151,9 +151,16 @@ fn compare_exits_1_when_its_gate_fails_and_0_when_it_passes() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["gate"]["passed"], true);
+    common::assert_matches_schema(&json, "compare.schema.json", "compare --format json");
     // fio-b ran once: its single values decide, 13.1 % slower at qd 4.
     let (fa, fb) = (fixture("fio-a"), fixture("fio-b"));
     assert_eq!(stowbench(dir.path(), &["compare", &fa, &fb, "--fail-if-slower", "20"]).status.code(), Some(0));
+    // The JSON's shape, for objects and fio, with failures, unmatched cases, single values and no gate.
+    for (base, candidate, gate) in [(&a, &b, &["--fail-if-slower", "10"][..]), (&fa, &fb, &["--fail-if-slower", "10"]), (&b, &a, &[])] {
+        let out = stowbench(dir.path(), &[&["compare", base.as_str(), candidate.as_str(), "--format", "json"][..], gate].concat());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        common::assert_matches_schema(&json, "compare.schema.json", &format!("compare {base} {candidate} {gate:?}"));
+    }
     let out = stowbench(dir.path(), &["compare", &fa, &fb, "--fail-if-slower", "10", "--metric", "ops_per_s"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("judged on the single values"), "{}", text(&out));

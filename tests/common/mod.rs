@@ -124,13 +124,18 @@ pub fn identify(value: &[u8]) -> Option<u64> {
 
 /// Validates a report file against the committed JSON Schema; panics listing every violation.
 pub fn assert_valid_report(path: &std::path::Path) -> serde_json::Value {
-    let schema_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/report.schema.json")).unwrap();
-    let schema: serde_json::Value = serde_json::from_str(&schema_text).unwrap();
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the committed schema compiles");
-    let errors: Vec<String> = validator.iter_errors(&report).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "{} does not match schema/report.schema.json:\n{}", path.display(), errors.join("\n"));
+    assert_matches_schema(&report, "report.schema.json", &path.display().to_string());
     report
+}
+
+/// Validates `value` (what `what` names) against `schema/<schema>`; panics listing every violation.
+pub fn assert_matches_schema(value: &serde_json::Value, schema: &str, what: &str) {
+    let schema_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema").join(schema);
+    let schema_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema_json).expect("the committed schema compiles");
+    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{what} does not match schema/{schema}:\n{}", errors.join("\n"));
 }
 
 /// Whether the test runs in CI (where a missing service must fail, never skip).

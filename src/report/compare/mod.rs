@@ -28,9 +28,15 @@ use welch::Welch;
 /// Confidence level of the significance test: a difference is significant when p < 1 − this.
 pub const CONFIDENCE: f64 = 0.95;
 
+/// The version of `compare --format json`'s shape, raised when a field changes meaning or goes.
+pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+
 /// The outcome of comparing runs with a baseline.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Comparison {
+    /// The shape of this JSON (`schema/compare.schema.json`): `COMPARISON_SCHEMA_VERSION`.
+    #[serde(default)]
+    pub schema_version: u32,
     /// The run the others are compared with (the first file).
     pub baseline: RunRef,
     /// The other runs, in the order given; rows name them by position (from 1).
@@ -243,6 +249,7 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
     }
     let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold, unjudged));
     Ok(Comparison {
+        schema_version: COMPARISON_SCHEMA_VERSION,
         baseline: run_ref(baseline.0, baseline.1),
         candidates: candidates.iter().map(|(file, report)| run_ref(file, report)).collect(),
         confidence: CONFIDENCE,

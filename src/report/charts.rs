@@ -67,6 +67,7 @@ fn fixed_size(size_label: &str, size_bytes: u64) -> bool {
 const INTERVAL_NOTE: &str = "error bars: the 95 % confidence interval of the mean (Student's t), where there are 2 or more repeats, as in the table";
 
 fn throughput_by_size(report: &RunReport) -> ChartGroup {
+    let colours = target_colours(report);
     let mut rows: BTreeMap<(String, String, u32), Vec<&Headline>> = BTreeMap::new();
     let all = headlines(report);
     for h in all.iter().filter(|h| h.metric == "bytes_per_s" && fixed_size(&h.size_label, h.size_bytes)) {
@@ -92,7 +93,7 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
         let with_bars = by_target.values().flatten().any(|p| p.interval.is_some());
         let series = by_target.into_iter().map(|(t, mut points)| {
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            Series { name: t.to_string(), points, look: None }
+            Series { name: t.to_string(), points, look: Some((colour_of(&colours, t), 0)) }
         });
         figures.push(Figure {
             chart: Chart {
@@ -144,6 +145,7 @@ fn percentiles(l: &LatencySummary) -> [f64; 5] {
 }
 
 fn latency_percentiles(report: &RunReport) -> ChartGroup {
+    let colours = target_colours(report);
     let mut figures = Vec::new();
     for ((workload, phase, threads), members) in phase_groups(report) {
         let ops: Vec<&String> = members.iter().flat_map(|(_, p)| p.ops.keys()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
@@ -164,7 +166,6 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                 continue;
             }
             let repeats = series.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
-            let targets = first_seen(series.iter().map(|((t, _, _), _)| *t));
             let mut sizes: Vec<u64> = series.iter().map(|((_, s, _), _)| *s).collect();
             sizes.sort_unstable();
             sizes.dedup();
@@ -174,7 +175,7 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                     .map(|i| Point { x: i as f64, y: median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>()).unwrap_or(0.0), interval: None })
                     .collect(),
                 // One colour per target, one dash per size while three dash patterns tell them apart.
-                look: (sizes.len() <= 3).then(|| (index_of(&targets, target), sizes.iter().position(|s| *s == size).unwrap_or(0))),
+                look: (sizes.len() <= 3).then(|| (colour_of(&colours, target), sizes.iter().position(|s| *s == size).unwrap_or(0))),
             });
             let mut x = axis("percentile", Unit::Plain(""), Scale::Categories);
             x.categories = PERCENTILES.map(String::from).to_vec();
@@ -197,19 +198,22 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
     group("Latency percentiles", figures, "No finished case with measured operations.")
 }
 
-/// The distinct items in the order they first appear.
-fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen: Vec<&str> = Vec::new();
-    for item in items {
-        if !seen.contains(&item) {
-            seen.push(item);
+/// Each target's colour index for the whole page: its place in the job's target list (then any
+/// target only the cases name), so that a target keeps its colour in every chart, also in one
+/// where another target is missing.
+fn target_colours(report: &RunReport) -> Vec<String> {
+    let planned = report.plan["targets"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str());
+    let mut order: Vec<String> = Vec::new();
+    for target in planned.chain(report.cases.iter().map(|c| c.target.as_str())) {
+        if !order.iter().any(|t| t == target) {
+            order.push(target.to_string());
         }
     }
-    seen
+    order
 }
 
-fn index_of(items: &[&str], item: &str) -> usize {
-    items.iter().position(|i| *i == item).unwrap_or(0)
+fn colour_of(colours: &[String], target: &str) -> usize {
+    colours.iter().position(|t| t == target).unwrap_or(0)
 }
 
 /// A case's name inside a chart of its group: what differs there (target, size, repeat).
@@ -219,6 +223,7 @@ fn member_name(case: &CaseResult, with_size: bool) -> String {
 }
 
 fn timeline(report: &RunReport) -> ChartGroup {
+    let colours = target_colours(report);
     let (mut figures, mut short) = (Vec::new(), 0);
     for ((workload, phase, threads), members) in phase_groups(report) {
         let long: Vec<_> = members.iter().filter(|(_, p)| p.window_total_ns >= 2_000_000_000 && p.timeline_per_second.len() >= 2).collect();
@@ -226,7 +231,10 @@ fn timeline(report: &RunReport) -> ChartGroup {
             short += 1;
             continue;
         }
-        let series = long.iter().map(|(case, p)| Series { name: member_name(case, true), points: per_second_rates(p), look: None });
+        // One colour per target and one dash per repeat, while one size leaves nothing else to tell apart.
+        let one_size = long.iter().all(|(case, _)| case.size_label == long[0].0.size_label);
+        let look = |case: &CaseResult| one_size.then(|| (colour_of(&colours, &case.target), case.repeat.saturating_sub(1) as usize));
+        let series = long.iter().map(|(case, p)| Series { name: member_name(case, true), points: per_second_rates(p), look: look(case) });
         figures.push(Figure {
             chart: Chart {
                 title: format!("{phase} operations per second over time · {} · workload {workload}", threads_text(threads)),
@@ -264,6 +272,7 @@ fn per_second_rates(p: &PhaseResult) -> Vec<Point> {
 }
 
 fn growth(report: &RunReport) -> ChartGroup {
+    let colours = target_colours(report);
     let mut figures = Vec::new();
     for ((workload, phase, threads), members) in phase_groups(report) {
         let mut by_size: BTreeMap<(u64, String), Vec<(&CaseResult, &PhaseResult)>> = BTreeMap::new();
@@ -272,7 +281,6 @@ fn growth(report: &RunReport) -> ChartGroup {
         }
         for ((_, size_label), cases) in by_size {
             let bucket = cases.iter().map(|(_, p)| p.op_index_bucket_ops).max().unwrap_or(1);
-            let targets = first_seen(cases.iter().map(|(c, _)| c.target.as_str()));
             // One colour per target, one dash per repeat.
             let series = cases.iter().map(|(case, p)| Series {
                 name: member_name(case, false),
@@ -282,7 +290,7 @@ fn growth(report: &RunReport) -> ChartGroup {
                     .filter(|b| b.ops > 0)
                     .map(|b| Point { x: b.first_op_index as f64, y: b.mean_ns, interval: None })
                     .collect(),
-                look: Some((index_of(&targets, &case.target), case.repeat.saturating_sub(1) as usize)),
+                look: Some((colour_of(&colours, &case.target), case.repeat.saturating_sub(1) as usize)),
             });
             figures.push(Figure {
                 chart: Chart {
@@ -443,5 +451,27 @@ mod tests {
         assert_eq!(ys, [100.0, 100.0, 80.0], "40 operations in the last half second are 80 a second");
         phase.window_total_ns = 2_100_000_000;
         assert_eq!(per_second_rates(&phase).len(), 2, "a last tenth of a second is too short to be a rate");
+    }
+
+    /// A target's colour is its place in the job, in every chart: fs (second in the job) keeps
+    /// the second colour when sim has no case to draw (it used to take the first one there).
+    #[test]
+    fn a_target_keeps_its_colour_when_another_is_missing() {
+        let mut report: RunReport = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap();
+        let colour = |report: &RunReport| -> Vec<(String, usize)> {
+            all(report)
+                .iter()
+                .take(2) // throughput against size and latency percentiles: one series per target there
+                .flat_map(|g| g.figures.iter())
+                .flat_map(|f| f.chart.series.iter())
+                .map(|s| (s.name.split(' ').next().unwrap().to_string(), s.look.expect("a fixed look").0))
+                .collect()
+        };
+        let both = colour(&report);
+        assert!(both.iter().any(|(t, c)| t == "sim" && *c == 0) && both.iter().any(|(t, c)| t == "fs" && *c == 1), "{both:?}");
+        report.cases.retain(|c| c.target == "fs");
+        report.headlines.clear();
+        let fs_only = colour(&report);
+        assert!(!fs_only.is_empty() && fs_only.iter().all(|(t, c)| t == "fs" && *c == 1), "{fs_only:?}");
     }
 }

@@ -6,7 +6,7 @@
 use super::breakeven::BreakEven;
 use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport};
 use super::spread::{verdict, Spread, Verdict};
-use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
+use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits, ByteSize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -469,7 +469,8 @@ pub(crate) fn break_even_lines(crossings: &[&BreakEven], out: &mut String) {
     let _ = writeln!(out, "  break-even sizes (mean time per operation, interpolated in log-size between the two measured sizes):");
     for (_, list) in &single {
         let b = list[0];
-        let (below, above) = (format_bytes(b.bracket_bytes[0]), format_bytes(b.bracket_bytes[1]));
+        // The measured sizes as the table's rows name them; the interpolated one is approximate.
+        let (below, above) = (ByteSize(b.bracket_bytes[0]).label(), ByteSize(b.bracket_bytes[1]).label());
         let size = format_bytes(b.size_bytes as u64);
         let doubt = if b.within_spread { "; inside the spread at both sizes, so it may be noise" } else { "" };
         let _ = writeln!(out, "    {:<9}  {} faster below ~{size}, {} above (between {below} and {above}{doubt})", b.op, b.faster_below, b.faster_above);

@@ -996,3 +996,53 @@ fn a_relative_path_option_is_taken_from_the_current_directory_and_reported_in_fu
     let place = report["cases"][0]["filesystem"]["path"].as_str().unwrap();
     assert!(place.starts_with(&cwd.join("data/stowbench-").display().to_string()), "{place}");
 }
+
+/// A listener that accepts connections and never answers (a wrong port, a hung server) held
+/// `validate` and `backends --uri` in the driver's handshake forever. Now each gives up after
+/// connect_timeout, as the machine's trouble (exit 3 for validate, 1 for backends), with no
+/// secret shown — also for a password with an unescaped `/`.
+#[test]
+fn a_listener_that_never_answers_ends_after_connect_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accept and hold every connection, answering nothing, for the test's lifetime.
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let job = format!(
+        "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"postgres://bob:S3cret/PW@127.0.0.1:{port}/db\"\nconnect_timeout = \"1s\"\n\
+         [[target]]\nname = \"m\"\nbackend = \"mariadb\"\nuri = \"mysql://bob:S3cretPW@127.0.0.1:{port}/db\"\nconnect_timeout = \"1s\"\n\
+         [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n"
+    );
+    std::fs::write(dir.path().join("silent.toml"), job).unwrap();
+    let finished = |mut child: std::process::Child| {
+        // A generous bound: it used to never end.
+        for _ in 0..600 {
+            if child.try_wait().unwrap().is_some() {
+                return child.wait_with_output().unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        panic!("still waiting after 60 s: {}", text(&child.wait_with_output().unwrap()));
+    };
+    let spawn = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_stowbench"))
+            .args(args)
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let out = finished(spawn(&["validate", "silent.toml"]));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(text(&out).matches("accepted the connection but did not answer within 1.00 s (connect_timeout)").count(), 2, "{}", text(&out));
+    assert!(!text(&out).contains("S3cret"), "{}", text(&out));
+    let uri = format!("postgres://bob:S3cretPW@127.0.0.1:{port}/db");
+    let out = finished(spawn(&["backends", "postgres", "--uri", &uri]));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("server: NOT ANSWERING at postgres://bob:<redacted>@127.0.0.1:"), "{}", text(&out));
+}

@@ -244,8 +244,10 @@ impl Shared {
         let opts = Opts::from_url(&self.endpoint.uri).map_err(|e| fail(&e))?;
         // TCP as the URI says: the crate would otherwise switch to the server's Unix socket when
         // it finds one, which measures a different transport than the other server backends.
-        let opts = OptsBuilder::from_opts(opts).prefer_socket(false).tcp_connect_timeout(Some(std::time::Duration::from_nanos(self.connect_timeout.0)));
-        let mut conn = Conn::new(opts).map_err(|e| fail(&words(&e)))?;
+        let timeout = std::time::Duration::from_nanos(self.connect_timeout.0);
+        let opts = OptsBuilder::from_opts(opts).prefer_socket(false).tcp_connect_timeout(Some(timeout));
+        let outcome = server::within_connect_timeout("mariadb", &self.endpoint, timeout, move || Ok(Conn::new(opts)))?;
+        let mut conn = outcome.map_err(|e| fail(&words(&e)))?;
         // Read committed: an upsert takes no gap locks, so writers of different keys never deadlock.
         conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").map_err(|e| self.error(e))?;
         if self.statement_timeout.0 > 0 {

@@ -246,8 +246,10 @@ impl Shared {
         let fail =
             |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
         let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
-        config.connect_timeout(std::time::Duration::from_nanos(self.connect_timeout.0)).application_name("stowbench");
-        config.connect(NoTls).map_err(|e| fail(&server::chain(&e)))
+        let timeout = std::time::Duration::from_nanos(self.connect_timeout.0);
+        config.connect_timeout(timeout).application_name("stowbench");
+        let outcome = server::within_connect_timeout("postgres", &self.endpoint, timeout, move || Ok(config.connect(NoTls)))?;
+        outcome.map_err(|e| fail(&server::chain(&e)))
     }
 
     /// A worker's connection (a session's or the file catalog's): every statement it runs is

@@ -156,11 +156,21 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         endpoint,
     });
     let admin = Client::new(settings.clone()).map_err(|e| e.message)?;
-    let server_header = admin.ensure_bucket(own.create_bucket).map_err(|e| e.message)?;
+    // The first request, bounded as a connection is (a listener that never answers would hold it
+    // for request_timeout, 300 s by default).
+    let create = own.create_bucket;
+    let (admin, server_header) = server::within_connect_timeout("s3", &settings.endpoint, CONNECT_TIMEOUT, move || {
+        let header = admin.ensure_bucket(create)?;
+        Ok((admin, header))
+    })
+    .map_err(|e| e.message)?;
     let server_pid = settings.endpoint.server_pid(None)?;
     let data_dir = settings.endpoint.data_dir(None)?;
     Ok(Box::new(S3Backend { settings, admin, server_header, server_pid, data_dir, options: options.clone(), known_keys: Default::default() }))
 }
+
+/// How long the TCP connection, and the first request of a target, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Probes an endpoint for `stowbench backends` (credentials from the default variables).
 pub fn probe(uri: &str) -> Result<String, String> {
@@ -199,7 +209,7 @@ impl Client {
         let client_options = ClientOptions::new()
             .with_allow_http(true)
             .with_timeout(Duration::from_nanos(settings.request_timeout.0))
-            .with_connect_timeout(Duration::from_secs(10));
+            .with_connect_timeout(CONNECT_TIMEOUT);
         let retry = RetryConfig { max_retries: 0, retry_timeout: Duration::ZERO, ..RetryConfig::default() };
         let store = AmazonS3Builder::new()
             .with_endpoint(&settings.endpoint.uri)

@@ -171,6 +171,15 @@ impl Secrets {
         if let Some(password) = userinfo_password(uri) {
             s.add(password);
         }
+        // A libpq "key=value" string: `password=...` or `password='...'`.
+        if !uri.contains("://") {
+            for (key, value) in key_value_pairs(uri) {
+                if is_secret_name(key) {
+                    s.add(value.trim_matches('\''));
+                }
+            }
+            return s;
+        }
         if let Some((_, query)) = uri.split_once('?') {
             for pair in query.split('&') {
                 if let Some((k, v)) = pair.split_once('=') {
@@ -205,20 +214,65 @@ impl Secrets {
 
 fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    n.contains("password") || n.contains("secret") || n.contains("token") || n == "pass" || n == "pwd"
+    n.contains("password")
+        || n.contains("secret")
+        || n.contains("token")
+        || n.contains("signature")
+        // MongoDB's AWS_SESSION_TOKEN:... travels inside this one.
+        || n == "authmechanismproperties"
+        || n == "pass"
+        || n == "pwd"
 }
 
-/// The password part of `scheme://user:password@host`, if any.
+/// The password part of `scheme://user:password@host`, if any. Users type passwords with `/`,
+/// `?`, `#` or `@` unescaped, so the user-info ends at the last `@` (unless the part before its
+/// first `:` holds a `/`, `?` or `#`: then that `@` is in a path or query). An `@` in the query
+/// of a URI without a password makes more than the password hidden: safe, if untidy.
 fn userinfo_password(uri: &str) -> Option<&str> {
     let rest = &uri[uri.find("://")? + 3..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let userinfo = &authority[..authority.rfind('@')?];
-    userinfo.split_once(':').map(|(_, p)| p)
+    let userinfo = &rest[..userinfo_end(rest)?];
+    userinfo.split_once(':').map(|(_, p)| p).filter(|p| !p.is_empty())
+}
+
+/// Where the user-info of `rest` (a URI after its `scheme://`) ends: the `@` before the host, if
+/// any (see `userinfo_password`).
+fn userinfo_end(rest: &str) -> Option<usize> {
+    let last = rest.rfind('@');
+    match last.map(|at| &rest[..at]).and_then(|whole| whole.split_once(':')) {
+        Some((user, _)) if !user.contains(['/', '?', '#']) => last,
+        _ => rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())].rfind('@'),
+    }
+}
+
+/// The `key=value` pairs of a libpq connection string (values may be single-quoted, with spaces).
+fn key_value_pairs(text: &str) -> Vec<(&str, &str)> {
+    let mut pairs = Vec::new();
+    let mut rest = text.trim_start();
+    while let Some(eq) = rest.find('=') {
+        let key = rest[..eq].trim();
+        let after = rest[eq + 1..].trim_start();
+        let end = match after.strip_prefix('\'') {
+            Some(quoted) => quoted.find('\'').map_or(after.len(), |close| close + 2),
+            None => after.find(char::is_whitespace).unwrap_or(after.len()),
+        };
+        pairs.push((key, &after[..end]));
+        rest = after[end..].trim_start();
+    }
+    pairs
 }
 
 /// A URI with the password in its user-info and secret-named query values replaced by
 /// `<redacted>`: `postgres://user:<redacted>@host/db`.
 pub fn redact_uri(uri: &str) -> String {
+    if !uri.contains("://") {
+        // A libpq "key=value" string.
+        let pairs = key_value_pairs(uri);
+        if !pairs.is_empty() {
+            let shown: Vec<String> =
+                pairs.iter().map(|(k, v)| if is_secret_name(k) { format!("{k}={REDACTED}") } else { format!("{k}={v}") }).collect();
+            return shown.join(" ");
+        }
+    }
     let mut out = uri.to_string();
     if let Some(password) = userinfo_password(uri) {
         let start = password.as_ptr() as usize - uri.as_ptr() as usize;
@@ -279,8 +333,8 @@ fn percent_decode(text: &str) -> String {
 /// Host and port of `scheme://[user@]host[:port]/...`; `[::1]:5432` style IPv6 works.
 pub fn host_port(uri: &str, default_port: u16) -> Option<(String, u16)> {
     let rest = &uri[uri.find("://")? + 3..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let hostport = authority.rsplit_once('@').map(|(_, h)| h).unwrap_or(authority);
+    let rest = userinfo_end(rest).map_or(rest, |at| &rest[at + 1..]);
+    let hostport = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     let hostport = hostport.split(',').next()?; // multi-host URIs: the first host
     let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
         let (h, after) = v6.split_once(']')?;
@@ -296,6 +350,45 @@ pub fn host_port(uri: &str, default_port: u16) -> Option<(String, u16)> {
         None => default_port,
     };
     Some((host, port))
+}
+
+/// What `within_connect_timeout` says of a listener that never answered: stowbench's own words,
+/// which tell the machine's trouble (exit 3) from a mistake in the job without reading a driver's.
+pub const NO_ANSWER: &str = "accepted the connection but did not answer within";
+
+/// Runs `connect` on a thread of its own and waits for it at most `timeout`. A driver's connect
+/// timeout bounds the TCP connection only: a listener that accepts and never answers (a wrong
+/// port, a hung server) would hold the handshake, and `stowbench validate` with it, forever. On
+/// time out the thread is left behind, blocked on its own socket (it holds nothing else), and the
+/// caller gets a connection error naming the endpoint.
+pub fn within_connect_timeout<T: Send + 'static>(
+    backend: &str,
+    endpoint: &Endpoint,
+    timeout: std::time::Duration,
+    connect: impl FnOnce() -> super::BResult<T> + Send + 'static,
+) -> super::BResult<T> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new().name("stowbench-connect".into()).spawn(move || {
+        let _ = sender.send(connect());
+    });
+    if let Err(e) = spawned {
+        return Err(super::BackendError::new(super::ErrorKind::Other, format!("cannot start a thread to connect: {e}")));
+    }
+    receiver.recv_timeout(timeout).unwrap_or_else(|_| {
+        let at = endpoint.host_port(endpoint.default_port).map(|(h, p)| format!(" at {h}:{p}")).unwrap_or_default();
+        Err(super::BackendError::new(
+            super::ErrorKind::Connection,
+            context(
+                backend,
+                endpoint,
+                &format!(
+                    "cannot connect: something{at} {NO_ANSWER} {} (connect_timeout): \
+                     check that the URI's port is the server's and that the server is not hung",
+                    crate::units::Nanos(timeout.as_nanos() as u64)
+                ),
+            ),
+        ))
+    })
 }
 
 /// Whether `host` names this machine (loopback, or an empty host meaning a local socket).
@@ -481,7 +574,7 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
             let Some(_) = readable else {
                 return Some((
                     format!(
-                        "INVALID URI {shown} ({source}): {}; its host or port cannot be read: give {}user@host:port/...",
+                        "INVALID URI {shown} ({source}): {}; its host or port cannot be read: give {}user@host:port/... (percent-encode a / ? # or @ in the password)",
                         secrets.scrub(e),
                         p.schemes[0]
                     ),
@@ -489,6 +582,7 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
                 ));
             };
             let (state, why) = match nothing_answers(&uri, p.default_port) {
+                None if e.contains(NO_ANSWER) => ("NOT ANSWERING", String::new()),
                 None => ("REFUSED (the server answers, but not to this URI)", String::new()),
                 Some(nothing) => ("UNREACHABLE", format!(" ({})", nothing.said_beside(e))),
             };
@@ -570,11 +664,39 @@ mod tests {
         assert_eq!(s.scrub("auth s3cr@t failed, s3cr%40t"), "auth <redacted> failed, <redacted>");
     }
 
+    /// Passwords typed with `/`, `?`, `#` or `@` unescaped, libpq key=value strings and signed
+    /// query strings keep their secrets too (they were shown whole).
+    #[test]
+    fn redacts_passwords_written_carelessly_and_key_value_strings() {
+        for (uri, shown) in [
+            ("postgres://bob:se/cretPW@127.0.0.1:1/db", "postgres://bob:<redacted>@127.0.0.1:1/db"),
+            ("mysql://bob:a?b#c@h:3306/x", "mysql://bob:<redacted>@h:3306/x"),
+            ("mongodb://bob:p@ss/w@h/db", "mongodb://bob:<redacted>@h/db"),
+            ("http://h:9000/b?X-Amz-Signature=abc123&x=1", "http://h:9000/b?X-Amz-Signature=<redacted>&x=1"),
+            ("postgres://bob@h/db", "postgres://bob@h/db"),
+            ("host=127.0.0.1 port=1 password=s3cretPW dbname=db", "host=127.0.0.1 port=1 password=<redacted> dbname=db"),
+            ("host=h password='two words' user=u", "host=h password=<redacted> user=u"),
+        ] {
+            assert_eq!(redact_uri(uri), shown, "{uri}");
+        }
+        for (uri, secret) in [
+            ("postgres://bob:se/cretPW@127.0.0.1:1/db", "se/cretPW"),
+            ("host=127.0.0.1 password=s3cretPW", "s3cretPW"),
+            ("host=h password='two words'", "two words"),
+            ("mongodb://h/?authMechanismProperties=AWS_SESSION_TOKEN:tok", "AWS_SESSION_TOKEN:tok"),
+        ] {
+            let said = format!("cannot connect with {secret} at {uri}");
+            let scrubbed = Secrets::from_uri(uri).scrub(&said);
+            assert!(!scrubbed.contains(secret), "{uri}: {scrubbed}");
+        }
+    }
+
     #[test]
     fn parses_hosts_and_ports() {
         assert_eq!(host_port("postgres://u:p@127.0.0.1:29005/db", 5432), Some(("127.0.0.1".into(), 29005)));
         assert_eq!(host_port("mongodb://[::1]/", 27017), Some(("::1".into(), 27017)));
         assert_eq!(host_port("http://localhost:9000", 80), Some(("localhost".into(), 9000)));
+        assert_eq!(host_port("postgres://bob:se/cr@t@10.0.0.1:7/db", 5432), Some(("10.0.0.1".into(), 7)));
         assert!(is_local_host("127.0.0.1") && !is_local_host("db.example.com"));
     }
 

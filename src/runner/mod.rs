@@ -432,8 +432,8 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
 /// Why a target could not be built, with its kind and where in the job: a mistake in its
 /// options is bad input; so is a server that answered and refused (a wrong password or database
 /// in the URI: the driver's words say which). Only when nothing accepts a TCP connection at the
-/// URI's host and port is it the machine's (environment): the kind rests on that answer, never on
-/// a driver's wording.
+/// URI's host and port, or when something accepts it and never answers, is it the machine's
+/// (environment): the kind rests on those answers, never on a driver's wording.
 pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
     if target.options.names_own_option(&message) {
         return Error::bad_input(message);
@@ -449,6 +449,8 @@ pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: Strin
         Some(nothing) => {
             Error::environment(format!("{message} ({}; start the server, or point the target's uri at one that runs)", nothing.said_beside(&message)))
         }
+        // A listener that took the connection and never answered: the machine's trouble too.
+        None if message.contains(backend::server::NO_ANSWER) => Error::environment(message),
         None => Error::bad_input(message),
     }
 }

@@ -482,8 +482,12 @@ fn validate(path: &Path) -> Result<i32, Error> {
     let source = path.display().to_string();
     let (plan, mut mistakes) = job::check_text(&job::read_file(path).map_err(Error::bad_input)?, &source);
     let Some(plan) = plan else { return Err(Error::bad_input(job::render_mistakes(&source, mistakes))) };
-    let dir = std::env::temp_dir().join(format!("stowbench-validate-{}", runner::new_run_id()));
-    let root = backend::Namespace::create(&dir, "validate", "validate").map_err(Error::environment)?;
+    // A run id of its own, as a run's: a target's `path` gets stowbench-<run id>-<target> inside
+    // it, which must be this check's alone (a fixed name was refused when some other directory
+    // had it, and shared between two checks running at once).
+    let run_id = format!("validate-{}", runner::new_run_id());
+    let dir = std::env::temp_dir().join(format!("stowbench-{run_id}"));
+    let root = backend::Namespace::create(&dir, &run_id, "validate").map_err(Error::environment)?;
     let mut servers_down = Vec::new();
     for (i, target) in plan.targets.iter().enumerate() {
         let kind = backend::find(&target.backend).map_err(Error::bad_input)?;

@@ -1046,3 +1046,23 @@ fn a_listener_that_never_answers_ends_after_connect_timeout() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("server: NOT ANSWERING at postgres://bob:<redacted>@127.0.0.1:"), "{}", text(&out));
 }
+
+/// `validate` makes its probe directory inside a target's `path` under a name of its own: a
+/// directory someone else has there under the name it once always used is neither refused nor
+/// touched.
+#[test]
+fn validate_probes_a_path_under_a_name_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("data/stowbench-validate-validate_fs");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("precious.txt"), "keep").unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"fs\"\npath = \"data\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    for _ in 0..2 {
+        let out = stowbench(dir.path(), &["validate", "job.toml"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    assert_eq!(std::fs::read_to_string(foreign.join("precious.txt")).unwrap(), "keep");
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("data")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "validate removed its own probe directories: {left:?}");
+}

@@ -207,6 +207,17 @@ fn the_gate_fails_on_what_the_candidate_did_not_measure() {
     assert!(super::render::table(&c).contains("(interrupted, started"), "the status is on the run's line");
 
     assert!(run(&base, &base, &gated(10.0)).gate.unwrap().passed, "the same complete run passes");
+
+    // Killed before its first case: nothing in common, yet no wrong file. The gate fails.
+    let mut killed = report(Vec::new());
+    killed.status = crate::report::model::RunStatus::Running;
+    let c = run(&base, &killed, &gated(10.0));
+    let gate = c.gate.as_ref().unwrap();
+    assert!(!gate.passed && gate.unjudged[0] == "candidate 1 b.json: the run did not complete (status running)", "{gate:?}");
+    assert_eq!(c.unmatched.len(), 2, "both baseline cases are listed: {:?}", c.unmatched);
+    let mut finished_empty = report(Vec::new());
+    finished_empty.status = crate::report::model::RunStatus::Complete;
+    assert!(compare(("a.json", &base), &[("b.json", &finished_empty)], &gated(10.0)).is_err(), "a complete run with nothing in common is the wrong file");
 }
 
 /// A case whose put phase also had a steady-state window, at `window_ops` op/s.

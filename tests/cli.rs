@@ -866,6 +866,17 @@ fn backends_uri_refuses_what_it_cannot_check_and_fails_when_the_server_is_down()
         assert!(text(&out).contains("server: INVALID URI postgres://bob:<redacted>@") && !text(&out).contains("S3cretPW"), "{}", text(&out));
         assert!(text(&out).contains("give postgres://user@host:port/..."), "{}", text(&out));
     }
+    // A scheme the driver here cannot use is refused as such, on the command line and in a job.
+    let out = stowbench(dir.path(), &["backends", "gridfs", "--uri", "mongodb+srv://bob:S3cretPW@cluster.example.com/db"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("give one starting with mongodb://") && !text(&out).contains("S3cretPW"), "{}", text(&out));
+    let job = "version = 1\n[[target]]\nbackend = \"gridfs\"\nuri = \"mongodb+srv://bob:S3cretPW@cluster.example.com/db\"\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("srv.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["validate", "srv.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("srv.toml:4:1: target \"gridfs\": option \"uri\": mongodb+srv:// needs DNS SRV lookups"), "{}", text(&out));
+    assert!(!text(&out).contains("S3cretPW"), "{}", text(&out));
     let out = stowbench(dir.path(), &["backends", "gridfs", "--uri", "mongodb://bob:S3cretPW@/db"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("server: INVALID URI mongodb://bob:<redacted>@/db") && !text(&out).contains("S3cretPW"), "{}", text(&out));

@@ -37,7 +37,8 @@ pub const KIND: BackendKind = BackendKind {
 /// How this backend finds its server (the shared endpoint block reads it).
 const SERVER: super::registry::ServerKind = super::registry::ServerKind {
     uri_env: URI_ENV,
-    schemes: &["mongodb://", "mongodb+srv://"],
+    // Not mongodb+srv://: the driver is built without DNS SRV lookups (see refuse_srv).
+    schemes: &["mongodb://"],
     probe,
     default_port: 27017,
     pid_env: "STOWBENCH_MONGO_PID",
@@ -85,6 +86,7 @@ pub struct GridFsBackend {
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("gridfs", OPTIONS)?;
     let endpoint = server::endpoint(options, "gridfs", &SERVER)?;
+    refuse_srv(&endpoint.uri).map_err(|why| options.bad("uri", why))?;
     let own = GridFsOptions::read(options)?;
     let chunk = own.chunk_size.0;
     if !(1024..=CHUNK_MAX_BYTES).contains(&chunk) {
@@ -122,6 +124,17 @@ fn read_build_info(client: &Client) -> Result<BTreeMap<String, String>, mongodb:
         }
     }
     Ok(out)
+}
+
+/// A `mongodb+srv://` URI needs DNS SRV lookups, which the driver is built without here: said
+/// plainly, with the fix, rather than as a driver's complaint about a missing feature.
+fn refuse_srv(uri: &str) -> Result<(), String> {
+    match uri.starts_with("mongodb+srv://") {
+        true => Err("mongodb+srv:// needs DNS SRV lookups, which this build of stowbench lacks: give mongodb://host:port,... \
+                     with the hosts the SRV record names"
+            .into()),
+        false => Ok(()),
+    }
 }
 
 /// Probes a URI for `stowbench backends`: the server's version, or why it cannot be reached.

@@ -241,7 +241,12 @@ impl Shared {
     fn connect(&self) -> BResult<Conn> {
         let fail =
             |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("mariadb", &self.endpoint, &format!("cannot connect: {e}")));
-        let opts = Opts::from_url(&self.endpoint.uri).map_err(|e| fail(&e))?;
+        // The driver knows only mysql://; mariadb:// (accepted for MariaDB's users) means the same.
+        let uri = match self.endpoint.uri.strip_prefix("mariadb://") {
+            Some(rest) => format!("mysql://{rest}"),
+            None => self.endpoint.uri.clone(),
+        };
+        let opts = Opts::from_url(&uri).map_err(|e| fail(&e))?;
         // TCP as the URI says: the crate would otherwise switch to the server's Unix socket when
         // it finds one, which measures a different transport than the other server backends.
         let timeout = std::time::Duration::from_nanos(self.connect_timeout.0);

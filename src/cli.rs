@@ -39,6 +39,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a job file, or the quick default comparison when none is given.
+    #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// The published experiments, built in: list them, print one's job file, or run one.
     Recipe {
@@ -61,6 +62,7 @@ pub enum Command {
     },
     /// Compare runs: every figure of each report against the first (the baseline), with ratios and
     /// whether each difference is significant. Exit code 1 when --fail-if-slower's gate fails.
+    #[command(allow_negative_numbers = true)]
     Compare(CompareArgs),
     /// List the backends, their options and defaults, and whether each server answers.
     Backends {
@@ -110,6 +112,7 @@ pub enum RecipeAction {
         name: String,
     },
     /// Run a recipe; server targets without a configured server are skipped, each with the reason.
+    #[command(allow_negative_numbers = true)]
     Run {
         /// Recipe name.
         name: String,

@@ -800,6 +800,7 @@ fn fio_checks_its_output_flags_first_and_leaves_no_work_dir_for_a_directory_targ
         // A negative number reaches the sweep's own check, not clap's "unexpected argument '-1'".
         (&["--iodepth", "-1"][..], "field `--iodepth`: \"-1\" is not a count; use whole numbers of 1 or more"),
         (&["--repeat", "-1"][..], "-1 is not in 1..=100"),
+        (&["--timeout", "0s", "--dry-run"][..], "--timeout: 0 s leaves no time to run"),
     ] {
         let out = stowbench(dir.path(), &[&base[..], extra].concat());
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));

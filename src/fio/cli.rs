@@ -149,14 +149,14 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
             return Err(Error::bad_input(format!("--csv {}: {} is not an existing directory; create it or fix the path", path.display(), parent.display())));
         }
     }
+    let timeout = match args.timeout.as_deref().map(Nanos::parse).transpose().map_err(|e| Error::bad_input(format!("--timeout: {e}")))? {
+        Some(Nanos(0)) => return Err(Error::bad_input("--timeout: 0 s leaves no time to run; give a positive duration such as 10m")),
+        t => t.map(|n| n.duration()),
+    };
     if args.dry_run {
         return Ok(dry_run(&sweep, args, &crate::runner::new_run_id())?);
     }
-    let fio = RunOptions {
-        histogram: !args.no_histogram,
-        timeout: args.timeout.as_deref().map(|t| Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| Error::bad_input(format!("--timeout: {e}")))?,
-        ..RunOptions::default()
-    };
+    let fio = RunOptions { histogram: !args.no_histogram, timeout, ..RunOptions::default() };
     let plan = crate::job::Plan::fio_only(sweep, "command line (stowbench fio)");
     let work_dir = match &args.work_dir {
         Some(dir) => Some(dir.clone()), // checked by the runner: a mistyped path is not made

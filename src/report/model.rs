@@ -756,7 +756,7 @@ pub struct FileServerResult {
     pub uploads: u64,
     /// Of those, duplicates: registered without storing the content again.
     pub duplicate_uploads: u64,
-    /// Uploads that wrote their content.
+    /// Uploads that wrote a content of their own (the one whose row they inserted).
     pub contents_written: u64,
     /// Uploads that needed a retry.
     pub retried_uploads: u64,

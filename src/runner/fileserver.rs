@@ -69,6 +69,8 @@ struct StepTimes {
     storage_ns: u64,
     /// Whether the successful attempt wrote the content.
     wrote: bool,
+    /// Whether some attempt of this upload inserted the content's `files` row.
+    inserted_row: bool,
 }
 
 /// The file name of object `key` in uploads and downloads.
@@ -106,6 +108,12 @@ impl Worker<'_, '_> {
                 self.stats.step(Op::Register, times.catalog_ns, 0);
                 if times.wrote {
                     self.stats.step(Op::Put, times.storage_ns, size);
+                }
+                // A content counts once, for the upload whose attempt inserted its row. Another
+                // upload of the same content while the first is still storing it (two empty
+                // files, say) finds the row unfinished and stores the same object again, under
+                // the same key: a second write, not a second content (the audit counts those).
+                if times.wrote && (registration != Registration::Unfinished || times.inserted_row) {
                     self.stats.files.contents_written += 1;
                 }
                 self.stats.files.uploads += 1;
@@ -156,6 +164,7 @@ impl Worker<'_, '_> {
         let registration = self.catalog().register(name, content);
         times.catalog_ns += self.own.now_ns(clock) - t;
         let registration = registration?;
+        times.inserted_row |= registration == Registration::New;
         if !registration.needs_content() {
             return Ok(registration);
         }

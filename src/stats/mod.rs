@@ -156,8 +156,9 @@ pub struct FileTally {
     pub uploads: u64,
     /// Of those, duplicates: registered without writing the content.
     pub duplicates: u64,
-    /// Of those, the ones that wrote their content (new content, or content an earlier failed
-    /// attempt had registered but not stored).
+    /// Of those, the ones that wrote a content of their own: one whose row an attempt of theirs
+    /// inserted (an upload that stored again what another upload was storing at the same time
+    /// wrote the same object, not a new content).
     pub contents_written: u64,
     /// Uploads that needed at least one retry.
     pub retried: u64,

@@ -656,7 +656,7 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
         }
         if !phase.before.is_empty() {
             // First, so a cold read afterwards reads what the command left on disk.
-            hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label)?;
+            hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label, interrupted)?;
             backend.reread_storage().map_err(|e| format!("after the `before` command of phase {}, reading the storage again failed: {e}", phase.label))?;
         }
         let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);

@@ -206,6 +206,12 @@ impl Shared {
     /// anything answers at the URI (`server::nothing_answers`).
     fn connect_failure(&self, e: mongodb::error::Error) -> String {
         let why = match e.kind.as_ref() {
+            // Something that takes the TCP connection but never completes MongoDB's handshake (a
+            // wrong port, a hung server) is the machine's trouble, said in the words the runner
+            // knows (server::NO_ANSWER); with nothing listening, the runner says so itself.
+            mongodb::error::ErrorKind::ServerSelection { .. } if server::nothing_answers(&self.endpoint.uri, SERVER.default_port).is_none() => {
+                format!("something {} {} as a MongoDB server (connect_timeout)", server::NO_ANSWER, self.connect_timeout)
+            }
             mongodb::error::ErrorKind::ServerSelection { .. } => format!("no server was selected within {}", self.connect_timeout),
             kind => kind.to_string(),
         };

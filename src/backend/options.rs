@@ -82,7 +82,11 @@ impl Options {
         for key in self.table.keys() {
             if !names.contains(&key.as_str()) {
                 let hint = crate::suggest::did_you_mean(key, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
-                return Err(format!("{}: unknown option \"{key}\" for backend {backend}.{hint} Its options are: {}", self.context_of(key), names.join(", ")));
+                let known = match names.is_empty() {
+                    true => format!(" Backend {backend} takes no options: remove the line"),
+                    false => format!(" Its options are: {}", names.join(", ")),
+                };
+                return Err(format!("{}: unknown option \"{key}\" for backend {backend}.{hint}{known}", self.context_of(key)));
             }
         }
         Ok(())
@@ -440,6 +444,8 @@ mod tests {
         assert!(err.starts_with("job.toml line 3: target \"t\": option \"flag\": expected true or false"), "{err}");
         let err = options("flavor = \"plain\"").check_known("example", Example::DOCS).unwrap_err();
         assert!(err.contains("unknown option \"flavor\"") && err.contains("Did you mean \"flavour\"?"), "{err}");
+        let err = options("latency = \"1ms\"").check_known("null", &[]).unwrap_err();
+        assert!(err.ends_with("unknown option \"latency\" for backend null. Backend null takes no options: remove the line"), "{err}");
         let err = options("flavor = \"plain\"").check_retired("flavor", "write flavour").unwrap_err();
         assert!(err.ends_with("target \"t\": option \"flavor\" was replaced: write flavour"), "{err}");
         assert!(options("flavour = \"plain\"").check_retired("flavor", "write flavour").is_ok());

@@ -344,6 +344,14 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
             Ok(value) => return Some(value),
             Err(e) => e,
         };
+        // A missing key is the table's mistake: its span is the table's, whose first key (at the
+        // same place) it must not be pinned on, nor removed.
+        if e.message().trim().starts_with("missing field `") {
+            if !removed.iter().any(|k| e.message().contains(&format!("missing field `{k}`"))) {
+                found.mistakes.push(locate(text, &e, None));
+            }
+            return None;
+        }
         let at = e.span().map(|s| s.start).unwrap_or(span.start);
         let key = remove_key_at(&mut table, at);
         // A key removed for a bad value then reads as missing: the mistake is already reported.
@@ -580,6 +588,18 @@ mod tests {
         let workload_start = job.workloads[0].span().start;
         assert!(parsed.removed.contains(&(workload_start, "sizes".to_string())));
         assert!(parsed.removed.contains(&(workload_start, "threads".to_string())), "the key \"thread\" was meant to be");
+    }
+
+    /// A missing key is said once, as the table's: it was pinned on the table's first key (which
+    /// starts where the table does), removed, and then said again.
+    #[test]
+    fn a_missing_key_is_said_once_and_never_pinned_on_a_key_that_is_there() {
+        let parsed = parse_all("name = \"x\"\n[[target]]\nbackend = \"null\"\n");
+        let said: Vec<&str> = parsed.mistakes.iter().map(|m| m.message.as_str()).collect();
+        assert_eq!(said, ["missing key \"version\"; add version = 1 as the first line of the job file"]);
+        let parsed = parse_all("version = 1\n[[target]]\nname = \"t\"\n");
+        let said: Vec<&str> = parsed.mistakes.iter().map(|m| m.message.as_str()).collect();
+        assert_eq!(said, ["missing key \"backend\"; add backend = ... to this table"]);
     }
 
     #[test]

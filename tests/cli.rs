@@ -477,6 +477,10 @@ fn fio_refuses_a_device_that_is_not_one_before_running() {
     let out = stowbench(dir.path(), &["fio", "--device", "/dev/null", "--confirm-device", "/dev/null", "--work-dir", ".", "--no-progress"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("not a block device"), "{}", text(&out));
+    // A dry run refuses it too (it printed the job files as if the device were one).
+    let out = stowbench(dir.path(), &["fio", "--device", "/dev/null", "--confirm-device", "/dev/null", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not a block device") && out.stdout.is_empty(), "{}", text(&out));
 }
 
 #[test]

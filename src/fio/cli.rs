@@ -321,10 +321,22 @@ fn parse_only_in(scratch: &Path, fio_program: &Path, case: &FioCase, job: &str) 
 
 /// Prints every job file, checked by `fio --parse-only` when fio is installed; runs nothing.
 fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioError> {
-    // A directory that is not there is refused here as the run would refuse it; a made
-    // filesystem's or a device's checks (root, the device) are the run's.
-    for target in sweep.target.iter().filter(|t| matches!(t, TargetSpec::Dir { .. })) {
-        crate::fio::target::check_target(target, &sweep.name)?;
+    // A directory that is not there is refused here as the run would refuse it, and so is a
+    // device that is no block device; a made filesystem's checks (root) and whether a device is
+    // in use are the run's.
+    for target in &sweep.target {
+        match target {
+            TargetSpec::Dir { .. } => crate::fio::target::check_target(target, &sweep.name)?,
+            TargetSpec::Device { device, .. } => {
+                use std::os::unix::fs::FileTypeExt;
+                let refuse = |reason: String| FioError::DeviceRefused { device: device.display().to_string(), reason };
+                let meta = std::fs::metadata(device).map_err(|e| refuse(format!("cannot stat it: {e}")))?;
+                if !meta.file_type().is_block_device() {
+                    return Err(refuse("it is not a block device; for a directory use --target DIR".into()));
+                }
+            }
+            TargetSpec::Fs { .. } => {}
+        }
     }
     let cases = expand(sweep);
     let fio = PathBuf::from("fio");

@@ -206,10 +206,8 @@ impl Client {
         // reqwest is built without a default TLS provider; install ring's once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let client_options = ClientOptions::new()
-            .with_allow_http(true)
-            .with_timeout(Duration::from_nanos(settings.request_timeout.0))
-            .with_connect_timeout(CONNECT_TIMEOUT);
+        let client_options =
+            ClientOptions::new().with_allow_http(true).with_timeout(Duration::from_nanos(settings.request_timeout.0)).with_connect_timeout(CONNECT_TIMEOUT);
         let retry = RetryConfig { max_retries: 0, retry_timeout: Duration::ZERO, ..RetryConfig::default() };
         let store = AmazonS3Builder::new()
             .with_endpoint(&settings.endpoint.uri)

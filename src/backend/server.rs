@@ -268,8 +268,7 @@ pub fn redact_uri(uri: &str) -> String {
         // A libpq "key=value" string.
         let pairs = key_value_pairs(uri);
         if !pairs.is_empty() {
-            let shown: Vec<String> =
-                pairs.iter().map(|(k, v)| if is_secret_name(k) { format!("{k}={REDACTED}") } else { format!("{k}={v}") }).collect();
+            let shown: Vec<String> = pairs.iter().map(|(k, v)| if is_secret_name(k) { format!("{k}={REDACTED}") } else { format!("{k}={v}") }).collect();
             return shown.join(" ");
         }
     }
@@ -568,8 +567,8 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
             // The probe's message names the server as its own context: once is enough.
             let e = e.strip_prefix(&format!("{backend} at {shown} (option uri): ")).unwrap_or(&e);
             let e = e.strip_prefix("target \"probe\": ").unwrap_or(e); // the probe's stand-in target, not the user's
-            // A URI whose host or port cannot be read is bad input, not a server that is down.
-            // Only libpq reads an empty host (the local socket, or a host in the query string).
+                                                                       // A URI whose host or port cannot be read is bad input, not a server that is down.
+                                                                       // Only libpq reads an empty host (the local socket, or a host in the query string).
             let readable = host_port(&uri, p.default_port).filter(|(host, _)| !host.is_empty() || p.schemes[0] == "postgres://");
             let Some(_) = readable else {
                 return Some((

@@ -195,9 +195,13 @@ impl FioArgs {
                 .map_err(|e| bad(field, e))
         };
         let counts = |field: &str, text: &str| {
-            parse_list(text, |t| t.parse::<u64>().map_err(|_| format!("\"{t}\" is not a count; use whole numbers of 1 or more, e.g. 1,4 or 1..64")), |n| n.to_string())
-                .and_then(|v| v.into_iter().map(|n| u32::try_from(n).map_err(|_| format!("{n} is too large"))).collect::<Result<Vec<u32>, String>>())
-                .map_err(|e| bad(field, e))
+            parse_list(
+                text,
+                |t| t.parse::<u64>().map_err(|_| format!("\"{t}\" is not a count; use whole numbers of 1 or more, e.g. 1,4 or 1..64")),
+                |n| n.to_string(),
+            )
+            .and_then(|v| v.into_iter().map(|n| u32::try_from(n).map_err(|_| format!("{n} is too large"))).collect::<Result<Vec<u32>, String>>())
+            .map_err(|e| bad(field, e))
         };
         let rw = split(&self.rw).map(RwMode::parse).collect::<Result<Vec<_>, _>>().map_err(|e| bad("rw", e))?;
         Ok(FioSweep {

@@ -246,10 +246,9 @@ mod tests {
 
     #[test]
     fn scaled_sizes_keep_their_kind_of_unit_and_stay_apart() {
-        let mut job = spec::parse(
-            "version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"256KiB\", \"1MiB\", \"16MiB\", \"94kB\", \"2.6MB\"]\nobjects = 10\n",
-        )
-        .unwrap();
+        let mut job =
+            spec::parse("version = 1\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"256KiB\", \"1MiB\", \"16MiB\", \"94kB\", \"2.6MB\"]\nobjects = 10\n")
+                .unwrap();
         scale_job(&mut job, 0.01);
         let labels: Vec<String> = job.workloads[0].get_ref().sizes.iter().map(|s| s.label()).collect();
         assert_eq!(labels, ["41B", "2621B", "10KiB", "164KiB", "940B", "26kB"]);

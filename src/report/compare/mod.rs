@@ -212,8 +212,7 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         let pairing = matching::pair(&baseline_groups, &groups);
         // A run that ended before its first case (killed, timed out) is no wrong file: it is a
         // candidate that measured nothing, which the gate must fail, not refuse to judge.
-        let ended_before_any_case =
-            report.cases.is_empty() && report.fio_cases.is_empty() && report.status != crate::report::model::RunStatus::Complete;
+        let ended_before_any_case = report.cases.is_empty() && report.fio_cases.is_empty() && report.status != crate::report::model::RunStatus::Complete;
         if pairing.pairs.is_empty() && !ended_before_any_case {
             return Err(format!(
                 "{file} shares no case with the baseline {}: no case id and no target, workload, size and threads in common. \

@@ -566,9 +566,10 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
         Err(e) => {
             // The probe's message names the server as its own context: once is enough.
             let e = e.strip_prefix(&format!("{backend} at {shown} (option uri): ")).unwrap_or(&e);
-            let e = e.strip_prefix("target \"probe\": ").unwrap_or(e); // the probe's stand-in target, not the user's
-                                                                       // A URI whose host or port cannot be read is bad input, not a server that is down.
-                                                                       // Only libpq reads an empty host (the local socket, or a host in the query string).
+            // The probe's stand-in target is not the user's.
+            let e = e.strip_prefix("target \"probe\": ").unwrap_or(e);
+            // A URI whose host or port cannot be read is bad input, not a server that is down.
+            // Only libpq reads an empty host (the local socket, or a host in the query string).
             let readable = host_port(&uri, p.default_port).filter(|(host, _)| !host.is_empty() || p.schemes[0] == "postgres://");
             let Some(_) = readable else {
                 return Some((

@@ -14,13 +14,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Ends a `before` command's process group: SIGTERM, then SIGKILL to what is left a second later.
+/// Ends a `before` command's process group: SIGTERM, then SIGKILL to whatever is left once the
+/// command has ended or a second has passed (what it started may ignore SIGTERM).
 fn end_group(group: libc::pid_t, child: &mut std::process::Child) {
     // SAFETY: kill(2) on the process group `run` made for the command; no memory is involved.
     unsafe { libc::kill(-group, libc::SIGTERM) };
     for _ in 0..100 {
         if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
+            break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -89,9 +90,8 @@ pub fn run(command: &[String], env: &[(&'static str, String)], phase: &str, stop
             Err(e) => break Err(format!("phase \"{phase}\": waiting for before command {shown} failed: {e}")),
         }
     };
-    // Whatever the command left running in its group would hold the pipe open: end it too.
-    // SAFETY: kill(2) on a process group this function made; no memory is involved.
-    unsafe { libc::kill(-group, libc::SIGKILL) };
+    // A command that ended by itself keeps what it started (a hook may restart a server by
+    // hand); only a stopped run ends the whole group, above.
     let stderr_bytes = reader.join().unwrap_or_default();
     let status = status?;
     if status.success() {

@@ -452,6 +452,10 @@ fn explain(message: &str) -> String {
         return format!("{found} is the wrong type here; write {}", type_in_words(expected));
     }
     if let Some((found, expected)) = message.strip_prefix("invalid value: integer `").and_then(|rest| rest.split_once("`, expected ")) {
+        // The field's own range, where it has one, is checked (and said) once it reads.
+        if found.starts_with('-') && expected.starts_with('u') {
+            return format!("{found} is negative; this field takes a whole number that is not negative");
+        }
         return format!("{found} is out of range here; write {}", type_in_words(expected));
     }
     let Some(rest) = message.strip_prefix("unknown field `") else { return message.to_string() };
@@ -528,6 +532,9 @@ mod tests {
         let err = parse("version = 1\n[[workload]]\nname = \"w\"\n[[workload.phase]]\nmix = { put = 4294967296 }\n").unwrap_err();
         assert_eq!(err.line, Some(5), "{err:?}");
         assert!(err.message.contains("4294967296 is out of range here; write a whole number from 0 to 4294967295"), "{}", err.message);
+        // A negative number is said to be one; the field's own range is checked once it reads.
+        let err = parse("version = 1\n[[workload]]\nname = \"w\"\nthreads = [-1]\n").unwrap_err();
+        assert!(err.message.ends_with("-1 is negative; this field takes a whole number that is not negative"), "{}", err.message);
     }
 
     #[test]

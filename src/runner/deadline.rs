@@ -36,11 +36,16 @@ pub fn watch(timeout: Duration, report: &Path, finished: &AtomicBool, timed_out:
         return;
     }
     let dir = mark_timed_out(report);
+    // Blocked before the first report was written (a target that never answered its first
+    // connection), there is no report to point at.
+    let kept = match report.exists() {
+        true => format!("{} keeps every finished case", report.display()),
+        false => "no case had finished, so no report was written".to_string(),
+    };
     crate::say!(
         "stowbench: an operation is still blocked {} after the run's --timeout (a storage that does not answer; \
-         op_timeout bounds each operation of a server backend); exiting. {} keeps every finished case{}",
+         op_timeout bounds each operation of a server backend); exiting. {kept}{}",
         seconds(GRACE),
-        report.display(),
         dir.map(|d| format!("; `stowbench cleanup {d}` removes the data left behind")).unwrap_or_default()
     );
     std::process::exit(1);

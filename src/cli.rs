@@ -202,6 +202,15 @@ pub struct RunSettings {
     pub timeout: Option<String>,
 }
 
+/// The `--timeout` of `run`, `recipe run` and `fio`: a positive duration, if given.
+pub(crate) fn run_timeout(text: Option<&str>) -> Result<Option<std::time::Duration>, Error> {
+    let timeout = text.map(|t| crate::units::Nanos::parse(t).map(|n| n.duration())).transpose().map_err(|e| Error::bad_input(format!("--timeout: {e}")))?;
+    if timeout.is_some_and(|t| t.is_zero()) {
+        return Err(Error::bad_input("--timeout: 0 s leaves no time to run; give a positive duration such as 10m"));
+    }
+    Ok(timeout)
+}
+
 /// Parses `args` (including the program name) and runs; returns the exit code.
 pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
     let cli = match Cli::try_parse_from(&args) {
@@ -360,15 +369,7 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
     if let Some(seed) = args.seed {
         plan.seed = seed;
     }
-    let timeout = args
-        .timeout
-        .as_deref()
-        .map(|t| crate::units::Nanos::parse(t).map(|n| n.duration()))
-        .transpose()
-        .map_err(|e| Error::bad_input(format!("--timeout: {e}")))?;
-    if timeout.is_some_and(|t| t.is_zero()) {
-        return Err(Error::bad_input("--timeout: 0 s leaves no time to run; give a positive duration such as 10m"));
-    }
+    let timeout = run_timeout(args.timeout.as_deref())?;
     let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, timeout, ..RunOptions::default() };
     #[cfg(feature = "mpi")]
     if crate::multihost::launched() {

@@ -149,10 +149,7 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
             return Err(Error::bad_input(format!("--csv {}: {} is not an existing directory; create it or fix the path", path.display(), parent.display())));
         }
     }
-    let timeout = match args.timeout.as_deref().map(Nanos::parse).transpose().map_err(|e| Error::bad_input(format!("--timeout: {e}")))? {
-        Some(Nanos(0)) => return Err(Error::bad_input("--timeout: 0 s leaves no time to run; give a positive duration such as 10m")),
-        t => t.map(|n| n.duration()),
-    };
+    let timeout = crate::cli::run_timeout(args.timeout.as_deref())?;
     if args.dry_run {
         return Ok(dry_run(&sweep, args, &crate::runner::new_run_id())?);
     }
@@ -332,12 +329,7 @@ fn dry_run(sweep: &FioSweep, args: &FioArgs, run_id: &str) -> Result<i32, FioErr
         match target {
             TargetSpec::Dir { .. } => crate::fio::target::check_target(target, &sweep.name)?,
             TargetSpec::Device { device, .. } => {
-                use std::os::unix::fs::FileTypeExt;
-                let refuse = |reason: String| FioError::DeviceRefused { device: device.display().to_string(), reason };
-                let meta = std::fs::metadata(device).map_err(|e| refuse(format!("cannot stat it: {e}")))?;
-                if !meta.file_type().is_block_device() {
-                    return Err(refuse("it is not a block device; for a directory use --target DIR".into()));
-                }
+                crate::fio::device::block_device_metadata(device)?;
             }
             TargetSpec::Fs { .. } => {}
         }

@@ -27,6 +27,16 @@ pub struct DeviceFacts {
     pub model: Option<String>,
 }
 
+/// `device`'s metadata, if it is a block device (checked by `--dry-run` as well as the run).
+pub fn block_device_metadata(device: &Path) -> Result<std::fs::Metadata, FioError> {
+    let refuse = |reason: String| FioError::DeviceRefused { device: device.display().to_string(), reason };
+    let meta = std::fs::metadata(device).map_err(|e| refuse(format!("cannot stat it: {e}")))?;
+    if !meta.file_type().is_block_device() {
+        return Err(refuse("it is not a block device; for a directory use --target DIR".into()));
+    }
+    Ok(meta)
+}
+
 /// Accepts `device` only if `confirm` repeats it exactly and nothing uses it; see the module docs.
 pub fn check_device(device: &Path, confirm: &Path) -> Result<DeviceFacts, FioError> {
     let refuse = |reason: String| FioError::DeviceRefused { device: device.display().to_string(), reason };
@@ -39,10 +49,7 @@ pub fn check_device(device: &Path, confirm: &Path) -> Result<DeviceFacts, FioErr
             device.display()
         )));
     }
-    let meta = std::fs::metadata(device).map_err(|e| refuse(format!("cannot stat it: {e}")))?;
-    if !meta.file_type().is_block_device() {
-        return Err(refuse("it is not a block device; for a directory use --target DIR".into()));
-    }
+    let meta = block_device_metadata(device)?;
     let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
     let sys_dir = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"))
         .canonicalize()

@@ -345,7 +345,8 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
             Err(e) => e,
         };
         // A missing key is the table's mistake: its span is the table's, whose first key (at the
-        // same place) it must not be pinned on, nor removed.
+        // same place) it must not be pinned on, nor removed. A key removed for a bad value then
+        // reads as missing: that mistake is already reported.
         if e.message().trim().starts_with("missing field `") {
             if !removed.iter().any(|k| e.message().contains(&format!("missing field `{k}`"))) {
                 found.mistakes.push(locate(text, &e, None));
@@ -354,11 +355,7 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
         }
         let at = e.span().map(|s| s.start).unwrap_or(span.start);
         let key = remove_key_at(&mut table, at);
-        // A key removed for a bad value then reads as missing: the mistake is already reported.
-        let consequence = removed.iter().any(|k| e.message().contains(&format!("missing field `{k}`")));
-        if !consequence {
-            found.mistakes.push(locate(text, &e, key.as_deref()));
-        }
+        found.mistakes.push(locate(text, &e, key.as_deref()));
         let key = key?;
         if let Some(meant) = meant_key(e.message()) {
             found.removed.push((span.start, meant));

@@ -97,14 +97,13 @@ pub fn run(command: &[String], env: &[(&'static str, String)], phase: &str, stop
     if status.success() {
         return Ok(());
     }
-    let output = std::process::Output { status, stdout: Vec::new(), stderr: stderr_bytes };
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&stderr_bytes);
     let mut cut = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
     while !stderr.is_char_boundary(cut) {
         cut += 1;
     }
     let tail = &stderr[cut..];
-    Err(format!("phase \"{phase}\": before command {shown} failed ({}); its stderr: {}", output.status, tail.trim()))
+    Err(format!("phase \"{phase}\": before command {shown} failed ({status}); its stderr: {}", tail.trim()))
 }
 
 #[cfg(test)]

@@ -16,6 +16,17 @@ pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// Whether `replace(path, …)` could write there: its temporary sibling is made and removed
+/// again. For output asked for on the command line, checked before minutes of work, not after.
+pub fn check_writable(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Err(std::io::Error::other("it is a directory; give a file name"));
+    }
+    let tmp = tmp_path(path);
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    std::fs::remove_file(&tmp)
+}
+
 /// The temporary sibling of `path`: its name, this process's id, a number and `.tmp`, so that
 /// two writers (processes, or threads of one) never write into one temporary file or rename
 /// it from under each other: the last rename wins whole.
@@ -38,6 +49,9 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         assert!(super::replace(&dir.path().join("missing/x"), b"three").is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(super::check_writable(&path).is_ok());
+        assert!(super::check_writable(dir.path()).is_err());
+        assert!(super::check_writable(&dir.path().join("missing/x")).is_err());
         // Two writers of one file never share a temporary name.
         assert_ne!(super::tmp_path(&path), super::tmp_path(&path));
     }

@@ -194,12 +194,20 @@ pub struct RunSettings {
     #[arg(long, value_delimiter = ',')]
     pub targets: Vec<String>,
     /// Override the job's seed.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seed, allow_hyphen_values = true)]
     pub seed: Option<u64>,
     /// End the run after this long (e.g. 10m): the case running then fails and no other starts,
     /// and an operation blocked past it (no op_timeout) ends the process with the report kept.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub timeout: Option<String>,
+}
+
+/// `--seed`: a whole number, said in our words rather than clap's "invalid digit found in string".
+fn parse_seed(text: &str) -> Result<u64, String> {
+    text.trim().parse().map_err(|_| {
+        let why = if text.trim().starts_with('-') { "is negative" } else { "is not a whole number" };
+        format!("\"{text}\" {why}; a seed is a whole number from 0 to {}", u64::MAX)
+    })
 }
 
 /// The `--timeout` of `run`, `recipe run` and `fio`: a positive duration, if given.

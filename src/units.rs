@@ -78,7 +78,8 @@ fn exact_product(number: &str, factor: u64) -> Result<u64, &'static str> {
 
 fn parse_with_units(text: &str, units: &[(&str, u64)], what: &str, example: &str) -> Result<u64, UnitError> {
     let trimmed = text.trim();
-    if trimmed.starts_with('-') {
+    // "-5s" is negative; "--no-progress" (a flag taken as the value) is no number at all.
+    if trimmed.strip_prefix('-').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.')) {
         return Err(UnitError(format!("{what} \"{text}\" is negative; use a value like {example}")));
     }
     let (number, unit) = split_number(trimmed);

@@ -805,6 +805,10 @@ fn fio_checks_its_output_flags_first_and_leaves_no_work_dir_for_a_directory_targ
         (&["--iodepth", "-1"][..], "field `--iodepth`: \"-1\" is not a count; use whole numbers of 1 or more"),
         (&["--repeat", "-1"][..], "-1 is not in 1..=100"),
         (&["--timeout", "0s", "--dry-run"][..], "--timeout: 0 s leaves no time to run"),
+        // Negative durations and empty list items are our own checks' too.
+        (&["--fs-size", "-1GiB", "--fs", "tmpfs"][..], "field `--fs-size`: size \"-1GiB\" is negative"),
+        (&["--bs", "4KiB,,8KiB"][..], "field `--bs`: \"4KiB,,8KiB\" has an empty item"),
+        (&["--csv", "t"][..], "--csv t: is a directory; give a file name"),
     ] {
         let out = stowbench(dir.path(), &[&base[..], extra].concat());
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -850,6 +854,24 @@ fn cleanup_of_a_file_or_a_missing_path_is_bad_input() {
     assert!(dir.path().join("job.toml").exists());
 }
 
+/// `run`'s values that start with '-' reach stowbench's own checks, in its words, not clap's
+/// "unexpected argument" or "invalid digit found in string"; nothing runs.
+#[test]
+fn run_says_what_is_wrong_with_a_negative_timeout_or_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (&["--timeout", "-5s"][..], "--timeout: duration \"-5s\" is negative"),
+        (&["--timeout", "--no-progress"][..], "--timeout: duration \"--no-progress\" does not start with a number"),
+        (&["--seed", "-1"][..], "\"-1\" is negative; a seed is a whole number from 0 to 18446744073709551615"),
+        (&["--seed", "x1"][..], "\"x1\" is not a whole number"),
+    ] {
+        let out = stowbench(dir.path(), &[&["run", "--out", "res"][..], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+        assert!(!dir.path().join("res").exists(), "{args:?}: nothing ran");
+    }
+}
+
 /// `backends --uri`: a URI no listed backend takes is refused (exit 2) without being echoed,
 /// and a server that does not answer gives exit 1, for scripts that check before a run.
 #[test]
@@ -885,6 +907,32 @@ fn backends_uri_refuses_what_it_cannot_check_and_fails_when_the_server_is_down()
     let out = stowbench(dir.path(), &["backends", "gridfs", "--uri", "mongodb://bob:S3cretPW@/db"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("server: INVALID URI mongodb://bob:<redacted>@/db") && !text(&out).contains("S3cretPW"), "{}", text(&out));
+    // A URI the driver cannot use (no host for postgres, a parameter the MySQL driver does not
+    // know) is bad input before any connection: the same whether or not a server runs there.
+    let unusable = [
+        ("postgres", "postgres://bob:S3cretPW@/db", "it names no host; give postgres://user@HOST:5432/db"),
+        ("mariadb", "mysql://bob:S3cretPW@127.0.0.1:1/db?ssl-mode=REQUIRED", "Unknown URL parameter `ssl-mode'"),
+    ];
+    for (backend, uri, why) in unusable {
+        let out = stowbench(dir.path(), &["backends", backend, "--uri", uri]);
+        assert_eq!(out.status.code(), Some(2), "{uri}: {}", text(&out));
+        assert!(text(&out).contains("server: INVALID URI ") && text(&out).contains(why) && !text(&out).contains("S3cretPW"), "{}", text(&out));
+        let job = format!(
+            "version = 1\n[[target]]\nbackend = \"{backend}\"\nuri = \"{uri}\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n"
+        );
+        std::fs::write(dir.path().join("unusable.toml"), job).unwrap();
+        let out = stowbench(dir.path(), &["validate", "unusable.toml"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(&format!("unusable.toml:4:1: target \"{backend}\": option \"uri\": ")), "{}", text(&out));
+        assert!(text(&out).contains("is not a usable URI") && text(&out).contains(why) && !text(&out).contains("S3cretPW"), "{}", text(&out));
+    }
+    // A layout mistake shows while the server is down too: it is checked before connecting.
+    let job = "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"postgres://bob@127.0.0.1:1/db\"\npartitions = 2000\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("layout.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["validate", "layout.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("layout.toml:5:1: target \"postgres\": option \"partitions\": 2000 is too many"), "{}", text(&out));
 }
 
 /// A case that failed before some of its phases reads "failed" in each of them, in their own

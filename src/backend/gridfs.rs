@@ -142,7 +142,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let shared = Shared {
         endpoint: server::endpoint(&options, "gridfs", &SERVER)?,
-        connect_timeout: Nanos(5_000_000_000),
+        connect_timeout: server::PROBE_TIMEOUT,
         operation_timeout: Nanos(0),
         database: String::new(),
         bucket: String::new(),

@@ -124,6 +124,7 @@ pub struct MariaBackend {
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("mariadb", OPTIONS)?;
     let endpoint = server::endpoint(options, "mariadb", &SERVER)?;
+    driver_opts(&endpoint).map_err(|e| endpoint.unusable(options, endpoint.secrets.scrub(&e.to_string())))?;
     let own = MariaOptions::read(options)?;
     let engine = own.engine.clone();
     if engine.is_empty() || !engine.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -213,7 +214,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
     let options = Options::new("probe", "", [("uri".to_string(), toml::Value::String(uri.into()))].into_iter().collect());
     let shared = Shared {
         endpoint: server::endpoint(&options, "mariadb", &SERVER)?,
-        connect_timeout: Nanos(5_000_000_000),
+        connect_timeout: server::PROBE_TIMEOUT,
         statement_timeout: Nanos(0),
         table: String::new(),
         max_object_bytes: 0,
@@ -232,21 +233,28 @@ fn words(e: &mysql::Error) -> String {
         mysql::Error::CodecError(e) => e.to_string(),
         mysql::Error::MySqlError(e) => e.to_string(),
         mysql::Error::DriverError(e) => e.to_string(),
-        mysql::Error::UrlError(e) => format!("not a usable URI: {e}"),
+        mysql::Error::UrlError(e) => format!("the URI {}: {e}", server::UNUSABLE_URI),
         other => other.to_string(),
     }
+}
+
+/// The driver's options from the endpoint's URI, or why the driver cannot use it (an unknown
+/// parameter, a bad value), found without connecting.
+fn driver_opts(endpoint: &server::Endpoint) -> Result<Opts, mysql::UrlError> {
+    // The driver knows only mysql://; mariadb:// (accepted for MariaDB's users) means the same.
+    let uri = match endpoint.uri.strip_prefix("mariadb://") {
+        Some(rest) => format!("mysql://{rest}"),
+        None => endpoint.uri.clone(),
+    };
+    Opts::from_url(&uri)
 }
 
 impl Shared {
     fn connect(&self) -> BResult<Conn> {
         let fail =
             |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("mariadb", &self.endpoint, &format!("cannot connect: {e}")));
-        // The driver knows only mysql://; mariadb:// (accepted for MariaDB's users) means the same.
-        let uri = match self.endpoint.uri.strip_prefix("mariadb://") {
-            Some(rest) => format!("mysql://{rest}"),
-            None => self.endpoint.uri.clone(),
-        };
-        let opts = Opts::from_url(&uri).map_err(|e| fail(&e))?;
+        let opts = driver_opts(&self.endpoint)
+            .map_err(|e| BackendError::new(ErrorKind::Connection, server::context("mariadb", &self.endpoint, &words(&mysql::Error::UrlError(e)))))?;
         // TCP as the URI says: the crate would otherwise switch to the server's Unix socket when
         // it finds one, which measures a different transport than the other server backends.
         let timeout = std::time::Duration::from_nanos(self.connect_timeout.0);

@@ -139,8 +139,16 @@ pub struct PgBackend {
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("postgres", OPTIONS)?;
     let endpoint = server::endpoint(options, "postgres", &SERVER)?;
+    driver_config(&endpoint).map_err(|why| endpoint.unusable(options, why))?;
     let own = PgOptions::read(options)?;
     let mode = own.mode;
+    if Layout::check(options)? > 0 && mode == Mode::Lo {
+        return Err(format!(
+            "target \"{}\": options \"partitions\"/\"tablespaces\" need mode = \"bytea\" or \"file\": large objects live in \
+             pg_largeobject, which cannot be partitioned or moved to a tablespace",
+            options.target
+        ));
+    }
     let external_storage = own.storage == Storage::External;
     let chunk = own.chunk_size.0;
     if !(8192..=(256 << 20)).contains(&chunk) {
@@ -186,13 +194,6 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let server_pid = shared.endpoint.server_pid(postmaster)?;
     let data_dir = shared.endpoint.data_dir(settings.get("data_directory").cloned())?;
     shared.layout = Layout::from_options(options, ns, &server::owned_name(ns), data_dir.as_deref())?;
-    if shared.layout.partitioned() && mode == Mode::Lo {
-        return Err(format!(
-            "target \"{}\": options \"partitions\"/\"tablespaces\" need mode = \"bytea\" or \"file\": large objects live in \
-             pg_largeobject, which cannot be partitioned or moved to a tablespace",
-            options.target
-        ));
-    }
     let waits = (wait_sample_ns > 0).then(|| WaitSampler::new(wait_sample_ns));
     Ok(Box::new(PgBackend {
         shared: Arc::new(shared),
@@ -225,7 +226,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
     let endpoint = server::endpoint(&options, "postgres", &SERVER)?;
     let shared = Shared {
         endpoint,
-        connect_timeout: Nanos(5_000_000_000),
+        connect_timeout: server::PROBE_TIMEOUT,
         statement_timeout: Nanos(0),
         mode: Mode::Bytea,
         table: String::new(),
@@ -241,11 +242,24 @@ pub fn probe(uri: &str) -> Result<String, String> {
     Ok(format!("PostgreSQL {version}"))
 }
 
+/// The driver's configuration from the endpoint's URI, or why the driver cannot use it, found
+/// without connecting.
+fn driver_config(endpoint: &Endpoint) -> Result<postgres::Config, String> {
+    let config: postgres::Config = endpoint.uri.parse().map_err(|e| endpoint.secrets.scrub(&server::chain(&e)))?;
+    // libpq would take an empty host as its local socket; this driver has no such default.
+    if config.get_hosts().is_empty() {
+        return Err("it names no host; give postgres://user@HOST:5432/db, or add ?host=/var/run/postgresql for a local socket".into());
+    }
+    Ok(config)
+}
+
 impl Shared {
     fn connect(&self) -> BResult<Client> {
         let fail =
             |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("cannot connect: {e}")));
-        let mut config: postgres::Config = self.endpoint.uri.parse().map_err(|e| fail(&server::chain(&e)))?;
+        let mut config = driver_config(&self.endpoint).map_err(|why| {
+            BackendError::new(ErrorKind::Connection, server::context("postgres", &self.endpoint, &format!("the URI {}: {why}", server::UNUSABLE_URI)))
+        })?;
         let timeout = std::time::Duration::from_nanos(self.connect_timeout.0);
         config.connect_timeout(timeout).application_name("stowbench");
         let outcome = server::within_connect_timeout("postgres", &self.endpoint, timeout, move || Ok(config.connect(NoTls)))?;

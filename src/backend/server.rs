@@ -206,10 +206,36 @@ impl Secrets {
     pub fn scrub(&self, text: &str) -> String {
         let mut out = redact(text);
         for secret in &self.0 {
-            out = out.replace(secret.as_str(), REDACTED);
+            out = match secret.chars().count() < SHORT_SECRET_CHARS {
+                true => replace_standalone(&out, secret),
+                false => out.replace(secret.as_str(), REDACTED),
+            };
         }
         out
     }
+}
+
+/// Secrets shorter than this are hidden only where they stand alone: a password "p" cut out of
+/// every word would leave "<redacted>ostgres://" in each message, and the words around it are
+/// what a driver writes around a password it echoes (`:p@`, `password=p `, quotes).
+const SHORT_SECRET_CHARS: usize = 6;
+
+/// `text` with each occurrence of `secret` not touching a letter or digit on either side replaced.
+fn replace_standalone(text: &str, secret: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(secret) {
+        let (before, after) = (&rest[..at], &rest[at + secret.len()..]);
+        let touches = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        out.push_str(before);
+        out.push_str(match touches(before.chars().next_back()) || touches(after.chars().next()) {
+            true => secret,
+            false => REDACTED,
+        });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 fn is_secret_name(name: &str) -> bool {
@@ -349,6 +375,27 @@ pub fn host_port(uri: &str, default_port: u16) -> Option<(String, u16)> {
         None => default_port,
     };
     Some((host, port))
+}
+
+/// How long `stowbench backends` and the checks that tell "nothing answers" from "refused" wait
+/// for a server: a listing must not hang on one, and a server on this network answers in less.
+pub const PROBE_TIMEOUT: crate::units::Nanos = crate::units::Nanos(5_000_000_000);
+
+/// What a server backend says of a URI its driver cannot use at all, found before connecting:
+/// stowbench's own words, so `validate`, `run` and `backends --uri` call it bad input (exit 2)
+/// whether or not a server answers there.
+pub const UNUSABLE_URI: &str = "is not a usable URI";
+
+impl Endpoint {
+    /// Why the URI cannot be used, located where it was given: at the target's `uri` line, or
+    /// naming the environment variable it came from. `why` must hold no secret (scrub a driver's
+    /// words first: scrubbing stowbench's own would also cut a short password out of every word).
+    pub fn unusable(&self, options: &super::options::Options, why: impl std::fmt::Display) -> String {
+        match self.given.uri.is_some() {
+            true => options.bad("uri", format!("{} {UNUSABLE_URI}: {why}", self.shown)),
+            false => format!("target \"{}\": {} ({}) {UNUSABLE_URI}: {why}", options.target, self.shown, self.source),
+        }
+    }
 }
 
 /// What `within_connect_timeout` says of a listener that never answered: stowbench's own words,
@@ -581,6 +628,9 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
                     Reach::Invalid,
                 ));
             };
+            if e.contains(UNUSABLE_URI) {
+                return Some((format!("INVALID URI {shown} ({source}): {}", secrets.scrub(e)), Reach::Invalid));
+            }
             let (state, why) = match nothing_answers(&uri, p.default_port) {
                 None if e.contains(NO_ANSWER) => ("NOT ANSWERING", String::new()),
                 None => ("REFUSED (the server answers, but not to this URI)", String::new()),
@@ -613,7 +663,7 @@ impl NothingAnswers {
 /// names none); None when something does, or when the URI names no host.
 pub fn nothing_answers(uri: &str, default_port: u16) -> Option<NothingAnswers> {
     let (host, port) = host_port(uri, default_port)?;
-    let why = tcp_reach(&host, port, std::time::Duration::from_secs(5)).err()?;
+    let why = tcp_reach(&host, port, PROBE_TIMEOUT.duration()).err()?;
     Some(NothingAnswers { at: format!("{host}:{port}"), why })
 }
 
@@ -689,6 +739,15 @@ mod tests {
             let scrubbed = Secrets::from_uri(uri).scrub(&said);
             assert!(!scrubbed.contains(secret), "{uri}: {scrubbed}");
         }
+    }
+
+    #[test]
+    fn a_short_password_is_hidden_where_it_stands_alone_not_inside_words() {
+        let secrets = Secrets::from_uri("postgres://u:p@/db");
+        let said = "postgres://u:p@/db names no host; connecting with password p (\"p\") failed";
+        assert_eq!(secrets.scrub(said), "postgres://u:<redacted>@/db names no host; connecting with password <redacted> (\"<redacted>\") failed");
+        // At six characters and more, a secret is hidden wherever it appears.
+        assert_eq!(Secrets::from_uri("mysql://u:secret@h/db").scrub("xsecretx"), "x<redacted>x");
     }
 
     #[test]

@@ -27,25 +27,25 @@ pub struct FioArgs {
     #[arg(long, default_value = "randread")]
     pub rw: String,
     /// Block sizes with units, e.g. 8KiB,64KiB,512KiB or 4KiB..1MiB.
-    #[arg(long, default_value = "4KiB")]
+    #[arg(long, default_value = "4KiB", allow_hyphen_values = true)]
     pub bs: String,
     /// Thread counts, e.g. 1,4 or 1..64.
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
     pub numjobs: String,
     /// Outstanding I/O per thread, e.g. 1..128.
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
     pub iodepth: String,
     /// Files per thread, e.g. 1,2,4,8,16.
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
     pub nrfiles: String,
     /// Bytes of file data per thread (split over nrfiles), e.g. 64MiB or 50MB,1GiB.
-    #[arg(long, default_value = "256MiB")]
+    #[arg(long, default_value = "256MiB", allow_hyphen_values = true)]
     pub size: String,
     /// Measured time per case, e.g. 30s.
-    #[arg(long, default_value = "30s")]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true)]
     pub runtime: String,
     /// Warm-up per case before measuring, e.g. 2s.
-    #[arg(long, default_value = "2s")]
+    #[arg(long, default_value = "2s", allow_hyphen_values = true)]
     pub ramp_time: String,
     /// Existing directories to test (repeatable); stowbench works in a marked subdirectory.
     #[arg(long)]
@@ -54,13 +54,13 @@ pub struct FioArgs {
     #[arg(long)]
     pub fs: Option<String>,
     /// Size of each made filesystem.
-    #[arg(long, default_value = "2GiB")]
+    #[arg(long, default_value = "2GiB", allow_hyphen_values = true)]
     pub fs_size: String,
     /// Extra mkfs options for made filesystems (one string, split on spaces).
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub mkfs_options: String,
     /// Mount options for made filesystems, e.g. noatime.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub mount_options: String,
     /// fio ioengine: libaio, io_uring, psync, sync, posixaio, null.
     #[arg(long, default_value = "libaio")]
@@ -81,7 +81,7 @@ pub struct FioArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Extra raw fio option key=value (repeatable), checked by fio --parse-only.
-    #[arg(long = "fio-option")]
+    #[arg(long = "fio-option", allow_hyphen_values = true)]
     pub fio_option: Vec<String>,
     /// Print the job files (checked with fio --parse-only when fio is installed) and run nothing.
     #[arg(long)]
@@ -110,7 +110,7 @@ pub struct FioArgs {
     #[arg(long)]
     pub no_histogram: bool,
     /// Time limit per case, e.g. 10m (default: ramp + runtime + 60 s + layout time).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub timeout: Option<String>,
     /// Where the report goes, how it is printed.
     #[command(flatten)]
@@ -148,6 +148,10 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
         if !parent.is_dir() {
             return Err(Error::bad_input(format!("--csv {}: {} is not an existing directory; create it or fix the path", path.display(), parent.display())));
         }
+        if path.is_dir() {
+            return Err(Error::bad_input(format!("--csv {}: is a directory; give a file name, e.g. {}", path.display(), path.join("charts.csv").display())));
+        }
+        crate::atomic_file::check_writable(path).map_err(|e| Error::environment(format!("--csv {}: cannot be written: {e}", path.display())))?;
     }
     let timeout = crate::cli::run_timeout(args.timeout.as_deref())?;
     if args.dry_run {
@@ -200,7 +204,7 @@ impl FioArgs {
             .and_then(|v| v.into_iter().map(|n| u32::try_from(n).map_err(|_| format!("{n} is too large"))).collect::<Result<Vec<u32>, String>>())
             .map_err(|e| bad(field, e))
         };
-        let rw = split(&self.rw).map(RwMode::parse).collect::<Result<Vec<_>, _>>().map_err(|e| bad("rw", e))?;
+        let rw = split(&self.rw).and_then(|items| items.into_iter().map(RwMode::parse).collect::<Result<Vec<_>, _>>()).map_err(|e| bad("rw", e))?;
         Ok(FioSweep {
             name: self.name.clone(),
             target: self.targets()?,
@@ -231,7 +235,7 @@ impl FioArgs {
         }
         if let Some(list) = &self.fs {
             let size = ByteSize::parse(&self.fs_size).map_err(|e| bad("fs-size", e.0))?;
-            for name in split(list) {
+            for name in split(list).map_err(|e| bad("fs", e))? {
                 let fs = FsKind::parse(name).map_err(|e| bad("fs", e))?;
                 let mkfs_options = if fs == FsKind::Tmpfs { String::new() } else { self.mkfs_options.clone() };
                 targets.push(TargetSpec::Fs { fs, size, mkfs_options, mount_options: self.mount_options.clone(), label: fs.name().into() });
@@ -268,14 +272,20 @@ impl FioArgs {
     }
 }
 
-fn split(text: &str) -> impl Iterator<Item = &str> {
-    text.split(',').map(str::trim).filter(|t| !t.is_empty())
+/// The comma-separated items of a flag. An empty one ("4KiB,,8KiB", "1,") is refused: it is a
+/// slip more often than a meaning, and fio's own "bs=4k,,8k" means something else entirely.
+fn split(text: &str) -> Result<Vec<&str>, String> {
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.len() > 1 && items.iter().any(|t| t.is_empty()) {
+        return Err(format!("\"{text}\" has an empty item between or after its commas; remove the extra comma"));
+    }
+    Ok(items.into_iter().filter(|t| !t.is_empty()).collect())
 }
 
 /// Parses "a,b,c" and doubling ranges "A..B" (A, 2A, 4A, … up to B).
 pub fn parse_list(text: &str, parse: impl Fn(&str) -> Result<u64, String>, show: impl Fn(u64) -> String) -> Result<Vec<u64>, String> {
     let mut values = Vec::new();
-    for item in split(text) {
+    for item in split(text)? {
         match item.split_once("..") {
             Some((low, high)) => {
                 let (low, high) = (parse(low.trim())?, parse(high.trim())?);

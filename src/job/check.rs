@@ -37,7 +37,10 @@ impl Ctx<'_> {
     /// None when the parser already reported a mistake in that field.
     fn field(&self, table: &Span, what: &str, field: &str, message: impl std::fmt::Display) -> Option<Mistake> {
         let key = field.split('.').next().unwrap_or(field);
-        if self.removed.iter().any(|(start, k)| *start == table.start && k == key) {
+        // A workload's sizes are given one way or the other: after a mistaken size_dist, "no
+        // sizes" would only repeat it.
+        let keys: &[&str] = if matches!(key, "sizes" | "size_dist") { &["sizes", "size_dist"] } else { std::slice::from_ref(&key) };
+        if self.removed.iter().any(|(start, k)| *start == table.start && keys.contains(&k.as_str())) {
             return None;
         }
         let offset = key_offset(self.text, table.start, key).unwrap_or(table.start);
@@ -605,6 +608,9 @@ fn objects_for(w: &WorkloadSpec, size: &SizeSpec) -> Result<u64, (&'static str, 
     let objects = match (w.objects, w.dataset) {
         (Some(_), Some(_)) => return Err(("objects", "use either objects or dataset, not both".into())),
         (Some(n), None) => n,
+        (None, Some(dataset)) if dataset.0 == 0 => {
+            return Err(("dataset", "0 bytes hold no objects; give the data a case should hold, e.g. dataset = \"64MiB\"".into()))
+        }
         (None, Some(dataset)) => {
             let lo = w.min_objects.unwrap_or(16);
             let hi = w.max_objects.unwrap_or(100_000);
@@ -686,6 +692,8 @@ mod tests {
         assert_eq!(p.cases[0].objects, 1000);
         assert_eq!(p.cases[1].objects, 16);
         assert!(p.workloads[0].preload, "a get-first workload preloads");
+        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\ndataset = \"0\"\nphases = [\"put\"]\n")).unwrap_err();
+        assert!(err.contains("field \"dataset\": 0 bytes hold no objects"), "{err}");
     }
 
     #[test]

@@ -141,7 +141,9 @@ pub fn read(path: &Path) -> Result<RunReport, String> {
         return Err(reports_under(path));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read report {}: {e}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+    // An editor that saved the file as "UTF-8 with BOM" changed nothing a reader cares about.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
     let mut value = value;
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(version) if version == u64::from(SCHEMA_VERSION) => {}
@@ -171,7 +173,12 @@ pub fn read(path: &Path) -> Result<RunReport, String> {
             ))
         }
     }
-    serde_json::from_value(value).map_err(|e| format!("{} is not a stowbench report: {e}", path.display()))
+    // The JSON path of the first field that does not fit ("cases[3].repeats[0].ops_per_s"),
+    // so an edited or truncated report says where to look.
+    serde_path_to_error::deserialize(value).map_err(|e| match e.path().to_string() {
+        at if at == "." => format!("{} is not a stowbench report: {}", path.display(), e.inner()),
+        at => format!("{} is not a stowbench report: at {at}: {}", path.display(), e.inner()),
+    })
 }
 
 fn upgrade_from_v1(value: &mut serde_json::Value) -> Result<(), serde_json::Error> {

@@ -435,7 +435,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
 /// URI's host and port, or when something accepts it and never answers, is it the machine's
 /// (environment): the kind rests on those answers, never on a driver's wording.
 pub fn construct_failure(kind: &BackendKind, target: &TargetPlan, message: String) -> Error {
-    if target.options.names_own_option(&message) {
+    if target.options.names_own_option(&message) || message.contains(backend::server::UNUSABLE_URI) {
         return Error::bad_input(message);
     }
     let message = target.options.locate_target_message(&message);

@@ -56,8 +56,14 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// Reads and checks the options; `owned` is the case's owned name on the server.
-    pub fn from_options(options: &Options, ns: &Namespace, owned: &str, data_dir: Option<&Path>) -> Result<Layout, String> {
+    /// The options' checks that need no server, run before connecting so that a mistake shows
+    /// while the server is down too: the number of partitions (0 for a plain table), or why not.
+    pub fn check(options: &Options) -> Result<u64, String> {
+        Self::read_checked(options).map(|(_, partitions, _)| partitions)
+    }
+
+    /// Tablespaces, partitions and the tablespace directories, checked against each other.
+    fn read_checked(options: &Options) -> Result<(u64, u64, Vec<PathBuf>), String> {
         let bad = |name: &str, why: String| format!("target \"{}\": option \"{name}\": {why}", options.target);
         let own = LayoutOptions::read(options)?;
         let tablespaces = own.tablespaces;
@@ -78,6 +84,13 @@ impl Layout {
         if tablespaces == 0 && !dirs.is_empty() {
             return Err(bad("tablespace_dir", "is set but tablespaces = 0 makes none; set tablespaces = K or drop tablespace_dir".into()));
         }
+        Ok((tablespaces, partitions, dirs))
+    }
+
+    /// Reads and checks the options; `owned` is the case's owned name on the server.
+    pub fn from_options(options: &Options, ns: &Namespace, owned: &str, data_dir: Option<&Path>) -> Result<Layout, String> {
+        let bad = |name: &str, why: String| format!("target \"{}\": option \"{name}\": {why}", options.target);
+        let (tablespaces, partitions, dirs) = Self::read_checked(options)?;
         if tablespaces > 0 && data_dir.is_none() {
             return Err(bad(
                 "tablespaces",

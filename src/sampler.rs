@@ -122,6 +122,18 @@ pub fn cpu_ns_of(pids: &[u32]) -> u64 {
         .sum()
 }
 
+/// Bytes this process and the given ones have made the kernel fetch from the storage layer:
+/// `read_bytes` of /proc/PID/io (page-cache misses and their readahead; reads the page cache
+/// served are not in it). None when any of them cannot be read: a kernel without task I/O
+/// accounting, or another user's process without the privilege.
+pub fn device_read_bytes_of(pids: &[u32]) -> Option<u64> {
+    let read_bytes = |pid: String| -> Option<u64> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("read_bytes:")).and_then(|v| v.trim().parse().ok())
+    };
+    std::iter::once("self".to_string()).chain(pids.iter().map(u32::to_string)).map(read_bytes).sum()
+}
+
 /// Summed resident memory of the given processes, in bytes.
 pub fn rss_bytes_of(pids: &[u32]) -> u64 {
     // statm's second field is VmRSS in pages, in a line a tenth of the length of status.
@@ -215,6 +227,11 @@ impl ResourceSampler {
         }
         *self.server_roots.lock().expect("sampler lock") = new_roots;
         self.server_cpu_start = self.server_cpu_now();
+    }
+
+    /// Every process of the servers sampled now (after a restart, the new ones).
+    pub fn server_processes(&self) -> Vec<u32> {
+        self.server_roots.lock().expect("sampler lock").iter().flat_map(|r| process_tree(*r)).collect()
     }
 
     /// Server CPU used since sampling started (or the last restart), before a restart takes

@@ -273,7 +273,10 @@ pub fn mkdir_all(dir: &Path) -> BResult<()> {
     })
 }
 
-/// Sums allocated and apparent bytes of every file under `paths`.
+/// Allocated bytes of everything under `paths`, directories included, as `du -s` counts them;
+/// apparent bytes and the count of the regular files alone. Directories are the store's cost
+/// too: fs's fan-out directories take a block each, which at a few thousand small objects is as
+/// much space as the objects themselves.
 pub fn disk_usage_of(paths: &[PathBuf]) -> BResult<DiskUsage> {
     use std::os::unix::fs::MetadataExt;
     let mut usage = DiskUsage::default();
@@ -285,6 +288,7 @@ pub fn disk_usage_of(paths: &[PathBuf]) -> BResult<DiskUsage> {
             Err(e) => return Err(call_error("stat", &path, e)),
         };
         if meta.is_dir() {
+            usage.allocated_bytes += meta.blocks() * 512;
             let listing = |e| call_error("listing (open, readdir)", &path, e);
             for entry in fs::read_dir(&path).map_err(listing)? {
                 stack.push(entry.map_err(listing)?.path());

@@ -252,6 +252,13 @@ pub trait Backend: Send + Sync {
     fn reread_storage(&self) -> BResult<()> {
         Ok(())
     }
+    /// A cold phase is about to start and every session is closed: a backend that keeps stored
+    /// data in this process beyond its sessions — pack's mapped data files, whose pages the
+    /// kernel's cache drop cannot evict while they are mapped — lets it go, so that the phase
+    /// reads from the device.
+    fn release_cached_data(&self) -> BResult<()> {
+        Ok(())
+    }
     /// A virtual clock, for the `sim` backend only; real backends use the monotonic clock.
     fn clock(&self) -> Option<std::sync::Arc<dyn crate::clock::Clock>> {
         None

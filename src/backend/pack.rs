@@ -133,6 +133,13 @@ impl Backend for PackBackend {
         super::fs::disk_usage_of(std::slice::from_ref(&self.dir))
     }
 
+    fn release_cached_data(&self) -> BResult<()> {
+        if let Some(store) = self.store.lock().expect("pack backend lock").as_ref() {
+            store.release_mapped_pages();
+        }
+        Ok(())
+    }
+
     fn cleanup(&self) -> BResult<()> {
         // Close first so the lock is released; sessions still alive keep only unlinked files.
         // The files are about to go: closing need not write an index for them.

@@ -213,6 +213,16 @@ impl PackStore {
         self.mapped_reads.store(on, Ordering::Release);
     }
 
+    /// Takes every stripe's mapped pages out of the process (a cold phase is next: see
+    /// `View::release_pages`); a no-op for stripes never mapped.
+    pub fn release_mapped_pages(&self) {
+        for stripe in self.stripes.read().expect("pack stripes lock").iter() {
+            if let Some(Some(view)) = stripe.view.get() {
+                view.release_pages();
+            }
+        }
+    }
+
     /// Whether gets check each record's body hash. On (the default), a get streams only bytes
     /// it hashes and fails with `Corrupt` on a mismatch: with `pread`, one more pass over the
     /// data than an unchecked get (see `set_mapped_reads` for one pass). Off, a get trusts the disk and

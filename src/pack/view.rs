@@ -52,6 +52,19 @@ impl View {
     }
 }
 
+impl View {
+    /// Takes the mapped pages out of this process (`MADV_DONTNEED`): they stay in the page cache,
+    /// where a cache drop can now evict them, and the next read through the view faults them in
+    /// again from the file. The mapping itself stays, and reads through it still see the file.
+    pub fn release_pages(&self) {
+        // SAFETY: the range is exactly this mapping. For a shared file mapping, DONTNEED only
+        // drops page-table entries; the bytes a live slice points at read the same afterwards.
+        unsafe {
+            libc::madvise(self.base as *mut libc::c_void, VIEW_BYTES as usize, libc::MADV_DONTNEED);
+        }
+    }
+}
+
 impl Drop for View {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly what `map` mapped; no slice of it outlives `&self`.

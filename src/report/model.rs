@@ -496,6 +496,12 @@ pub struct PhaseResult {
     /// did not start is never restarted: its cache stays warm (a `server_cache_warm` warning).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub server_restarted: bool,
+    /// Bytes fetched from the storage layer during the measured part of the phase, by the
+    /// client process and the server's processes (`read_bytes` of /proc/PID/io: page-cache
+    /// misses and their readahead): how much of a "cold" phase really came from the device.
+    /// Absent where the kernel does not say, and in multi-process runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_read_bytes: Option<u64>,
     /// Workers that stopped early because every operation they tried failed for the workload's
     /// `give_up_after` (a dead server); the phase ended when all had stopped.
     #[serde(default, skip_serializing_if = "is_zero_u32")]

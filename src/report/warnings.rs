@@ -48,6 +48,8 @@ pub enum WarningKind {
     WarmCache,
     /// Cold read phases on a server stowbench did not start: its own cache stayed warm.
     ServerCacheWarm,
+    /// A cold read phase fetched less than half of what it read from the storage layer.
+    ColdReadsFromMemory,
     /// The machine evicts idle memory, page cache included.
     IdleMemoryEviction,
     /// ext4 without a journal slows file creation after mass deletion.
@@ -520,6 +522,45 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
                 "Restart the server before the read phase yourself, or start it with scripts/services.sh so stowbench restarts it",
             )
             .cases(server_warm),
+        );
+    }
+    // Too little for the page cache's granularity and readahead to say anything below this.
+    const COLD_CHECK_MIN_BYTES: u64 = 1 << 20;
+    let mut from_memory: Vec<String> = Vec::new();
+    let mut example = String::new();
+    for c in &report.cases {
+        let fetched_little = |p: &&super::model::PhaseResult| {
+            let got = p.ops.get("get").map_or(0, |o| o.bytes);
+            p.cache_state == "cold" && got >= COLD_CHECK_MIN_BYTES && p.device_read_bytes.is_some_and(|read| read < got / 2)
+        };
+        if let Some(p) = c.phases.iter().find(fetched_little) {
+            if example.is_empty() {
+                let got = p.ops.get("get").map_or(0, |o| o.bytes);
+                example = format!(
+                    "{} {}: {} of {}",
+                    c.case_id,
+                    p.phase,
+                    crate::units::format_bytes(p.device_read_bytes.unwrap_or(0)),
+                    crate::units::format_bytes(got)
+                );
+            }
+            from_memory.push(c.case_id.clone());
+        }
+    }
+    if !from_memory.is_empty() {
+        out.push(
+            Warning::new(
+                WarningKind::ColdReadsFromMemory,
+                format!(
+                    "{} case(s) read \"cold\" but fetched less than half of what they got from the storage layer (e.g. {}): the rest \
+                     came from memory",
+                    from_memory.len(),
+                    example
+                ),
+                "Check where the data lives (tmpfs has no device) and whether a cache stowbench cannot empty served it (a server it did \
+                 not start)",
+            )
+            .cases(from_memory),
         );
     }
     if let Some(reclaim) = &report.environment.page_cache_reclaim {

@@ -659,27 +659,37 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
             hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label, interrupted)?;
             backend.reread_storage().map_err(|e| format!("after the `before` command of phase {}, reading the storage again failed: {e}", phase.label))?;
         }
-        let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
-        let mut server_restarted = false;
-        if dropped {
-            if let Some(service) = backend.script_service() {
-                // The connections die with the server: close them first, open new ones after
-                // (not timed, as at the start of the case).
-                sessions.clear();
-                catalogs.clear();
-                let banked = sampler.server_cpu_before_restart();
-                let pid = service.restart()?;
-                sampler.replace_server(banked, pid.into_iter().collect());
-                (sessions, catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut Vec::new())?;
-                server_restarted = true;
-            }
-            crate::host::drop_caches()?;
-        }
+        // The warm-up comes first: it reads the data, so a cache emptied before it would be full
+        // again when the measured part starts.
         if let Some(warmup) = phase.warmup {
             run.phase(phase, warmup, true, &mut sessions, &mut catalogs)?;
         }
+        let dropped = workload.cold_cache && phase.mix.iter().any(|(op, _)| *op != Op::Put);
+        let mut server_restarted = false;
+        if dropped {
+            // Caches inside this process go too: a connection's own page cache (SQLite's holds
+            // the last ~2 MB a session touched) and mapped data files, which the kernel does not
+            // drop while they are mapped. The sessions are closed and opened again after the
+            // drop, untimed, as at the start of the case; a server restart needs that anyway.
+            sessions.clear();
+            catalogs.clear();
+            backend.release_cached_data().map_err(|e| format!("before the cold phase {}, releasing cached data failed: {e}", phase.label))?;
+            if let Some(service) = backend.script_service() {
+                let banked = sampler.server_cpu_before_restart();
+                let pid = service.restart()?;
+                sampler.replace_server(banked, pid.into_iter().collect());
+                server_restarted = true;
+            }
+            crate::host::drop_caches()?;
+            (sessions, catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut Vec::new())?;
+        }
         let stop = phase::effective_stop(phase.stop, case.objects);
+        // One process's counters say nothing of the other ranks' reads.
+        let io_processes = (run.ranks.size() == 1).then(|| sampler.server_processes());
+        let reads_before = io_processes.as_deref().and_then(crate::sampler::device_read_bytes_of);
         let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
+        measured.device_read_bytes =
+            reads_before.zip(io_processes.as_deref().and_then(crate::sampler::device_read_bytes_of)).map(|(before, after)| after.saturating_sub(before));
         measured.cache_state = if direct {
             "direct"
         } else if dropped {

@@ -36,6 +36,7 @@ fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
         verification_ns: 0,
         cache_state: "warm".into(),
         server_restarted: false,
+        device_read_bytes: None,
         gave_up_workers: 0,
         idle_workers: 0,
         open_loop: None,

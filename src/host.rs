@@ -119,9 +119,11 @@ pub fn filesystem_of(path: &Path) -> Option<FilesystemInfo> {
     let mut fs = FilesystemInfo {
         path: path.display().to_string(),
         mount_point: mount.mount_point.display().to_string(),
+        // The filesystem's own options too (discard, data=, commit=, barrier): they change what a
+        // put, a delete or an fsync costs, and `mount` shows them on the same line.
+        mount_options: mount.effective_options(),
         fs_type: mount.fs_type,
         source: mount.source,
-        mount_options: mount.mount_options,
         journal: None,
     };
     if fs.fs_type == "ext4" {
@@ -198,6 +200,13 @@ mod tests {
         let fs = filesystem_of(Path::new("/")).unwrap();
         assert_eq!(fs.mount_point, "/");
         assert!(!fs.fs_type.is_empty());
+        // The filesystem's own options are there too, as /proc/mounts shows them.
+        let listed = std::fs::read_to_string("/proc/mounts").unwrap();
+        // The last line for "/" is the mount in effect (a container lists the ones beneath first).
+        let line = listed.lines().rfind(|l| l.split(' ').nth(1) == Some("/")).unwrap();
+        for option in line.split(' ').nth(3).unwrap().split(',') {
+            assert!(fs.mount_options.split(',').any(|o| o == option), "{option} missing from {}", fs.mount_options);
+        }
     }
 
     #[test]

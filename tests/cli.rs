@@ -1192,3 +1192,26 @@ fn a_cold_phase_reads_from_the_device_after_its_warm_up_and_with_no_cache_in_the
     let warnings = report["warnings"].as_array().unwrap();
     assert!(!warnings.iter().any(|w| w["kind"] == "cold_reads_from_memory"), "{warnings:?}");
 }
+
+/// The null backend's "hundreds of GB/s" are stowbench's own ceiling, not a storage result: beside
+/// a real backend it is shown but never named the winner, in the table or in the headlines.
+#[test]
+fn a_test_tool_is_shown_but_never_ranked_against_a_real_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"null\"\n[[target]]\nbackend = \"fs\"\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"64KiB\", \"1MiB\"]\nobjects = 10\nphases = [\"put\", \"get\"]\n";
+    std::fs::write(dir.path().join("null.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "null.toml", "--no-progress", "--work-dir", ".", "--out", "res"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("  64KiB") || l.starts_with("  1MiB")).collect();
+    assert_eq!(rows.len(), 4, "{table}");
+    for row in rows {
+        assert!(row.ends_with("fs (only storage result; null: test tool, not ranked)"), "{row}");
+    }
+    let report = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path().join("report.json");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    for headline in report["headlines"].as_array().unwrap() {
+        assert_eq!(headline["winner"], "fs", "{headline}");
+    }
+}

@@ -214,7 +214,7 @@ fn cfb_error(e: std::io::Error, context: &str) -> BackendError {
 
 impl Backend for CfbBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities { concurrent_writers: false, ..Capabilities::default() }
+        Capabilities { concurrent_writers: false, concurrent_readers: false, ..Capabilities::default() }
     }
 
     fn describe(&self) -> BackendInfo {

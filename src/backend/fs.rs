@@ -420,6 +420,23 @@ mod tests {
         pub static DIR_FSYNCS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
+    /// Allocated bytes are `du -s`'s: directories' blocks count with the files'; apparent bytes
+    /// and the file count are the files' alone.
+    #[test]
+    fn disk_usage_counts_directories_blocks_as_du_does() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("objects");
+        std::fs::create_dir_all(root.join("ab/cd")).unwrap();
+        std::fs::write(root.join("ab/cd/x"), vec![7u8; 5000]).unwrap();
+        let blocks = |p: &Path| std::fs::metadata(p).unwrap().blocks() * 512;
+        let usage = disk_usage_of(std::slice::from_ref(&root)).unwrap();
+        let dirs = blocks(&root) + blocks(&root.join("ab")) + blocks(&root.join("ab/cd"));
+        // (On tmpfs directories take no blocks, and the sum below holds either way.)
+        assert_eq!(usage.allocated_bytes, dirs + blocks(&root.join("ab/cd/x")));
+        assert_eq!((usage.apparent_bytes, usage.files), (5000, 1));
+    }
+
     /// Directory fsyncs that `put`, then `delete`, of one object in a fresh fs target made.
     fn dir_fsyncs_of_put_and_delete(options: &str) -> (usize, usize) {
         let tmp = tempfile::tempdir().unwrap();

@@ -145,6 +145,9 @@ pub struct Capabilities {
     /// Whether several sessions may write at the same time (false: writes are serialized inside the
     /// backend and the wait is reported through `Session::wait_ns`).
     pub concurrent_writers: bool,
+    /// Whether several sessions may read at the same time (false: gets queue on the same lock
+    /// as writes, with the wait in `Session::wait_ns`: cfb, whose reads move shared state).
+    pub concurrent_readers: bool,
     /// Whether `delete` is supported (false: a delete is `Unsupported`).
     pub delete: bool,
     /// Whether a put on an existing key replaces it (false: such a put is `Unsupported` and the
@@ -167,6 +170,7 @@ impl Default for Capabilities {
             max_object_bytes: None,
             max_object_hint: None,
             concurrent_writers: true,
+            concurrent_readers: true,
             delete: true,
             overwrite: true,
             operation_deadline: false,

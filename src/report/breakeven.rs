@@ -44,7 +44,10 @@ pub fn compute(report: &RunReport) -> Vec<BreakEven> {
     let mut series: Series = BTreeMap::new();
     // Cases with a size distribution ("uniform-…", "loguniform-…") have no single size to place.
     let fixed_size = |c: &CaseResult| !c.size_label.starts_with("uniform-") && !c.size_label.starts_with("loguniform-");
-    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok && fixed_size(c)) {
+    // A test tool crosses nothing real (as in the table's winner column): with real backends
+    // in the run, it is left out.
+    let any_real = report.cases.iter().any(|c| !c.backend_is_test_tool);
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok && fixed_size(c) && !(any_real && c.backend_is_test_tool)) {
         add_case(&mut series, case);
     }
     crossings(&series)

@@ -253,12 +253,12 @@ fn tables_section(report: &RunReport) -> String {
     out += &table(&operation_rows(report));
     let cases = super::table::case_rows(report);
     if cases.len() > 1 {
-        out += "<h3>Cases</h3>\n<p>Put phase time; growth (mean latency of the last 10 % of puts over the first 10 %); time sessions waited for a single-writer lock (all threads); disk space allocated and stored; share of worker time in stowbench's own payload work (kept out of every number).</p>\n";
+        out += "<h3>Cases</h3>\n<p>Put phase time (its operations' time, with stowbench's own work taken out: not wall time); growth (mean latency of the last 10 % of puts over the first 10 %); time sessions waited for a single-writer lock (all threads); disk space allocated and stored; share of worker time in stowbench's own payload work (kept out of every number).</p>\n";
         out += &table(&cases);
     }
     let repeats = super::repeats::rows(report);
     if repeats.len() > 1 {
-        out += "<h3>Across repeats</h3>\n<p>Each phase's whole time over the repeats (mean, min–max, coefficient of variation) and the mean writer wait.</p>\n";
+        out += "<h3>Across repeats</h3>\n<p>Each phase's whole time (own work taken out) over the repeats (mean, min–max, coefficient of variation) and the mean time sessions waited for a single-writer (or, for cfb, single-reader) lock.</p>\n";
         out += &table(&repeats);
     }
     let failed: Vec<Vec<String>> = report

@@ -216,7 +216,8 @@ pub struct FilesystemInfo {
     pub fs_type: String,
     /// Mount source (device).
     pub source: String,
-    /// Mount options, e.g. "rw,relatime".
+    /// Mount options in effect, the mount's then the filesystem's own, as `mount` lists them:
+    /// e.g. "rw,relatime,discard" (reports before session 19 hold the mount's alone).
     pub mount_options: String,
     /// ext4 only: whether it has a journal (`/sys/fs/ext4/DEV/journal_task`). Without one, fsync
     /// writes metadata in place, and creating files soon after many were deleted is slow (the

@@ -1,6 +1,6 @@
 //! The repeats summary of the terminal table: for cases that differ only in their repeat, each
 //! phase's time (the whole phase, "time for the test") as mean, min–max and coefficient of
-//! variation, and the mean writer wait — E4's "time-for-test mean and spread per data-file count".
+//! variation, and the mean lock wait — E4's "time-for-test mean and spread per data-file count".
 //!
 //! A pure function of the report, like the rest of the table; it adds no number that the cases
 //! do not already hold, only their summary across repeats.
@@ -11,14 +11,14 @@ use crate::units::format_nanos;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// Phase times and writer waits of the repeats of one case, in ns, keyed in first-seen order.
+/// Phase times and lock waits of the repeats of one case, in ns, keyed in first-seen order.
 type Groups = BTreeMap<(usize, String), (String, Vec<u64>, Vec<u64>)>;
 
 /// Writes the summary when some case ran more than once; nothing otherwise.
 pub fn write(report: &RunReport, out: &mut String) {
     let lines = rows(report);
     if lines.len() > 1 {
-        let _ = writeln!(out, "\nacross repeats: each phase's whole time (mean, min–max, coefficient of variation) and the time sessions waited for a writer lock (mean, all threads)");
+        let _ = writeln!(out, "\nacross repeats: each phase's whole time, own work taken out (mean, min–max, coefficient of variation) and the time sessions waited for a single-writer (or, for cfb, single-reader) lock (mean, all threads)");
         write_columns(&lines, out);
     }
 }
@@ -39,7 +39,7 @@ pub fn rows(report: &RunReport) -> Vec<Vec<String>> {
             entry.2.push(p.lock_wait_ns);
         }
     }
-    let mut lines = vec![["case", "phase", "repeats", "mean time", "min–max", "spread (CV)", "mean writer wait"].map(String::from).to_vec()];
+    let mut lines = vec![["case", "phase", "repeats", "mean time", "min–max", "spread (CV)", "mean lock wait"].map(String::from).to_vec()];
     for ((_, phase), (case, times, waits)) in groups.iter().filter(|(_, (_, times, _))| times.len() > 1) {
         let mean = |v: &[u64]| v.iter().sum::<u64>() / v.len() as u64;
         let as_f64: Vec<f64> = times.iter().map(|&t| t as f64).collect();

@@ -93,6 +93,8 @@ struct Cell {
     totals: Vec<(f64, f64)>,
     /// The measure `bytes_per_s` and `ops_per_s` hold, the same for every cell of a block.
     measure: Measure,
+    /// A test tool's cell (null, sim): shown, but never ranked against a real backend.
+    test_tool: bool,
 }
 
 impl Cell {
@@ -142,6 +144,7 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                 .or_default()
                 .entry(case.target.clone())
                 .or_default();
+            cell.test_tool = case.backend_is_test_tool;
             match (case.status, case.phases.get(i)) {
                 (CaseStatus::Ok, Some(p)) if p.ops.values().all(|op| op.count == 0) => {
                     let misses: u64 = p.ops.values().map(|op| op.misses).sum();
@@ -289,7 +292,12 @@ fn fio_section(report: &RunReport, out: &mut String) {
     }
     let mixed = report.fio_cases.iter().any(|c| c.read.is_some() && c.write.is_some());
     let order = if mixed { "; latencies read / write for mixed patterns" } else { "" };
-    let _ = writeln!(out, "\nfio cases ({}{order}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
+    // How the I/O was done belongs beside its numbers: buffered and O_DIRECT, or libaio and
+    // psync, print the same columns.
+    let engines = dedup(report.fio_cases.iter().map(|c| c.ioengine.as_str())).join(" and ");
+    let modes = dedup(report.fio_cases.iter().map(|c| if c.direct { "direct (O_DIRECT)" } else { "buffered" })).join(" and ");
+    let how = if report.fio_cases.is_empty() { String::new() } else { format!("; ioengine {engines}, {modes}") };
+    let _ = writeln!(out, "\nfio cases ({}{how}{order}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
     if !report.fio_cases.is_empty() {
         let _ = writeln!(out, "{}", series::render_table(&report.fio_cases));
         let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);
@@ -421,16 +429,31 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
         for target in &present {
             line.push(cells.get(*target).map_or_else(|| "-".to_string(), |cell| cell_text(cell, by_ops)));
         }
-        line.push(winner_text(&ranked(cells, by_ops)));
+        let ranked = ranked(cells, by_ops);
+        let mut winner = winner_text(&ranked);
+        let left_out: Vec<&str> = cells.iter().filter(|(t, c)| c.test_tool && !ranked.iter().any(|(_, r)| r == t)).map(|(t, _)| t.as_str()).collect();
+        if !left_out.is_empty() && !ranked.is_empty() {
+            let tools = format!("{}: test tool, not ranked", left_out.join(", "));
+            winner = match winner.strip_suffix(" (only result)") {
+                Some(name) => format!("{name} (only storage result; {tools})"),
+                None => format!("{winner} ({tools})"),
+            };
+        }
+        line.push(winner);
         lines.push(line);
     }
     write_columns(&lines, out);
 }
 
-/// The targets of a row that have results, highest mean first.
+/// The targets of a row that have results, highest mean first. A test tool (null's "376 GB/s"
+/// puts) is no contender beside a real backend: it ranks only among test tools.
 fn ranked(cells: &BTreeMap<String, Cell>, by_ops: bool) -> Vec<(Spread, &str)> {
-    let mut ranked: Vec<(Spread, &str)> =
-        cells.iter().filter_map(|(t, c)| Spread::of(if by_ops { &c.ops_per_s } else { &c.bytes_per_s }).map(|s| (s, t.as_str()))).collect();
+    let any_real = cells.values().any(|c| !c.test_tool);
+    let mut ranked: Vec<(Spread, &str)> = cells
+        .iter()
+        .filter(|(_, c)| !(any_real && c.test_tool))
+        .filter_map(|(t, c)| Spread::of(if by_ops { &c.ops_per_s } else { &c.bytes_per_s }).map(|s| (s, t.as_str())))
+        .collect();
     ranked.sort_by(|a, b| b.0.mean.total_cmp(&a.0.mean));
     ranked
 }
@@ -669,7 +692,7 @@ fn footer(report: &RunReport, out: &mut String) {
     }
     let lines = case_rows(report);
     if lines.len() > 1 {
-        let _ = writeln!(out, "\nper case: put phase time, growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
+        let _ = writeln!(out, "\nper case: put phase time (its operations' time, with stowbench's own work taken out: not wall time), growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
         write_columns(&lines, out);
     }
     super::repeats::write(report, out);

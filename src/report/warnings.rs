@@ -42,6 +42,9 @@ pub enum WarningKind {
     /// Several threads wrote to a backend that admits one writer at a time: its write figures
     /// measure that queue.
     SerializedWrites,
+    /// Several threads read from a backend that admits one reader at a time (cfb): its read
+    /// figures measure that queue.
+    SerializedReads,
     /// An open-loop phase could not keep its rate.
     BehindSchedule,
     /// Reads were served by a warm page cache.
@@ -128,6 +131,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(margins_inside_spread(&report.headlines));
     warnings.extend(client_limits(report));
     warnings.extend(serialized_writes(report));
+    warnings.extend(serialized_reads(report));
     warnings.extend(behind_schedule(report));
     warnings.extend(errors_or_retries(report));
     warnings.extend(conditions(report));
@@ -397,6 +401,30 @@ fn serialized_writes(report: &RunReport) -> Option<Warning> {
                 crate::units::format_nanos(waited)
             ),
             "Its write figures measure that queue (lock_wait_ns per phase); compare with threads = 1, or with a backend that writes concurrently",
+        )
+        .cases(ids(cases.into_iter())),
+    )
+}
+
+/// Cases that read from several threads through a backend declaring `concurrent_readers =
+/// false`: each get waited for the others', so the figures are one reader's, shared out.
+fn serialized_reads(report: &RunReport) -> Option<Warning> {
+    let single_reader = |c: &&CaseResult| c.backend_info.pointer("/capabilities/concurrent_readers").and_then(|v| v.as_bool()) == Some(false);
+    let reads = |c: &&CaseResult| c.phases.iter().any(|p| p.ops.get("get").is_some_and(|o| o.count > 0));
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == CaseStatus::Ok && c.threads > 1).filter(single_reader).filter(reads).collect();
+    let first = cases.first()?;
+    Some(
+        Warning::new(
+            WarningKind::SerializedReads,
+            format!(
+                "{} case(s) read from several threads through a backend that admits one reader at a time (concurrent_readers = false), \
+                 e.g. {} ({}) with {} threads",
+                cases.len(),
+                first.case_id,
+                first.backend,
+                first.threads
+            ),
+            "Its read figures measure that queue (lock_wait_ns per phase); compare with threads = 1",
         )
         .cases(ids(cases.into_iter())),
     )

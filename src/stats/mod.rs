@@ -628,7 +628,7 @@ mod tests {
         let mut t = 3_000_000; // started 3 ms into the first bucket
         s.start_ns = t;
         for i in 0..300u64 {
-            let op_ns = if i < 20 || i >= 280 { 100_000 } else { 600_000 };
+            let op_ns = if (20..280).contains(&i) { 600_000 } else { 100_000 };
             t += op_ns;
             s.success(Op::Put, i, t, op_ns, 4096, 0);
         }

@@ -510,8 +510,8 @@ fn validate(path: &Path) -> Result<i32, Error> {
         match options.construct_all(|options| (kind.construct)(options, &ns)) {
             Ok(b) => {
                 // What the run's preflight would refuse, validate refuses too.
-                if let Err(e) = runner::contract::check(&plan, i, &b.capabilities()) {
-                    mistakes.push(job::Mistake::from_message(&source, &e));
+                if let Err(found) = runner::contract::check(&plan, i, &b.capabilities()) {
+                    mistakes.extend(found.iter().map(|e| job::Mistake::from_message(&source, e)));
                 }
                 let _ = b.cleanup();
             }

@@ -170,7 +170,7 @@ fn sizes_beyond_a_backend_limit_are_refused_before_any_data_is_written() {
     std::fs::create_dir(dir.path().join("work")).unwrap();
     let err = runner::run(&plan, &opts, &AtomicBool::new(false)).err().unwrap();
     assert_eq!(err.kind, stowbench::error::Kind::BadInput, "{err}");
-    assert!(err.message.contains("limit of 1000 bytes") && err.message.contains("sim/w/2kB"), "{err}");
+    assert!(err.message.contains("limit of 1000 bytes") && err.message.contains("workload \"w\" size 2kB"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().count(), 0, "nothing was left in the work dir");
 }
 

@@ -44,15 +44,27 @@ pub const MANAGED_OPTIONS: &[&str] = &[
 pub const MAX_CASES: usize = 5_000;
 
 impl FioSweep {
-    /// Checks every field; the first problem found is returned with the field name and a fix.
+    /// Checks every field; the first problem found (of `mistakes`) is returned with the field
+    /// name and a fix.
     pub fn validate(&self) -> Result<(), FioError> {
-        self.check_name()?;
-        self.check_lists()?;
-        self.check_sizes()?;
-        self.check_times()?;
-        self.check_engine()?;
-        self.check_targets()?;
-        self.check_extra()?;
+        self.mistakes().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every mistake of the sweep, each group's first (one per list field), so a job file's
+    /// table is corrected in one pass rather than one mistake per run of `validate`.
+    pub fn mistakes(&self) -> Vec<FioError> {
+        let mut found: Vec<FioError> = self.check_lists();
+        let checks: [fn(&Self) -> Result<(), FioError>; 6] =
+            [Self::check_name, Self::check_sizes, Self::check_times, Self::check_engine, Self::check_targets, Self::check_extra];
+        found.extend(checks.iter().filter_map(|check| check(self).err()));
+        if found.is_empty() {
+            found.extend(self.check_case_count().err());
+        }
+        found
+    }
+
+    /// The limit on the sweep's expansion, once its lists are sound.
+    fn check_case_count(&self) -> Result<(), FioError> {
         let cases = self.target.len()
             * self.size.len()
             * self.nrfiles.len()
@@ -83,7 +95,9 @@ impl FioSweep {
         }
     }
 
-    fn check_lists(&self) -> Result<(), FioError> {
+    /// The lists and counts: at most one mistake per field.
+    fn check_lists(&self) -> Vec<FioError> {
+        let mut found = Vec::new();
         for (field, empty) in [
             ("target", self.target.is_empty()),
             ("rw", self.rw.is_empty()),
@@ -94,33 +108,32 @@ impl FioSweep {
             ("nrfiles", self.nrfiles.is_empty()),
         ] {
             if empty {
-                return Err(self.invalid(field, "is empty; give at least one value"));
+                found.push(self.invalid(field, "is empty; give at least one value"));
             }
         }
         for (field, values, max) in [("numjobs", &self.numjobs, 1024u32), ("iodepth", &self.iodepth, 65_535), ("nrfiles", &self.nrfiles, 100_000)] {
             if let Some(bad) = values.iter().find(|v| **v == 0 || **v > max) {
-                return Err(self.invalid(field, format!("{bad} is out of range; use 1 to {max}")));
-            }
-            if let Some(dup) = first_duplicate(values.iter()) {
-                return Err(self.invalid(field, format!("{dup} is listed twice; list each value once")));
+                found.push(self.invalid(field, format!("{bad} is out of range; use 1 to {max}")));
+            } else if let Some(dup) = first_duplicate(values.iter()) {
+                found.push(self.invalid(field, format!("{dup} is listed twice; list each value once")));
             }
         }
         if let Some(dup) = first_duplicate(self.rw.iter().map(|m| m.label(self.rwmixread))) {
-            return Err(self.invalid("rw", format!("{dup} is listed twice; list each mode once")));
+            found.push(self.invalid("rw", format!("{dup} is listed twice; list each mode once")));
         }
         if let Some(dup) = first_duplicate(self.bs.iter()) {
-            return Err(self.invalid("bs", format!("{dup} is listed twice; list each size once")));
+            found.push(self.invalid("bs", format!("{dup} is listed twice; list each size once")));
         }
         if let Some(dup) = first_duplicate(self.size.iter()) {
-            return Err(self.invalid("size", format!("{dup} is listed twice; list each size once")));
+            found.push(self.invalid("size", format!("{dup} is listed twice; list each size once")));
         }
         if self.repeat == 0 || self.repeat > 100 {
-            return Err(self.invalid("repeat", format!("{} is out of range; use 1 to 100", self.repeat)));
+            found.push(self.invalid("repeat", format!("{} is out of range; use 1 to 100", self.repeat)));
         }
         if self.rwmixread > 100 {
-            return Err(self.invalid("rwmixread", format!("{} is not a percentage; use 0 to 100", self.rwmixread)));
+            found.push(self.invalid("rwmixread", format!("{} is not a percentage; use 0 to 100", self.rwmixread)));
         }
-        Ok(())
+        found
     }
 
     fn check_sizes(&self) -> Result<(), FioError> {
@@ -141,7 +154,8 @@ impl FioSweep {
         }
         let max_bs = self.bs.iter().max().map(|b| b.bytes()).unwrap_or(0);
         for size in &self.size {
-            for &nrfiles in &self.nrfiles {
+            // A zero is check_lists' mistake, reported there.
+            for &nrfiles in self.nrfiles.iter().filter(|n| **n > 0) {
                 let n = u64::from(nrfiles);
                 if size.bytes() % n != 0 {
                     return Err(self.invalid(

@@ -113,12 +113,21 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
                 .filter(|t| matches!(t, crate::fio::spec::TargetSpec::Dir { .. }))
                 .try_for_each(|t| crate::fio::target::check_target(t, &sweep.name))
         };
-        match sweep.validate().and_then(|()| dirs()) {
-            Ok(()) => fio.push(sweep.clone()),
-            Err(crate::fio::FioError::Invalid { sweep, field, message }) => {
-                mistakes.extend(ctx.field(&spanned.span(), &format!("fio sweep \"{sweep}\""), &field, message))
+        // Every mistake of the table at once; its directories are looked at once the rest holds.
+        let mut found = sweep.mistakes();
+        if found.is_empty() {
+            found.extend(dirs().err());
+        }
+        if found.is_empty() {
+            fio.push(sweep.clone());
+        }
+        for e in found {
+            match e {
+                crate::fio::FioError::Invalid { sweep, field, message } => {
+                    mistakes.extend(ctx.field(&spanned.span(), &format!("fio sweep \"{sweep}\""), &field, message))
+                }
+                e => mistakes.push(ctx.at(spanned.span().start, "fio", e)),
             }
-            Err(e) => mistakes.push(ctx.at(spanned.span().start, "fio", e)),
         }
     }
     let fio_only = job.targets.is_empty() && job.workloads.is_empty() && !job.fio.is_empty();
@@ -636,6 +645,18 @@ mod tests {
     }
 
     const BASE: &str = "version = 1\n[[target]]\nbackend = \"sim\"\n[[target]]\nname = \"fs2\"\nbackend = \"fs\"\n";
+
+    /// A `[[fio]]` table's mistakes come all at once, each at its field's line (it used to stop
+    /// at the first).
+    #[test]
+    fn every_mistake_of_a_fio_table_is_listed() {
+        let text = "version = 1\n[[fio]]\nname = \"x\"\ntarget = \"/tmp\"\nrw = [\"randread\"]\nbs = [\"4KiB\"]\nnumjobs = [0]\n\
+                    iodepth = [100000]\nnrfiles = [0]\nsize = \"1MiB\"\nruntime = \"0s\"\n";
+        let err = plan(text).unwrap_err();
+        for (line, field) in [(7, "numjobs"), (8, "iodepth"), (9, "nrfiles"), (11, "runtime")] {
+            assert!(err.contains(&format!("job.toml:{line}:1: fio sweep \"x\", field \"{field}\"")), "{field}: {err}");
+        }
+    }
 
     /// Issue 14: the mean of two sizes above 8 EiB overflowed (a wrong object count in release).
     #[test]

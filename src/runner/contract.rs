@@ -8,9 +8,26 @@ use crate::job::{CasePlan, PhasePlan, Plan, WorkloadPlan};
 use crate::workload::keys::KeyOrder;
 use crate::workload::op::Op;
 
-/// Checks every case of target `target` (an index into `plan.targets`) against `caps`; the first
-/// case asking for something undeclared is refused with a message for the job's author.
-pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), String> {
+/// Checks every case of target `target` (an index into `plan.targets`) against `caps`: each thing
+/// asked for and undeclared is refused with a message for the job's author, every one at once
+/// (a message that several cases share, once).
+pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), Vec<String>> {
+    let mut found: Vec<String> = Vec::new();
+    for message in mistakes(plan, target, caps) {
+        if !found.contains(&message) {
+            found.push(message);
+        }
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(found)
+    }
+}
+
+/// What `check` refuses, case by case, repeats included.
+fn mistakes(plan: &Plan, target: usize, caps: &Capabilities) -> Vec<String> {
+    let mut found = Vec::new();
     let t = &plan.targets[target];
     // Where the target is written ("job.toml:12"), else the job's source.
     let at = if t.options.origin.is_empty() { &plan.source } else { &t.options.origin };
@@ -19,16 +36,19 @@ pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), Stri
         let w = &case.workload;
         if let Some(max) = caps.max_object_bytes.filter(|max| case.size.max_bytes() > *max) {
             let hint = caps.max_object_hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
-            return Err(format!(
-                "case {}: objects of up to {} bytes exceed backend {}'s limit of {max} bytes{hint}. Nothing was written.",
-                case.id,
+            // Per size, not per case: the repeats and thread counts of a size share the mistake.
+            found.push(format!(
+                "{who}: workload \"{}\" size {}: objects of up to {} bytes exceed backend {}'s limit of {max} bytes{hint}. Nothing was \
+                 written.",
+                w.name,
+                case.size.label(),
                 case.size.max_bytes(),
                 t.backend
             ));
         }
         if !caps.delete {
             if let Some(phase) = w.phases.iter().find(|p| p.mix.iter().any(|(op, _)| *op == Op::Delete)) {
-                return Err(format!(
+                found.push(format!(
                     "{who} cannot delete, and workload \"{}\" phase \"{}\" deletes; remove delete from that phase, or run the \
                      workload on another target. Nothing was written.",
                     w.name, phase.label
@@ -37,7 +57,7 @@ pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), Stri
         }
         if !caps.overwrite {
             if let Some(why) = overwrites(w, case) {
-                return Err(format!(
+                found.push(format!(
                     "{who} cannot replace a stored object, and workload \"{}\" {why}; write each key once (one put phase of \
                      `objects` operations in sequential key order, no preload), or run the workload on another target. \
                      Nothing was written.",
@@ -46,7 +66,7 @@ pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), Stri
             }
         }
         if w.op_timeout_ns > 0 && !caps.operation_deadline {
-            return Err(format!(
+            found.push(format!(
                 "{who} cannot honour op_timeout: its operations are local calls, which cannot be abandoned when they overrun; \
                  remove op_timeout from workload \"{}\" (it bounds operations of server backends) or bound the whole run with \
                  --timeout. Nothing was written.",
@@ -54,7 +74,7 @@ pub fn check(plan: &Plan, target: usize, caps: &Capabilities) -> Result<(), Stri
             ));
         }
     }
-    Ok(())
+    found
 }
 
 /// Why a put of `workload` may land on a key that already holds a value, if it may: a preload
@@ -126,7 +146,7 @@ mod tests {
     fn refusal(caps: Capabilities, workload: &str) -> Option<String> {
         let job = format!("version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 5\n{workload}\n");
         let plan = crate::job::load_text(&job, "t.toml").unwrap();
-        check(&plan, 0, &caps).err()
+        check(&plan, 0, &caps).err().map(|found| found.join("\n"))
     }
 
     #[test]
@@ -155,5 +175,12 @@ mod tests {
         assert!(no_delete.contains("phase \"delete\" deletes") && no_delete.contains("remove delete from that phase"), "{no_delete}");
         let no_deadline = refusal(Capabilities::default(), "phases = [\"put\"]\nop_timeout = \"1s\"").unwrap();
         assert!(no_deadline.contains("cannot honour op_timeout") && no_deadline.contains("--timeout"), "{no_deadline}");
+        // Every undeclared thing at once, each once however many cases share it.
+        let job = "version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [10, 20]\nobjects = 5\nthreads = [1, 2]\n\
+                   phases = [\"put\", \"delete\"]\nop_timeout = \"1s\"\n";
+        let plan = crate::job::load_text(job, "t.toml").unwrap();
+        let found = check(&plan, 0, &Capabilities { delete: false, ..Capabilities::default() }).unwrap_err();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("cannot delete") && found[1].contains("cannot honour op_timeout"), "{found:?}");
     }
 }

@@ -421,7 +421,12 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
                 Error::bad_input(crate::job::render_mistakes(&plan.source, found.iter().map(|e| crate::job::Mistake::from_message(&plan.source, e)).collect()))
             }
         })?;
-        contract::check(plan, i, &caps).map_err(Error::bad_input)?;
+        contract::check(plan, i, &caps).map_err(|found| match found.as_slice() {
+            [one] => Error::bad_input(one.clone()),
+            _ => {
+                Error::bad_input(crate::job::render_mistakes(&plan.source, found.iter().map(|e| crate::job::Mistake::from_message(&plan.source, e)).collect()))
+            }
+        })?;
     }
     if !opts.skip_space_check {
         space::check(&needs, opts.keep).map_err(Error::environment)?;

@@ -54,9 +54,8 @@ impl FioSweep {
     /// table is corrected in one pass rather than one mistake per run of `validate`.
     pub fn mistakes(&self) -> Vec<FioError> {
         let mut found: Vec<FioError> = self.check_lists();
-        let checks: [fn(&Self) -> Result<(), FioError>; 6] =
-            [Self::check_name, Self::check_sizes, Self::check_times, Self::check_engine, Self::check_targets, Self::check_extra];
-        found.extend(checks.iter().filter_map(|check| check(self).err()));
+        let checks = [self.check_name(), self.check_sizes(), self.check_times(), self.check_engine(), self.check_targets(), self.check_extra()];
+        found.extend(checks.into_iter().filter_map(Result::err));
         if found.is_empty() {
             found.extend(self.check_case_count().err());
         }

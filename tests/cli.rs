@@ -926,6 +926,14 @@ fn backends_uri_refuses_what_it_cannot_check_and_fails_when_the_server_is_down()
         assert!(text(&out).contains(&format!("unusable.toml:4:1: target \"{backend}\": option \"uri\": ")), "{}", text(&out));
         assert!(text(&out).contains("is not a usable URI") && text(&out).contains(why) && !text(&out).contains("S3cretPW"), "{}", text(&out));
     }
+    // Another backend's URI is named as such, not in the driver's words.
+    let job = "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"mysql://bob:S3cretPW@127.0.0.1:1/db\"\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("scheme.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["validate", "scheme.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = "scheme.toml:4:1: target \"postgres\": option \"uri\": a mysql:// URI is not a postgres URI; give one starting with postgres://";
+    assert!(text(&out).contains(said) && !text(&out).contains("S3cretPW"), "{}", text(&out));
     // A layout mistake shows while the server is down too: it is checked before connecting.
     let job = "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"postgres://bob@127.0.0.1:1/db\"\npartitions = 2000\n\
                [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";

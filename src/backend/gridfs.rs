@@ -297,7 +297,7 @@ impl Backend for GridFsBackend {
             Some(_) if !wired_tiger_files.is_empty() => server::usage_of_files(&wired_tiger_files),
             // FerretDB/SQLite keeps a whole database in one file (and its WAL): count the database.
             Some(dir) => server::usage_of_files(&["sqlite", "sqlite-wal", "sqlite-shm"].map(|ext| dir.join(format!("{}.{ext}", s.database)))),
-            None => DiskUsage::default(),
+            None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         usage.server_reported_bytes = Some(reported);
         Ok(usage)

@@ -416,7 +416,7 @@ impl Backend for MariaBackend {
                     base.with_extension("MAI"),
                 ])
             }
-            None => DiskUsage::default(),
+            None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         usage.server_reported_bytes = reported;
         if let Some(file) = &self.file {

@@ -205,6 +205,9 @@ pub struct DiskUsage {
     pub files: u64,
     /// Bytes as the server accounts them (relation sizes, bucket bytes), where there is a server.
     pub server_reported_bytes: Option<u64>,
+    /// No local data path could be measured (a server whose data directory is not on this
+    /// machine, or not found): `allocated_bytes` is then unknown, not zero.
+    pub allocated_unknown: bool,
 }
 
 /// One storage backend for one case; shared by all worker threads.

@@ -430,7 +430,7 @@ impl Backend for PgBackend {
         let mut client = s.connect()?;
         let mut usage = match &self.data_dir {
             Some(dir) => server::usage_of_files(&relation_files(&mut client, s, dir)?),
-            None => DiskUsage::default(),
+            None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         // A partitioned table holds no data itself: sum its partitions (pg_partition_tree lists
         // nothing for a plain table, which is counted itself).

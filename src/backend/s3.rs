@@ -155,7 +155,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         payload_signing: own.payload_signing,
         endpoint,
     });
-    let admin = Client::new(settings.clone()).map_err(|e| e.message)?;
+    let admin = Client::new(settings.clone(), Role::Admin).map_err(|e| e.message)?;
     // The first request, bounded as a connection is (a listener that never answers would hold it
     // for request_timeout, 300 s by default).
     let create = own.create_bucket;
@@ -201,14 +201,35 @@ fn error_words(text: &str) -> String {
     format!("{}{said}{}", &text[..begin], &text[end + "</Error>".len()..])
 }
 
+/// A pooled connection idle this long is dropped rather than reused: servers close idle
+/// keep-alive connections (MinIO after about 30 s), and a request sent on one they closed fails
+/// at once ("error sending request"). Inside a phase connections are never idle this long.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Who a client works for: the measured sessions (no retries: stowbench's own retry policy
+/// decides, and counts them) or the backend's own set-up, disk-usage and cleanup requests, which
+/// measure nothing and retry a request that was never sent (a connection a restarted server
+/// dropped).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Session,
+    Admin,
+}
+
 impl Client {
-    fn new(settings: Arc<Settings>) -> BResult<Client> {
+    fn new(settings: Arc<Settings>, role: Role) -> BResult<Client> {
         // reqwest is built without a default TLS provider; install ring's once per process.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let client_options =
-            ClientOptions::new().with_allow_http(true).with_timeout(Duration::from_nanos(settings.request_timeout.0)).with_connect_timeout(CONNECT_TIMEOUT);
-        let retry = RetryConfig { max_retries: 0, retry_timeout: Duration::ZERO, ..RetryConfig::default() };
+        let client_options = ClientOptions::new()
+            .with_allow_http(true)
+            .with_timeout(Duration::from_nanos(settings.request_timeout.0))
+            .with_connect_timeout(CONNECT_TIMEOUT)
+            .with_pool_idle_timeout(POOL_IDLE_TIMEOUT);
+        let retry = match role {
+            Role::Session => RetryConfig { max_retries: 0, retry_timeout: Duration::ZERO, ..RetryConfig::default() },
+            Role::Admin => RetryConfig { max_retries: 3, retry_timeout: Duration::from_secs(30), ..RetryConfig::default() },
+        };
         let store = AmazonS3Builder::new()
             .with_endpoint(&settings.endpoint.uri)
             .with_bucket_name(&settings.bucket)
@@ -223,7 +244,8 @@ impl Client {
             .map_err(|e| BackendError::new(ErrorKind::Other, server::context("s3", &settings.endpoint, &e.to_string())))?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_nanos(settings.request_timeout.0))
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .map_err(|e| BackendError::new(ErrorKind::Other, server::context("s3", &settings.endpoint, &server::chain(&e))))?;
         Ok(Client { runtime, store, http, settings })
@@ -359,14 +381,14 @@ impl Backend for S3Backend {
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
         let port = self.settings.endpoint.port();
-        Ok(Box::new(S3Session { client: Client::new(self.settings.clone())?, port, body_buffer: BodyBuffer::default() }))
+        Ok(Box::new(S3Session { client: Client::new(self.settings.clone(), Role::Session)?, port, body_buffer: BodyBuffer::default() }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
         let reported: u64 = self.admin.list_ours()?.iter().map(|(_, size)| size).sum();
         let mut usage = match &self.data_dir {
             Some(dir) => super::fs::disk_usage_of(&[dir.join(&self.settings.bucket).join(&self.settings.prefix)])?,
-            None => DiskUsage::default(),
+            None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         usage.server_reported_bytes = Some(reported);
         Ok(usage)

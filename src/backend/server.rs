@@ -84,6 +84,17 @@ pub fn endpoint(options: &Options, backend: &str, kind: &ServerKind) -> Result<E
             }
         },
     };
+    // Another backend's URI ("mysql://" given to postgres) is named as such, before any driver
+    // reads it in its own words. Text without a scheme is left to the driver (libpq's
+    // "host=… user=…" strings), and mongodb+srv:// to gridfs, which says why it cannot take it.
+    let explained_elsewhere = uri.starts_with("mongodb+srv://");
+    if let Some((scheme, _)) = uri.split_once("://").filter(|_| !explained_elsewhere && !kind.schemes.iter().any(|s| uri.starts_with(s))) {
+        let why = format!("a {scheme}:// URI is not a {backend} URI; give one starting with {}", kind.schemes.join(" or "));
+        return Err(match given.uri.is_some() {
+            true => options.bad("uri", why),
+            false => format!("target \"{}\": {env_name} holds {}: {why}", options.target, redact_uri(&uri)),
+        });
+    }
     let from_default_env = given.uri.is_none() && env_name == kind.uri_env;
     let secrets = Secrets::from_uri(&uri);
     let (target, pid_env, data_env, default_port) = (options.target.clone(), kind.pid_env, kind.data_env, kind.default_port);

@@ -154,7 +154,7 @@ impl Backend for SimBackend {
     fn disk_usage(&self) -> BResult<DiskUsage> {
         let store = self.store.lock().expect("sim store lock");
         let bytes: u64 = store.values().map(|v| v.len() as u64).sum();
-        Ok(DiskUsage { allocated_bytes: bytes, apparent_bytes: bytes, files: store.len() as u64, server_reported_bytes: None })
+        Ok(DiskUsage { allocated_bytes: bytes, apparent_bytes: bytes, files: store.len() as u64, server_reported_bytes: None, allocated_unknown: false })
     }
 
     fn cleanup(&self) -> BResult<()> {

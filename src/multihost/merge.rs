@@ -155,12 +155,13 @@ fn disk<'a>(all: impl Iterator<Item = &'a DiskResult>) -> DiskResult {
     for d in all {
         sum.logical_bytes += d.logical_bytes;
         sum.allocated_bytes += d.allocated_bytes;
+        sum.allocated_unknown |= d.allocated_unknown;
         sum.apparent_bytes += d.apparent_bytes;
         sum.files += d.files;
         if let Some(server) = d.server_reported_bytes {
             *sum.server_reported_bytes.get_or_insert(0) += server;
         }
     }
-    sum.amplification = (sum.logical_bytes > 0).then(|| sum.allocated_bytes as f64 / sum.logical_bytes as f64);
+    sum.amplification = (sum.logical_bytes > 0 && !sum.allocated_unknown).then(|| sum.allocated_bytes as f64 / sum.logical_bytes as f64);
     sum
 }

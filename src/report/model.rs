@@ -744,8 +744,13 @@ pub struct DiskResult {
     pub files: u64,
     /// Bytes as the server accounts them, where there is a server.
     pub server_reported_bytes: Option<u64>,
-    /// allocated_bytes / logical_bytes (None when nothing was stored).
+    /// allocated_bytes / logical_bytes (None when nothing was stored, or allocation is unknown).
     pub amplification: Option<f64>,
+    /// The allocated bytes could not be measured: the server's data directory is not on this
+    /// machine or was not found (give the target `data_dir`). `allocated_bytes` is then 0 and
+    /// means nothing; `server_reported_bytes` may still say what the server counts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allocated_unknown: bool,
 }
 
 /// What a file-server case stored and registered, and what the audit after the run found.

@@ -673,7 +673,8 @@ pub fn case_rows(report: &RunReport) -> Vec<Vec<String>> {
                 0 => "-".into(),
                 wait => format_nanos(wait),
             },
-            format_bytes(c.disk.allocated_bytes),
+            // Unknown (a server's data directory not on this machine) is not "0 B".
+            if c.disk.allocated_unknown { "not measured".into() } else { format_bytes(c.disk.allocated_bytes) },
             format_bytes(c.disk.logical_bytes),
             cell(c.disk.amplification.map(three_digits)),
             cell(c.own_work_share.map(|s| format!("{:.1}%", s * 100.0))),

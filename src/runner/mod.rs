@@ -738,7 +738,8 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
             apparent_bytes: usage.apparent_bytes,
             files: usage.files,
             server_reported_bytes: usage.server_reported_bytes,
-            amplification: (logical > 0).then(|| usage.allocated_bytes as f64 / logical as f64),
+            amplification: (logical > 0 && !usage.allocated_unknown).then(|| usage.allocated_bytes as f64 / logical as f64),
+            allocated_unknown: usage.allocated_unknown,
         };
     }
     result.verification = run.verification.clone();

@@ -123,7 +123,9 @@ fn object_figures(case: &CaseResult) -> Vec<Figure> {
     if let Some(server_rss) = r.server_rss_peak_bytes {
         out.push(figure(None, None, "server_rss_peak_bytes", server_rss as f64));
     }
-    out.push(figure(None, None, "disk_allocated_bytes", case.disk.allocated_bytes as f64));
+    if !case.disk.allocated_unknown {
+        out.push(figure(None, None, "disk_allocated_bytes", case.disk.allocated_bytes as f64));
+    }
     out
 }
 

@@ -423,7 +423,7 @@ fn resources(report: &RunReport) -> ChartGroup {
             caption: format!(
                 "stowbench (client): how far each case raised the client's resident memory above what it held when the case began; \
                  every case runs in one process, so memory earlier cases left held is not charged to later ones (report.json \
-                 has both: client_rss_start_bytes, client_rss_peak_bytes). Server: the peak of its process tree, summed.{server_note}"
+                 has both: client_rss_start_bytes, client_rss_peak_bytes). Server: the peak of its process tree's memory, summed by proportional set size (shared memory counted once, not once per process).{server_note}"
             ),
         },
         Figure { chart: cpu, caption: format!("CPU time used during each case.{server_note}") },

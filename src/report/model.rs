@@ -716,7 +716,10 @@ pub struct Resources {
     pub client_rss_peak_bytes: u64,
     /// Server process tree: CPU time, in nanoseconds (None without a local server).
     pub server_cpu_ns: Option<u64>,
-    /// Server process tree: peak of summed resident memory, in bytes.
+    /// Server process tree: peak of its summed memory, in bytes: each process's proportional
+    /// set size (shared pages divided among the processes mapping them, so PostgreSQL's shared
+    /// buffers count once), or its resident memory where that cannot be read. Reports before
+    /// session 19 summed resident memory, counting shared memory once per process.
     pub server_rss_peak_bytes: Option<u64>,
     /// Server processes sampled.
     pub server_pids: Vec<u32>,

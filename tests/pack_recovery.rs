@@ -637,3 +637,43 @@ fn large_values_read_through_the_mapping_are_checked_and_a_cut_file_is_not_touch
     assert_eq!(e.kind, ErrorKind::Corrupt, "{e:?}");
     assert_eq!(out, payload(2, LARGE)[..LARGE / 2], "what survived was streamed, read with pread: {}", e.message);
 }
+
+/// Resident bytes of this process's mapping of `file` (the "Rss:" of its /proc/self/smaps entry),
+/// 0 if it is not mapped.
+fn mapped_resident_bytes(file: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").expect("/proc/self/smaps (Linux only)");
+    let name = file.to_str().unwrap();
+    let mut in_file = false;
+    let mut kib = 0;
+    for line in smaps.lines() {
+        if line.split_whitespace().nth(1).is_some_and(|perms| perms.len() == 4) && line.contains('-') && !line.ends_with(" kB") {
+            in_file = line.ends_with(name);
+        } else if in_file && line.starts_with("Rss:") {
+            kib += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap();
+        }
+    }
+    kib * 1024
+}
+
+/// Mapped gets leave the pages they read in the process only until the budget is read: reading
+/// one and a half budgets of values through the mapping leaves at most a budget resident (all
+/// of it would stay without the release), and every value still reads back right.
+#[test]
+fn mapped_gets_keep_at_most_the_budget_of_pages_resident() {
+    const LARGE: usize = 1 << 20;
+    let values = (stowbench::pack::MAPPED_RESIDENT_BUDGET_BYTES as usize * 3 / 2) / LARGE;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let store = PackStore::open(&dir, false).unwrap();
+    let mut lease = store.lease().unwrap();
+    for i in 0..values {
+        lease.put(&format!("k{i}"), &mut Cursor::new(payload(i as u64, LARGE)), LARGE as u64).unwrap();
+    }
+    let mut most = 0;
+    for i in 0..values {
+        assert_eq!(get(&store, &format!("k{i}")).unwrap(), payload(i as u64, LARGE), "value {i}");
+        most = most.max(mapped_resident_bytes(&dir.join(DATA_FILE)));
+    }
+    assert!(most > LARGE as u64, "the gets read through the mapping (at most {most} bytes of it were resident)");
+    assert!(most <= stowbench::pack::MAPPED_RESIDENT_BUDGET_BYTES, "{most} bytes of the mapping resident, over the budget");
+}

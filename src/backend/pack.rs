@@ -32,7 +32,7 @@ crate::backend_options! {
     pub struct PackOptions {
         fsync: bool = false => "fdatasync the writer's data file after each record, before the put returns and the key becomes visible",
         read_checks: bool = true => "a get checks the record's body hash (xxh3 of key + value) as it streams, and fails with `corrupt` on a mismatch; false streams the value unchecked, as a plain file read does (opening and compaction still check every record they read)",
-        mmap: bool = false => "checked gets of values of 256 KiB or more hash a read-only shared mapping of the data file in place (one pass over the page cache) instead of copying it first with pread: large warm gets run 2× faster, but the client's resident memory then includes every page of the data files it read, as with SQLite's mmap_size",
+        mmap: bool = true => "checked gets of values of 256 KiB or more hash a read-only shared mapping of the data file in place (one pass over the page cache) instead of copying it first with pread; the pages read are taken out of the process again every 32 MiB read, so the client's resident memory stays bounded. false reads every value with pread (two passes: the copy, then the hash)",
     }
 }
 
@@ -56,7 +56,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     // The one per-run namespace mechanism (`namespace::DataNamespace`): with `path`, a marked directory
     // named after the run, removed by cleanup.
     let own = PackOptions::read(options)?;
-    if own.mmap && !own.read_checks {
+    if own.mmap && !own.read_checks && options.table.contains_key("mmap") {
         // Mapped reads serve checked gets only (an unchecked get copies with pread either way):
         // reported as given, the pair would claim a read path the run never took.
         return Err(options.bad(
@@ -70,7 +70,8 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         data,
         fsync: own.fsync,
         read_checks: own.read_checks,
-        mmap: own.mmap,
+        // Unchecked gets never map (above), so the report says what the run did.
+        mmap: own.mmap && own.read_checks,
         options: options.clone(),
         store: Mutex::new(None),
     }))

@@ -14,4 +14,4 @@ pub mod store;
 pub mod view;
 
 pub use compact::{compact, compact_with, CompactOptions, CompactReport};
-pub use store::{PackStore, Recovery, StripeLease};
+pub use store::{PackStore, Recovery, StripeLease, MAPPED_RESIDENT_BUDGET_BYTES};

@@ -83,6 +83,18 @@ const ALIGNED_WRITE_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 /// hashing the page cache in place instead of copying it first; smaller ones, whose copy is a
 /// small part of a get, keep the one `pread` they always had.
 const MAPPED_READ_MIN_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
+/// Pages a mapped get read stay mapped, and count in the process's resident memory, until they
+/// are taken out again. Once this many bytes have been read through the mappings since the last
+/// release, the reader that crosses it takes every stripe's pages out (`View::release_pages`):
+/// the client's resident memory stays within about this much whatever it reads, a 1 GiB value
+/// included. One release per budget rather than one per get, because each release interrupts the
+/// other cores to flush their TLBs: released after every get, four threads on two cores read
+/// 1 MiB values at 0.94–0.95× fs's rate here; with this budget, 1.02 (docs/performance.md,
+/// session 20). Every page is faulted in again after a release: that is the price of the bound.
+pub const MAPPED_RESIDENT_BUDGET_BYTES: u64 = 32 << 20;
+/// A mapped get counts what it read toward the budget after each window of this many bytes, so
+/// a value larger than the budget is released part-way through.
+const MAPPED_WINDOW_BYTES: usize = 4 << 20;
 
 /// Where a live value lives.
 #[derive(Debug, Clone, Copy)]
@@ -138,6 +150,9 @@ pub struct PackStore {
     read_checks: std::sync::atomic::AtomicBool,
     /// Whether checked gets of large values read the stripe's mapping; see `set_mapped_reads`.
     mapped_reads: std::sync::atomic::AtomicBool,
+    /// Bytes read through the mappings since their pages were last released (see
+    /// `MAPPED_RESIDENT_BUDGET_BYTES`).
+    mapped_unreleased_bytes: AtomicU64,
 }
 
 /// Parses `g{generation}-s{stripe}.pack`.
@@ -199,16 +214,15 @@ impl PackStore {
             recovery,
             superseded: std::sync::atomic::AtomicBool::new(false),
             read_checks: std::sync::atomic::AtomicBool::new(true),
-            mapped_reads: std::sync::atomic::AtomicBool::new(false),
+            mapped_reads: std::sync::atomic::AtomicBool::new(true),
+            mapped_unreleased_bytes: AtomicU64::new(0),
         }))
     }
 
     /// Whether checked gets of values of `MAPPED_READ_MIN_BYTES` or more hash them in place, from
     /// the stripe's mapping (src/pack/view.rs): one pass over the page cache instead of `pread`'s
-    /// copy and the hash's pass over the copy. Off by default, as SQLite's mmap_size is: every
-    /// page read stays mapped, so it counts in the process's resident memory. Unmapping pages
-    /// after each read keeps that bounded, but the page faults it costs made reads slower than
-    /// with `pread` here: 2.6–2.8× fs's time (docs/performance.md).
+    /// copy and the hash's pass over the copy. On by default; the pages read are taken out of
+    /// the process again every `MAPPED_RESIDENT_BUDGET_BYTES`, so resident memory stays bounded.
     pub fn set_mapped_reads(&self, on: bool) {
         self.mapped_reads.store(on, Ordering::Release);
     }
@@ -218,8 +232,19 @@ impl PackStore {
     pub fn release_mapped_pages(&self) {
         for stripe in self.stripes.read().expect("pack stripes lock").iter() {
             if let Some(Some(view)) = stripe.view.get() {
-                view.release_pages();
+                view.release_pages(stripe.file_bytes.load(Ordering::Acquire));
             }
+        }
+    }
+
+    /// Counts `bytes` just read through a mapping; the read that crosses the budget releases
+    /// every stripe's mapped pages (`MAPPED_RESIDENT_BUDGET_BYTES`).
+    fn count_mapped_read(&self, bytes: u64) {
+        let unreleased = self.mapped_unreleased_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        // `swap` lets one of several readers crossing together do the release.
+        let budget = MAPPED_RESIDENT_BUDGET_BYTES;
+        if unreleased >= budget && self.mapped_unreleased_bytes.swap(0, Ordering::AcqRel) >= budget {
+            self.release_mapped_pages();
         }
     }
 
@@ -323,7 +348,7 @@ impl PackStore {
         let mappable = checked && header.value_len >= MAPPED_READ_MIN_BYTES && self.mapped_reads.load(Ordering::Relaxed);
         let mapped = mappable.then(|| stripe.mapped(header.value_offset(), header.value_len)).flatten();
         let read = if let Some(value) = mapped {
-            send_verified(value, &header, key, sink)
+            self.send_verified(value, &header, key, sink)
         } else if checked {
             copy_verified(&stripe.file, &header, key, sink, buf)
         } else {
@@ -332,6 +357,21 @@ impl PackStore {
         // A read that failed says so and where; a record whose bytes are wrong (corrupt) already says what.
         read.map_err(|e| if e.kind == ErrorKind::Corrupt { e } else { failed_call(e, "read", &stripe.path, header.offset) })?;
         Ok(header.value_len)
+    }
+
+    /// Sends the mapped `value` of the record `header` (of `key`) into `sink` a chunk at a time,
+    /// hashing each chunk just before sending it, so the sink reads it from the CPU's cache.
+    fn send_verified(&self, value: &[u8], header: &RecordHeader, key: &str, sink: &mut dyn Write) -> BResult<()> {
+        let mut hasher = Xxh3::new();
+        hasher.update(key.as_bytes());
+        for window in value.chunks(MAPPED_WINDOW_BYTES) {
+            for chunk in window.chunks(COPY_BUFFER_BYTES) {
+                hasher.update(chunk);
+                sink.write_all(chunk)?;
+            }
+            self.count_mapped_read(window.len() as u64);
+        }
+        check_body_hash(hasher.digest(), header, key)
     }
 
     /// Makes a written record visible unless a newer record for the key is already visible.
@@ -400,18 +440,6 @@ fn check_body_hash(digest: u64, header: &RecordHeader, key: &str) -> BResult<()>
         ));
     }
     Ok(())
-}
-
-/// Sends the mapped `value` of the record `header` (of `key`) into `sink` a chunk at a time,
-/// hashing each chunk just before sending it, so the sink reads it from the CPU's cache.
-fn send_verified(value: &[u8], header: &RecordHeader, key: &str, sink: &mut dyn Write) -> BResult<()> {
-    let mut hasher = Xxh3::new();
-    hasher.update(key.as_bytes());
-    for chunk in value.chunks(COPY_BUFFER_BYTES) {
-        hasher.update(chunk);
-        sink.write_all(chunk)?;
-    }
-    check_body_hash(hasher.digest(), header, key)
 }
 
 /// A writer's exclusive hold on one stripe; returned to the free list when dropped.

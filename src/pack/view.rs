@@ -5,6 +5,8 @@
 //! mapping, the hash reads the page cache itself, one pass, and the value reaches the caller as
 //! the mapped bytes (as LMDB hands out values): measured in docs/performance.md. Unchecked gets
 //! keep `pread`, so that a get still moves every byte rather than just handing out an address.
+//! Pages read stay mapped until the store takes them out again (`release_pages`, every
+//! `MAPPED_RESIDENT_BUDGET_BYTES` read), which keeps the process's resident memory bounded.
 //!
 //! The mapping is made once per stripe, larger than the file will ever be here (`VIEW_BYTES`):
 //! pages past the end of the file are never touched, and the file may grow underneath without
@@ -53,15 +55,31 @@ impl View {
 }
 
 impl View {
-    /// Takes the mapped pages out of this process (`MADV_DONTNEED`): they stay in the page cache,
-    /// where a cache drop can now evict them, and the next read through the view faults them in
-    /// again from the file. The mapping itself stays, and reads through it still see the file.
-    pub fn release_pages(&self) {
-        // SAFETY: the range is exactly this mapping. For a shared file mapping, DONTNEED only
-        // drops page-table entries; the bytes a live slice points at read the same afterwards.
+    /// Takes the mapped pages of the first `file_bytes` out of this process (`MADV_DONTNEED`):
+    /// they stay in the page cache, where a cache drop can now evict them, and the next read
+    /// through the view faults them in again from the file. The mapping itself stays, and reads
+    /// through it still see the file. (Only the file's extent: nothing past it was ever touched,
+    /// and the kernel need not walk the rest of the 64 GiB.)
+    pub fn release_pages(&self, file_bytes: u64) {
+        let page = page_bytes();
+        let len = file_bytes.min(VIEW_BYTES).div_ceil(page) * page;
+        // SAFETY: the range is the start of this mapping, page-aligned and inside it. For a
+        // shared file mapping, DONTNEED only drops page-table entries; the bytes a live slice
+        // (another thread's get) points at read the same afterwards, faulted in again.
         unsafe {
-            libc::madvise(self.base as *mut libc::c_void, VIEW_BYTES as usize, libc::MADV_DONTNEED);
+            libc::madvise(self.base as *mut libc::c_void, len as usize, libc::MADV_DONTNEED);
         }
+    }
+}
+
+/// The system's page size (the unit of `madvise`).
+fn page_bytes() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as u64
+    } else {
+        4096
     }
 }
 

@@ -87,10 +87,10 @@ const MAPPED_READ_MIN_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 /// are taken out again. Once this many bytes have been read through the mappings since the last
 /// release, the reader that crosses it takes every stripe's pages out (`View::release_pages`):
 /// the client's resident memory stays within about this much whatever it reads, a 1 GiB value
-/// included. One release per budget rather than one per get, because each release interrupts the
-/// other cores to flush their TLBs: released after every get, four threads on two cores read
-/// 1 MiB values at 0.94–0.95× fs's rate here; with this budget, 1.02 (docs/performance.md,
-/// session 20). Every page is faulted in again after a release: that is the price of the bound.
+/// included. One release per budget rather than one per get: each release is a system call that
+/// interrupts the other cores to flush their TLBs, and releasing after every 1 MiB value read
+/// 12–14 % slower (examples/mapped_read_release.rs; docs/performance.md, session 20). Every page
+/// is faulted in again after a release: that is the price of the bound.
 pub const MAPPED_RESIDENT_BUDGET_BYTES: u64 = 32 << 20;
 /// A mapped get counts what it read toward the budget after each window of this many bytes, so
 /// a value larger than the budget is released part-way through.

@@ -354,14 +354,17 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
             return None;
         }
         let at = e.span().map(|s| s.start).unwrap_or(span.start);
-        let key = remove_key_at(&mut table, at);
-        found.mistakes.push(locate(text, &e, key.as_deref()));
-        let key = key?;
+        let hit = remove_key_at(&mut table, at);
+        found.mistakes.push(locate(text, &e, hit.as_ref().map(|(_, path)| path.join(".")).as_deref()));
+        let (inner_start, path) = hit?;
+        let start = inner_start.unwrap_or(span.start);
         if let Some(meant) = meant_key(e.message()) {
-            found.removed.push((span.start, meant));
+            found.removed.push((start, meant));
         }
-        found.removed.push((span.start, key.clone()));
-        removed.push(key);
+        // The keys holding it lose it too (`get` of a phase's `mix`): `check` stays silent about
+        // them, or "a phase needs mix" would follow every bad weight.
+        found.removed.extend(path.iter().map(|key| (start, key.clone())));
+        removed.push(path.last().expect("a path names at least the key").clone());
     }
     None
 }
@@ -374,12 +377,19 @@ fn meant_key(message: &str) -> Option<String> {
     crate::suggest::did_you_mean(field, &candidates).map(str::to_string)
 }
 
-/// Removes the innermost key whose `key = value` text holds byte `at`; returns its name.
-fn remove_key_at(table: &mut toml::de::DeTable<'_>, at: usize) -> Option<String> {
+/// Removes the innermost key whose `key = value` text holds byte `at`. Returns the keys from
+/// the table that holds it down to it (["mix", "get"] for a weight of a phase's mix), and where
+/// that table starts when it is one of an array's (`[[workload.phase]]`), not this one.
+fn remove_key_at(table: &mut toml::de::DeTable<'_>, at: usize) -> Option<(Option<usize>, Vec<String>)> {
     let mut hit = None;
     for (key, value) in table.iter_mut() {
-        if let Some(inner) = remove_in_value(value, at) {
-            return Some(inner);
+        let is_array = matches!(value.get_ref(), toml::de::DeValue::Array(_));
+        if let Some((start, mut inner)) = remove_in_value(value, at) {
+            // A key of an array's table is named from its own table.
+            if !is_array {
+                inner.insert(0, key.get_ref().to_string());
+            }
+            return Some((start, inner));
         }
         if (key.span().start..value.span().end.max(key.span().end)).contains(&at) {
             hit = Some(key.get_ref().to_string());
@@ -387,13 +397,16 @@ fn remove_key_at(table: &mut toml::de::DeTable<'_>, at: usize) -> Option<String>
     }
     let name = hit?;
     table.remove(name.as_str());
-    Some(name)
+    Some((None, vec![name]))
 }
 
-fn remove_in_value(value: &mut toml::Spanned<toml::de::DeValue<'_>>, at: usize) -> Option<String> {
+fn remove_in_value(value: &mut toml::Spanned<toml::de::DeValue<'_>>, at: usize) -> Option<(Option<usize>, Vec<String>)> {
     match value.get_mut() {
         toml::de::DeValue::Table(t) => remove_key_at(t, at),
-        toml::de::DeValue::Array(items) => items.iter_mut().find_map(|item| remove_in_value(item, at)),
+        toml::de::DeValue::Array(items) => items.iter_mut().find_map(|item| {
+            let start = item.span().start;
+            remove_in_value(item, at).map(|(inner_start, path)| (inner_start.or(Some(start)), path))
+        }),
         _ => None,
     }
 }
@@ -421,7 +434,7 @@ fn locate(text: &str, e: &toml::de::Error, key: Option<&str>) -> Located {
 
 /// serde's "write a sequence" in TOML's words, with an example of the list `key` takes.
 fn list_example(key: &str, message: &str) -> String {
-    let example = match key {
+    let example = match key.rsplit('.').next().unwrap_or(key) {
         "before" => "before = [\"sh\", \"-c\", \"sync\"] (the program, then each argument)",
         "threads" => "threads = [1, 4]",
         "sizes" => "sizes = [\"4KiB\", \"1MiB\"]",
@@ -532,6 +545,19 @@ mod tests {
         // A negative number is said to be one; the field's own range is checked once it reads.
         let err = parse("version = 1\n[[workload]]\nname = \"w\"\nthreads = [-1]\n").unwrap_err();
         assert!(err.message.ends_with("-1 is negative; this field takes a whole number that is not negative"), "{}", err.message);
+    }
+
+    /// A bad weight names the mix it is in, and the mix it leaves empty is not reported again.
+    #[test]
+    fn a_bad_mix_weight_is_one_mistake_named_with_its_mix() {
+        let text = "version = 1\n[[workload]]\nname = \"w\"\n[[workload.phase]]\nmix = { put = 1 }\n[[workload.phase]]\nmix = { get = -1 }\n";
+        let parsed = parse_all(text);
+        let messages: Vec<&str> = parsed.mistakes.iter().map(|m| m.message.as_str()).collect();
+        assert_eq!(messages, ["field \"mix.get\": -1 is negative; this field takes a whole number that is not negative"]);
+        assert_eq!((parsed.mistakes[0].line, parsed.mistakes[0].column), (Some(7), Some(15)));
+        // Silenced in the second phase's table only.
+        let phase_start = text.rfind("[[workload.phase]]").unwrap();
+        assert!(parsed.removed.iter().any(|(start, key)| key == "mix" && (phase_start..phase_start + 20).contains(start)), "{:?}", parsed.removed);
     }
 
     #[test]

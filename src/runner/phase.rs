@@ -187,7 +187,7 @@ fn worker(
     let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
     // Shared keys: reads draw from every rank's keys, writes from this rank's own range.
     let mut all_keys = ctx.reads_all.then(|| KeyChooser::new(ctx.phase.key_order, ctx.key_space.all, ctx.seed, !stream_of(ctx, w)));
-    let total_weight: u32 = ctx.phase.mix.iter().map(|(_, wt)| wt).sum();
+    let mix_total = total_weight(&ctx.phase.mix);
     stats.start_ns = ctx.clock.now_ns();
     stats.end_ns = stats.start_ns;
     // The deadline is wall time, our own work included: a 30 s phase lasts 30 s.
@@ -255,7 +255,7 @@ fn worker(
         }
         iterations += 1;
         for step in 0..ops_per_iteration {
-            let op = if ctx.phase.sequence { ctx.phase.mix[step].0 } else { pick(&ctx.phase.mix, total_weight, &mut mix_rng) };
+            let op = if ctx.phase.sequence { ctx.phase.mix[step].0 } else { pick(&ctx.phase.mix, mix_total, &mut mix_rng) };
             let key = match (recent.key(op), all_keys.as_mut()) {
                 (Some(key), _) => key,
                 (None, Some(all)) if op.reads() => all.next(ctx.key_space.reads_from + index, ctx.key_space.all),
@@ -366,7 +366,14 @@ fn stream_of(ctx: &PhaseContext, w: u64) -> u64 {
     crate::hash::xxh3_64(format!("{}/{part}/{w}", ctx.phase.label).as_bytes())
 }
 
-fn pick(mix: &[(Op, u32)], total: u32, rng: &mut Xoshiro256PlusPlus) -> Op {
+/// The sum of a mix's weights, in u64: they are u32 each, and two near u32::MAX would wrap a u32
+/// sum (a mix that never draws its second operation).
+fn total_weight(mix: &[(Op, u32)]) -> u64 {
+    mix.iter().map(|&(_, wt)| u64::from(wt)).sum()
+}
+
+/// Draws an operation of `mix` by weight; `total` is `total_weight(mix)`.
+fn pick(mix: &[(Op, u32)], total: u64, rng: &mut Xoshiro256PlusPlus) -> Op {
     if mix.len() == 1 {
         return mix[0].0;
     }
@@ -474,13 +481,24 @@ mod tests {
         }
     }
 
+    /// Two weights near u32::MAX draw both operations about evenly (their u32 sum would wrap
+    /// and draw only the first).
+    #[test]
+    fn weights_near_the_u32_limit_still_draw_every_operation() {
+        let mix = [(Op::Get, 4_000_000_000), (Op::Put, 4_000_000_000)];
+        let total = total_weight(&mix);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let puts = (0..1000).filter(|_| pick(&mix, total, &mut rng) == Op::Put).count();
+        assert!((400..600).contains(&puts), "{puts} puts in 1000 draws");
+    }
+
     /// A seed whose first picks are `want[w]` for worker w.
     fn seed_picking(phase: &PhasePlan, want: &[Op]) -> u64 {
         let (keys, flag) = (KeyTable::new(1), AtomicBool::new(false));
         (0..10_000)
             .find(|&seed| {
                 let ctx = context(phase, &keys, seed, &flag);
-                want.iter().enumerate().all(|(w, op)| pick(&phase.mix, phase.mix.iter().map(|(_, wt)| wt).sum(), &mut worker_streams(&ctx, w as u64).1) == *op)
+                want.iter().enumerate().all(|(w, op)| pick(&phase.mix, total_weight(&phase.mix), &mut worker_streams(&ctx, w as u64).1) == *op)
             })
             .expect("some seed picks these operations")
     }

@@ -646,6 +646,17 @@ mod tests {
 
     const BASE: &str = "version = 1\n[[target]]\nbackend = \"sim\"\n[[target]]\nname = \"fs2\"\nbackend = \"fs\"\n";
 
+    /// A bad weight is one mistake: the mix it leaves empty is not also "a phase needs mix".
+    #[test]
+    fn a_bad_mix_weight_is_reported_once() {
+        let err = plan(&format!(
+            "{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\n[[workload.phase]]\nmix = {{ put = 1 }}\n[[workload.phase]]\nmix = {{ get = -1 }}\n"
+        ))
+        .unwrap_err();
+        assert!(err.contains("field \"mix.get\": -1 is negative"), "{err}");
+        assert!(!err.contains("a phase needs mix"), "{err}");
+    }
+
     /// A `[[fio]]` table's mistakes come all at once, each at its field's line (it used to stop
     /// at the first).
     #[test]

@@ -371,6 +371,18 @@ fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let run_dir = run_dir().expect("the run made its directory");
+    // The first Ctrl-C must come once the stalled put is under way: before it, the run would end
+    // at once with nothing to wait for. The worker thread sleeping in the kernel says it is.
+    let stalled = || {
+        std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten().any(|task| {
+            let read = |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
+            read("comm").trim() == "worker-0" && read("wchan").contains("nanosleep")
+        })
+    };
+    while !stalled() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the put never stalled");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for _ in 0..2 {
         // SAFETY: sending a signal to our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };

@@ -138,18 +138,22 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
             .map(|(w, session)| {
                 let (barrier, panicked) = (&barrier, &panicked);
                 let catalog = catalogs.next().flatten();
-                scope.spawn(move || {
-                    let mut stats = WorkerStats::new(origin, width);
-                    barrier.wait();
-                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats)
-                    }));
-                    if let Err(panic) = ran {
-                        panicked.store(true, Ordering::Relaxed);
-                        std::panic::resume_unwind(panic);
-                    }
-                    stats
-                })
+                // Named, so `top -H`, perf and the tests can tell a worker from the other threads.
+                let thread = std::thread::Builder::new().name(format!("worker-{w}"));
+                thread
+                    .spawn_scoped(scope, move || {
+                        let mut stats = WorkerStats::new(origin, width);
+                        barrier.wait();
+                        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats)
+                        }));
+                        if let Err(panic) = ran {
+                            panicked.store(true, Ordering::Relaxed);
+                            std::panic::resume_unwind(panic);
+                        }
+                        stats
+                    })
+                    .expect("spawn a worker thread")
             })
             .collect();
         while !handles.iter().all(|h| h.is_finished()) {

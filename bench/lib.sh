@@ -139,11 +139,13 @@ size_label() {
 split_list() { printf '%s\n' "${1//,/ }"; }
 
 # Runs stowbench on job file $1 with extra arguments; prints the report.json path. The report is
-# written under $2 (stowbench's --out); stdout and stderr go to $3.log.
+# written under $2 (stowbench's --out); stdout and stderr go to $3.log. $STOWBENCH_ARGS adds
+# arguments of `stowbench run` to every run (e.g. "--clock monotonic", to compare clocks).
 run_stowbench() {
-  local job=$1 out=$2 logbase=$3 rc=0
+  local job=$1 out=$2 logbase=$3 rc=0 more=()
   shift 3
-  "${STOWBENCH}" run "${job}" --out "${out}" --no-progress "$@" >"${logbase}.log" 2>&1 || rc=$?
+  read -r -a more <<<"${STOWBENCH_ARGS:-}"
+  "${STOWBENCH}" run "${job}" --out "${out}" --no-progress "$@" "${more[@]}" >"${logbase}.log" 2>&1 || rc=$?
   if ((rc != 0)); then
     tail -n 20 "${logbase}.log" >&2
     die "stowbench exited with ${rc} on ${job}; full output in ${logbase}.log"

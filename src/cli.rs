@@ -200,6 +200,10 @@ pub struct RunSettings {
     /// and an operation blocked past it (no op_timeout) ends the process with the report kept.
     #[arg(long, allow_hyphen_values = true)]
     pub timeout: Option<String>,
+    /// What times each operation: auto (the CPU's time-stamp counter where the kernel itself
+    /// keeps time with it, as fio's clocksource=cpu; else clock_gettime), tsc, or monotonic.
+    #[arg(long, default_value = "auto", value_parser = crate::clock::ClockChoice::parse)]
+    pub clock: crate::clock::ClockChoice,
 }
 
 /// `--seed`: a whole number, said in our words rather than clap's "invalid digit found in string".
@@ -378,7 +382,15 @@ fn run_command(mut plan: Plan, args: RunSettings, command: Vec<String>, interrup
         plan.seed = seed;
     }
     let timeout = run_timeout(args.timeout.as_deref())?;
-    let opts = RunOptions { work_dir: args.work_dir, keep: args.keep, skip_space_check: args.no_space_check, command, timeout, ..RunOptions::default() };
+    let opts = RunOptions {
+        work_dir: args.work_dir,
+        keep: args.keep,
+        skip_space_check: args.no_space_check,
+        command,
+        timeout,
+        clock: args.clock,
+        ..RunOptions::default()
+    };
     #[cfg(feature = "mpi")]
     if crate::multihost::launched() {
         // Started by mpirun: this process is one rank of the job (docs/multi-host.md).

@@ -423,6 +423,13 @@ fn the_default_run_compares_fs_and_sqlite_with_no_job_file() {
         }
     }
     assert!(table.contains("95% CI of the mean"), "the table says what its spread is:\n{table}");
+    // The clock behind every number is named, and a TSC's calibration held over the run.
+    let clock = &report["environment"]["clock"];
+    match clock["source"].as_str() {
+        Some("tsc") => assert!(clock["drift_ppm"].as_f64().is_some_and(|d| d.abs() < 100.0), "{clock}"),
+        Some("clock_gettime") => assert!(clock["drift_ppm"].is_null(), "{clock}"),
+        _ => panic!("no clock named: {clock}"),
+    }
     eprintln!("the default run took {:.1} s", started.elapsed().as_secs_f64());
 }
 
@@ -869,13 +876,14 @@ fn cleanup_of_a_file_or_a_missing_path_is_bad_input() {
 /// `run`'s values that start with '-' reach stowbench's own checks, in its words, not clap's
 /// "unexpected argument" or "invalid digit found in string"; nothing runs.
 #[test]
-fn run_says_what_is_wrong_with_a_negative_timeout_or_seed() {
+fn run_says_what_is_wrong_with_a_negative_timeout_a_seed_or_a_clock() {
     let dir = tempfile::tempdir().unwrap();
     for (args, says) in [
         (&["--timeout", "-5s"][..], "--timeout: duration \"-5s\" is negative"),
         (&["--timeout", "--no-progress"][..], "--timeout: duration \"--no-progress\" does not start with a number"),
         (&["--seed", "-1"][..], "\"-1\" is negative; a seed is a whole number from 0 to 18446744073709551615"),
         (&["--seed", "x1"][..], "\"x1\" is not a whole number"),
+        (&["--clock", "cpu"][..], "\"cpu\" is not a clock; use auto, tsc or monotonic"),
     ] {
         let out = stowbench(dir.path(), &[&["run", "--out", "res"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

@@ -26,6 +26,8 @@ pub fn capture(work_dir: &Path) -> Environment {
         work_dir: work_dir.display().to_string(),
         work_dir_filesystem: crate::host::filesystem_of(work_dir),
         page_cache_reclaim: damon_pageout(Path::new(DAMON_ADMIN)),
+        // Set by the runner once it has chosen the clock.
+        clock: None,
     }
 }
 

@@ -367,6 +367,10 @@ fn conditions_section(report: &RunReport) -> String {
     }
     fact("idle-memory reclaim", env.page_cache_reclaim.clone().unwrap_or_else(|| "none found".into()));
     fact("SQLite library", env.sqlite_version.clone());
+    if let Some(clock) = &env.clock {
+        let drift = clock.drift_ppm.map(|ppm| format!("; {ppm:+.1} ppm off CLOCK_MONOTONIC by the run's end")).unwrap_or_default();
+        fact("clock", format!("{}: {}{drift}", clock.source, clock.detail));
+    }
     fact("job", report.job_source.clone());
     fact("seed", report.seed.to_string());
     if let Some(recipe) = &report.recipe {

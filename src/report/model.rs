@@ -203,6 +203,24 @@ pub struct Environment {
     /// "warm" read of data idle longer than that may come from disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache_reclaim: Option<String>,
+    /// The clock that timed real backends' operations (`None` in reports before session 21, and
+    /// in runs refused before they started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockInfo>,
+}
+
+/// The clock behind every latency and throughput of a run (`stowbench run --clock`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClockInfo {
+    /// "tsc" (the CPU's time-stamp counter read directly, as fio's `clocksource=cpu`) or
+    /// "clock_gettime" (CLOCK_MONOTONIC).
+    pub source: String,
+    /// Its rate, and why it was chosen.
+    pub detail: String,
+    /// TSC only: how far its time ran from CLOCK_MONOTONIC over the run, in parts per million
+    /// (a check that its calibration held).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_ppm: Option<f64>,
 }
 
 /// The filesystem a path lives on.

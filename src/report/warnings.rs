@@ -18,6 +18,9 @@ const HIGH_CV: f64 = 0.10;
 const HIGH_OWN_WORK: f64 = 0.10;
 /// Client CPU above this fraction of the cores its threads could use means the client was busy.
 const CLIENT_BUSY: f64 = 0.90;
+/// How far (parts per million) the TSC clock may run from CLOCK_MONOTONIC over a run before the
+/// report warns: calibration over 20 ms is good to a few ppm, an NTP slew is up to 500.
+const CLOCK_DRIFT_PPM: f64 = 100.0;
 
 /// What a warning is about. Names are stable: scripts and the HTML page key on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +60,8 @@ pub enum WarningKind {
     IdleMemoryEviction,
     /// ext4 without a journal slows file creation after mass deletion.
     Ext4NoJournal,
+    /// The TSC clock's time ran away from CLOCK_MONOTONIC over the run: its durations are off.
+    ClockDrift,
     /// Operations failed or were retried.
     ErrorsOrRetries,
     /// Objects read back differed from what was put (each is listed in `verification.mismatched`).
@@ -600,6 +605,18 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
             ),
             "Keep phases back to back, or measure cold reads on purpose",
         ));
+    }
+    if let Some(clock) = &report.environment.clock {
+        if let Some(ppm) = clock.drift_ppm.filter(|ppm| ppm.abs() > CLOCK_DRIFT_PPM) {
+            out.push(Warning::new(
+                WarningKind::ClockDrift,
+                format!(
+                    "the TSC that timed this run ran {ppm:+.0} ppm off CLOCK_MONOTONIC by its end (its calibration is good to a few): \
+                     durations and rates may be off by that much"
+                ),
+                "Run again with --clock monotonic",
+            ));
+        }
     }
     // Where the data lived: each case's own filesystem (a target's path may put it on another
     // one than the work directory's), or the work directory's when no case says (fio alone).

@@ -22,11 +22,11 @@ pub mod watchdog;
 
 use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, BackendKind, Namespace, Session};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MeasuringClock, MonotonicClock};
 use crate::error::{Error, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED};
 use crate::job::plan::TargetPlan;
 use crate::job::{CasePlan, PhasePlan, Plan, Stop};
-use crate::report::model::{CaseResult, CaseStatus, DiskResult, PhaseResult, PreloadResult, RunReport, RunStatus, Verification};
+use crate::report::model::{CaseResult, CaseStatus, ClockInfo, DiskResult, PhaseResult, PreloadResult, RunReport, RunStatus, Verification};
 use crate::sampler::ResourceSampler;
 use crate::workload::op::Op;
 use crate::workload::payload::PayloadSpec;
@@ -58,6 +58,8 @@ pub struct RunOptions {
     pub fio: crate::fio::RunOptions,
     /// The run's own deadline (`--timeout`), see `deadline`.
     pub timeout: Option<std::time::Duration>,
+    /// Which clock times real backends' operations (`--clock`).
+    pub clock: crate::clock::ClockChoice,
 }
 
 /// What a run produced.
@@ -195,7 +197,11 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     // rank hears every other's verdict, so all refuse together.
     let mut report = crate::report::new_report(plan, &run_id, &opts.command, root.as_ref().map_or(&parent, |r| &r.dir));
     ranks.describe(&mut report);
-    let checked = root.clone().and_then(|root| {
+    let clock = MeasuringClock::choose(opts.clock).map_err(Error::environment);
+    if let Ok(clock) = &clock {
+        report.environment.clock = Some(ClockInfo { source: clock.source.into(), detail: clock.detail.clone(), drift_ppm: None });
+    }
+    let checked = clock.as_ref().map(|_| ()).map_err(Clone::clone).and(root.clone()).and_then(|root| {
         ranks.refuse_sharing(&local).map_err(Error::bad_input)?;
         // Scratch namespaces of their own, also when the ranks share the run directory.
         let scratch = if ranks.shares_namespace() { format!("-rank{}", ranks.rank()) } else { String::new() };
@@ -203,9 +209,9 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     });
     // The report is started only once every rank agreed to run; its own failure is agreed on too.
     let agreed = ranks.preflight(checked).and_then(|()| ranks.preflight(if lead { start_report(&opts.report_path, &report) } else { Ok(()) }));
-    let root = match (agreed, root) {
-        (Ok(()), Ok(root)) => root,
-        (verdict, root) => {
+    let (root, clock) = match (agreed, root, clock) {
+        (Ok(()), Ok(root), Ok(clock)) => (root, clock),
+        (verdict, root, _) => {
             if let (Ok(root), true) = (root, owns_root) {
                 let _ = namespace::remove(&root.dir);
             }
@@ -225,7 +231,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
             break;
         }
         progress.start_case(case);
-        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks, owns_root });
+        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks, owns_root, clock: &clock.clock });
         let here = Stops { interrupted: interrupted.load(Ordering::Relaxed), timed_out: timed_out.load(Ordering::Relaxed) };
         let mut result;
         (result, stops) = ranks.case_end(case, local_result, here);
@@ -278,6 +284,9 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
         RunStatus::Complete
     };
     report.finished_at = Some(crate::report::rfc3339(std::time::SystemTime::now()));
+    if let Some(info) = &mut report.environment.clock {
+        info.drift_ppm = clock.drift_ppm();
+    }
     report.break_even = crate::report::breakeven::compute(&report);
     report.headlines = crate::report::table::headlines(&report);
     report.warnings = crate::report::warnings::for_report(&report);
@@ -500,6 +509,8 @@ struct Running<'a> {
     ranks: &'a dyn Ranks,
     /// Whether this process made the run directory (not another rank's shared one).
     owns_root: bool,
+    /// What times real backends' operations.
+    clock: &'a Arc<dyn Clock>,
 }
 
 fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, running: &Running) -> CaseResult {
@@ -632,7 +643,7 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
     let mut run = CaseRun {
         plan,
         case,
-        clock: backend.clock().unwrap_or_else(|| Arc::new(MonotonicClock)),
+        clock: backend.clock().unwrap_or_else(|| running.clock.clone()),
         keys: KeyTable::new(key_space.all),
         key_space,
         payload: PayloadSpec::new(ranks.payload_seed(plan.seed), workload.compressibility, case.size),

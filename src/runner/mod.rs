@@ -176,7 +176,9 @@ pub fn left_behind_if_exiting_now() -> Option<String> {
 fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out: &AtomicBool, ranks: &dyn Ranks) -> Result<RunOutcome, Error> {
     // This process's share of every case (all of it on a single host).
     let local = ranks.local_plan(plan).map_err(Error::bad_input)?;
-    let run_id = ranks.start_run(new_run_id(), &MonotonicClock);
+    let clock = MeasuringClock::choose(opts.clock).map_err(Error::environment);
+    // Ranks measure their clocks' offsets with the clock that will time them.
+    let run_id = ranks.start_run(new_run_id(), clock.as_ref().map_or(&MonotonicClock as &dyn Clock, |c| c.clock.as_ref()));
     let lead = ranks.is_lead();
     let parent = work_parent(opts.work_dir.as_deref(), local.work_dir.as_deref().map(|d| (d, local.work_dir_at.as_deref())));
     let parent_exists = parent.as_ref().map(|_| ()).map_err(Clone::clone);
@@ -197,7 +199,6 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     // rank hears every other's verdict, so all refuse together.
     let mut report = crate::report::new_report(plan, &run_id, &opts.command, root.as_ref().map_or(&parent, |r| &r.dir));
     ranks.describe(&mut report);
-    let clock = MeasuringClock::choose(opts.clock).map_err(Error::environment);
     if let Ok(clock) = &clock {
         report.environment.clock = Some(ClockInfo { source: clock.source.into(), detail: clock.detail.clone(), drift_ppm: None });
     }

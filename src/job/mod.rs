@@ -93,9 +93,20 @@ pub fn load_text(text: &str, source: &str) -> Result<Plan, String> {
     }
 }
 
-/// Reads a job file.
+/// Reads a job file; text that is not UTF-8 is refused at its line and column.
 pub fn read_file(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read job file {}: {e}", path.display()))
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read job file {}: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| not_utf8(&path.display().to_string(), e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// Where a job file stops being UTF-8, as `file:line:column` (the column counted in characters,
+/// as every other mistake's), with the byte and its offset, and the fix.
+fn not_utf8(source: &str, bytes: &[u8], at: usize) -> String {
+    let before = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+    let utf16 = if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) { " (it starts with a UTF-16 byte-order mark)" } else { "" };
+    format!("{source}:{line}:{column}: the job file is not UTF-8: byte 0x{:02x} at offset {at}{utf16}; save it as UTF-8", bytes[at])
 }
 
 /// Reads, parses and validates a job file.
@@ -106,4 +117,22 @@ pub fn load_file(path: &Path) -> Result<Plan, String> {
 /// The built-in quick comparison.
 pub fn quick() -> Plan {
     load_text(QUICK_RECIPE, "built-in recipe quick").expect("the built-in quick recipe is valid (tested)")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_job_that_is_not_utf8_is_refused_at_its_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, b"version = 1\nname = \"\xc3\xa9t\xff\"\n").unwrap();
+        let e = super::read_file(&path).unwrap_err();
+        assert!(e.ends_with("bad.toml:2:11: the job file is not UTF-8: byte 0xff at offset 23; save it as UTF-8"), "{e}");
+        std::fs::write(&path, b"\xff\xfev\x00").unwrap();
+        let e = super::read_file(&path).unwrap_err();
+        assert!(
+            e.ends_with("bad.toml:1:1: the job file is not UTF-8: byte 0xff at offset 0 (it starts with a UTF-16 byte-order mark); save it as UTF-8"),
+            "{e}"
+        );
+    }
 }

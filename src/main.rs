@@ -9,7 +9,7 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 fn main() {
     quiet_on_closed_stdout();
-    let _ = ctrlc::set_handler(|| {
+    let _ = stowbench::signals::on_termination(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             match stowbench::runner::left_behind_if_exiting_now() {
                 Some(left) => stowbench::say!("stowbench: interrupted twice, exiting now: {left}"),

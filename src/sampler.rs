@@ -3,7 +3,8 @@
 //! facts about the filesystem under a path and dropping the page cache for cold runs.
 //!
 //! Everything is read from /proc; nothing here changes another process. Sampling runs on its own
-//! thread every 50 ms and costs the measured workers nothing but that thread's CPU.
+//! thread every 50 ms, with a file table of its own (see `threads`), and costs the measured
+//! workers nothing but that thread's CPU.
 
 use crate::report::model::Resources;
 use std::path::Path;
@@ -187,8 +188,10 @@ impl ResourceSampler {
         let roots = Arc::new(Mutex::new(server_roots.clone()));
         let (stop2, peaks2, roots2) = (stop.clone(), peaks.clone(), roots.clone());
         let thread = std::thread::Builder::new()
-            .name("stowbench-sampler".into())
             .spawn(move || {
+                // Off the workers' file table (see crate::threads); named once it is.
+                crate::threads::leave_file_table(&[]);
+                crate::threads::name_current_thread("stowbench-sampl");
                 // The trees are walked again every TREE_EVERY samples, not every sample: a
                 // server's processes come and go at connection setup, and walking them is most
                 // of a sample's cost (taken from the cores the measured work runs on).

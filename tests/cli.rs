@@ -372,17 +372,8 @@ fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
     }
     let run_dir = run_dir().expect("the run made its directory");
     // The first Ctrl-C must come once the stalled put is under way: before it, the run would end
-    // at once with nothing to wait for. The worker thread sleeping in the kernel says it is.
-    let stalled = || {
-        std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten().any(|task| {
-            let read = |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
-            read("comm").trim() == "worker-0" && read("wchan").contains("nanosleep")
-        })
-    };
-    while !stalled() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the put never stalled");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // at once with nothing to wait for.
+    wait_for_the_stalled_put(child.id(), started);
     for _ in 0..2 {
         // SAFETY: sending a signal to our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -395,6 +386,66 @@ fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
     assert!(run_dir.exists(), "a hard exit leaves the data, as it says");
     let cleaned = stowbench(dir.path(), &["cleanup", run_dir.to_str().unwrap()]);
     assert!(cleaned.status.success() && !run_dir.exists(), "{}", text(&cleaned));
+}
+
+/// Waits until the lone worker of `pid`, which runs on its main thread, sleeps in the sim's
+/// 60 s stall. Seen twice 200 ms apart: the main thread's other sleeps last 50 ms at most.
+fn wait_for_the_stalled_put(pid: u32, started: std::time::Instant) {
+    let sleeping = || std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/wchan")).unwrap_or_default().contains("nanosleep");
+    loop {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the put never stalled");
+        if sleeping() {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if sleeping() {
+                return;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A lone worker runs on the main thread, and stowbench's helper threads (signals, sampler) keep
+/// file tables of their own: no thread shares the worker's, so the kernel takes no reference
+/// on the file of each system call, as for fio's and kvtest's single-threaded processes.
+#[test]
+fn a_lone_worker_shares_its_file_table_with_no_other_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nstall_at = 1\nstall = \"60s\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("stall.toml"), job).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["run", "stall.toml", "--out", "res", "--work-dir", ".", "--no-progress"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let started = std::time::Instant::now();
+    let names = || -> Vec<(i32, String)> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|t| (t.file_name().to_string_lossy().parse().unwrap(), std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim().to_string()))
+            .collect()
+    };
+    // Helpers name themselves once they have left the table: both named means both left.
+    while !["stowbench-sigs", "stowbench-sampl"].iter().all(|n| names().iter().any(|(_, name)| name == n)) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "the helpers never started: {:?}", names());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    wait_for_the_stalled_put(pid, started);
+    let threads = names();
+    let mut shared = Vec::new();
+    for (i, (a, name_a)) in threads.iter().enumerate() {
+        for (b, name_b) in &threads[i + 1..] {
+            shared.push((name_a.clone(), name_b.clone(), stowbench::threads::share_file_table(*a, *b)));
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(threads.len(), 3, "the main thread (the worker), the signal thread and the sampler: {threads:?}");
+    assert!(shared.iter().all(|(_, _, s)| *s == Some(false)), "threads that share a file table (or could not be compared): {shared:?}");
 }
 
 #[test]

@@ -25,6 +25,8 @@ fn seconds(d: Duration) -> String {
 
 /// Waits for the run to end (`finished`); at `timeout` stops it, and past the grace exits.
 pub fn watch(timeout: Duration, report: &Path, finished: &AtomicBool, timed_out: &AtomicBool, interrupted: &AtomicBool) {
+    // Off the workers' file table (see crate::threads): it opens only files of its own.
+    crate::threads::leave_file_table(&[]);
     let start = Instant::now();
     if !wait_until(finished, start + timeout) {
         return;

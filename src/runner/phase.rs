@@ -124,6 +124,17 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
         }
     };
     let watchdog = watchdog.as_ref();
+    if sessions.len() == 1 && watchdog.is_none() {
+        // A lone worker runs on this thread, which would otherwise only wait: then no other
+        // thread of the process uses its file table (the helpers keep their own, see
+        // crate::threads), and the kernel takes no reference per system call, as for fio's
+        // and kvtest's single-threaded processes. It does this thread's chores between operations.
+        let mut stats = WorkerStats::new(origin, width);
+        let catalog = catalogs.first_mut().map(|c| -> &mut dyn Catalog { c.as_mut() });
+        let chores = Chores { run: &on_wait, next_ns: ctx.clock.now_ns() };
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker(ctx, sessions[0].as_mut(), catalog, 0, 1, Place::Alone(chores), &mut stats)));
+        return ran.map(|()| vec![stats]).map_err(|panic| panicked_message(ctx, 0, panic));
+    }
     std::thread::scope(|scope| {
         if let Some(dog) = watchdog {
             scope.spawn(|| dog.watch());
@@ -145,7 +156,7 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
                         let mut stats = WorkerStats::new(origin, width);
                         barrier.wait();
                         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            worker(ctx, session.as_mut(), catalog, w as u64, workers, watchdog, &mut stats)
+                            worker(ctx, session.as_mut(), catalog, w as u64, workers, Place::Among(watchdog), &mut stats)
                         }));
                         if let Err(panic) = ran {
                             panicked.store(true, Ordering::Relaxed);
@@ -161,33 +172,53 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
             if panicked.load(Ordering::Relaxed) {
                 ctx.interrupted.store(true, Ordering::Relaxed);
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            std::thread::sleep(std::time::Duration::from_nanos(CHORES_EVERY_NS));
         }
         if let Some(dog) = watchdog {
             dog.stop();
         }
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(w, h)| {
-                h.join().map_err(|panic| {
-                    let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
-                    format!("worker {w} panicked in phase {}: {}", ctx.phase.label, what.unwrap_or_else(|| "(no message)".into()))
-                })
-            })
-            .collect()
+        handles.into_iter().enumerate().map(|(w, h)| h.join().map_err(|panic| panicked_message(ctx, w, panic))).collect()
     })
 }
 
-fn worker(
-    ctx: &PhaseContext,
-    session: &mut dyn Session,
-    catalog: Option<&mut dyn Catalog>,
-    w: u64,
-    workers: u64,
-    watchdog: Option<&super::watchdog::Watchdog>,
-    stats: &mut WorkerStats,
-) {
+fn panicked_message(ctx: &PhaseContext, w: usize, panic: Box<dyn std::any::Any + Send>) -> String {
+    let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+    format!("worker {w} panicked in phase {}: {}", ctx.phase.label, what.unwrap_or_else(|| "(no message)".into()))
+}
+
+/// How often the phase's thread does its chores (progress, passing on a Ctrl-C): while workers
+/// run, between its sleeps; as the lone worker, between operations.
+const CHORES_EVERY_NS: u64 = 50_000_000;
+
+/// Where a worker runs.
+enum Place<'t> {
+    /// On a thread of its own among the phase's workers, under the phase's watchdog if any.
+    Among(Option<&'t super::watchdog::Watchdog>),
+    /// Alone, on the phase's thread, doing that thread's chores.
+    Alone(Chores<'t>),
+}
+
+/// The chores of the phase's thread, done by a lone worker running on it.
+struct Chores<'t> {
+    run: &'t dyn Fn(),
+    /// When they are next due, in clock nanoseconds.
+    next_ns: u64,
+}
+
+impl Chores<'_> {
+    fn when_due(&mut self, now_ns: u64) {
+        if now_ns >= self.next_ns {
+            (self.run)();
+            self.next_ns = now_ns + CHORES_EVERY_NS;
+        }
+    }
+}
+
+fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dyn Catalog>, w: u64, workers: u64, place: Place, stats: &mut WorkerStats) {
+    let (watchdog, mut chores) = match place {
+        Place::Among(watchdog) => (watchdog, None),
+        Place::Alone(chores) => (None, Some(chores)),
+    };
     let (mut chooser, mut mix_rng) = worker_streams(ctx, w);
     // Shared keys: reads draw from every rank's keys, writes from this rank's own range.
     let mut all_keys = ctx.reads_all.then(|| KeyChooser::new(ctx.phase.key_order, ctx.key_space.all, ctx.seed, !stream_of(ctx, w)));
@@ -235,6 +266,9 @@ fn worker(
     let ops_per_iteration = if ctx.phase.sequence { ctx.phase.mix.len() } else { 1 };
     let mut iterations = 0u64;
     'iterations: loop {
+        if let Some(chores) = chores.as_mut() {
+            chores.when_due(worker.timed_end_ns);
+        }
         if ctx.interrupted.load(Ordering::Relaxed) || deadline.is_some_and(|d| ctx.clock.now_ns() >= d) {
             break;
         }
@@ -252,7 +286,7 @@ fn worker(
             break;
         }
         if let Some(schedule) = schedule.as_mut() {
-            match wait_for_start(&mut worker, schedule, deadline) {
+            match wait_for_start(&mut worker, schedule, deadline, chores.as_mut()) {
                 Some(lag) => worker.stats.schedule.as_mut().expect("an open-loop worker has a tally").started(lag),
                 None => break,
             }
@@ -282,7 +316,7 @@ fn worker(
 /// Waits until the schedule's next start (storage clock) and sets it as the current operation's
 /// intended start; returns how late the start is, or None when the phase ends first (its
 /// deadline, Ctrl-C).
-fn wait_for_start(worker: &mut Worker, schedule: &mut super::schedule::Schedule, deadline: Option<u64>) -> Option<u64> {
+fn wait_for_start(worker: &mut Worker, schedule: &mut super::schedule::Schedule, deadline: Option<u64>, mut chores: Option<&mut Chores>) -> Option<u64> {
     let (ctx, clock) = (worker.ctx, worker.ctx.clock);
     let intended_ns = schedule.next_start_ns();
     // The deadline is wall time, our own work included; the schedule is storage time.
@@ -294,6 +328,9 @@ fn wait_for_start(worker: &mut Worker, schedule: &mut super::schedule::Schedule,
         if now >= intended_ns {
             worker.intended_ns = Some(intended_ns);
             return Some(now - intended_ns);
+        }
+        if let Some(chores) = chores.as_mut() {
+            chores.when_due(clock.now_ns());
         }
         if ctx.interrupted.load(Ordering::Relaxed) {
             return None;

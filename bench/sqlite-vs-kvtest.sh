@@ -37,8 +37,9 @@
 # for up to 100 ms at a time; docs/backends/sqlite.md says what a get then sees).
 # What still differs (bench/README.md): in SQL mode each stowbench get is its own transaction;
 # kvtest --multitrans resets its statement only before the next read.
-# kvtest is one thread; stowbench's workers are threads, and a multi-threaded process pays more
-# per pread (glibc's cancellation-point wrappers, the kernel's reference on a shared file table).
+# kvtest is one thread; stowbench has helper threads, and a multi-threaded process pays more per
+# pread (glibc's cancellation-point wrappers; stowbench's lone worker avoids the kernel's
+# reference on a shared file table: its helpers keep their own, src/threads.rs).
 # --kvtest-threaded starts one idle thread inside kvtest (bench/kvtest-idle-thread.c, LD_PRELOAD)
 # so both processes have that shape; the target is judged against plain kvtest either way.
 # stowbench copies each value into its verification buffer and checks it after the timed call

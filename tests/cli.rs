@@ -355,15 +355,7 @@ fn sigint_exits_130_and_keeps_finished_cases() {
 fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
     let dir = tempfile::tempdir().unwrap();
     // The first put stalls for a minute, so the first Ctrl-C cannot end the run before the second.
-    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nstall_at = 1\nstall = \"60s\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nphases = [\"put\"]\n";
-    std::fs::write(dir.path().join("stall.toml"), job).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["run", "stall.toml", "--out", "res", "--work-dir", ".", "--no-progress"])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_a_run_whose_first_put_stalls(dir.path());
     let started = std::time::Instant::now();
     let run_dir =
         || std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with("stowbench-"));
@@ -388,6 +380,20 @@ fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
     assert!(cleaned.status.success() && !run_dir.exists(), "{}", text(&cleaned));
 }
 
+/// Starts `stowbench run` in `dir` on one sim worker whose first put sleeps for a minute (output
+/// piped, results in `dir/res`, data in `dir`).
+fn start_a_run_whose_first_put_stalls(dir: &Path) -> std::process::Child {
+    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nstall_at = 1\nstall = \"60s\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nphases = [\"put\"]\n";
+    std::fs::write(dir.join("stall.toml"), job).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["run", "stall.toml", "--out", "res", "--work-dir", ".", "--no-progress"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Waits until the lone worker of `pid`, which runs on its main thread, sleeps in the sim's
 /// 60 s stall. Seen twice 200 ms apart: the main thread's other sleeps last 50 ms at most.
 fn wait_for_the_stalled_put(pid: u32, started: std::time::Instant) {
@@ -410,15 +416,7 @@ fn wait_for_the_stalled_put(pid: u32, started: std::time::Instant) {
 #[test]
 fn a_lone_worker_shares_its_file_table_with_no_other_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let job = "version = 1\n[[target]]\nbackend = \"sim\"\nclock = \"real\"\nstall_at = 1\nstall = \"60s\"\n[[workload]]\nname = \"w\"\nsizes = [10]\nobjects = 10\nphases = [\"put\"]\n";
-    std::fs::write(dir.path().join("stall.toml"), job).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stowbench"))
-        .args(["run", "stall.toml", "--out", "res", "--work-dir", ".", "--no-progress"])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = start_a_run_whose_first_put_stalls(dir.path());
     let pid = child.id();
     let started = std::time::Instant::now();
     let names = || -> Vec<(i32, String)> {

@@ -88,10 +88,9 @@ impl ClockChoice {
 pub struct MeasuringClock {
     /// The clock.
     pub clock: std::sync::Arc<dyn Clock>,
-    /// "tsc" or "clock_gettime".
-    pub source: &'static str,
     /// Its rate and why it was chosen.
     pub detail: String,
+    /// The same clock when it is the TSC, for the drift check.
     tsc: Option<std::sync::Arc<TscClock>>,
 }
 
@@ -101,19 +100,14 @@ impl MeasuringClock {
     /// (docs/performance.md, "The clock"). Refused only when the TSC was asked for by name and
     /// cannot be trusted.
     pub fn choose(choice: ClockChoice) -> Result<MeasuringClock, String> {
-        let monotonic = |why: String| MeasuringClock {
-            clock: std::sync::Arc::new(MonotonicClock),
-            source: "clock_gettime",
-            detail: format!("clock_gettime(CLOCK_MONOTONIC); {why}"),
-            tsc: None,
-        };
+        let monotonic =
+            |why: String| MeasuringClock { clock: std::sync::Arc::new(MonotonicClock), detail: format!("clock_gettime(CLOCK_MONOTONIC); {why}"), tsc: None };
         if choice == ClockChoice::Monotonic {
             return Ok(monotonic("asked for with --clock monotonic".into()));
         }
         match TscClock::calibrated() {
             Ok(tsc) => Ok(MeasuringClock {
                 clock: tsc.clone(),
-                source: "tsc",
                 detail: format!(
                     "the CPU's invariant time-stamp counter read directly, at {:.3} GHz (calibrated against CLOCK_MONOTONIC over {} ms); the kernel's clocksource is tsc",
                     tsc.ticks_per_ns(),
@@ -123,6 +117,15 @@ impl MeasuringClock {
             }),
             Err(why) if choice == ClockChoice::Tsc => Err(format!("--clock tsc: the TSC cannot time this run: {why}; use --clock monotonic (or auto)")),
             Err(why) => Ok(monotonic(format!("the TSC is not used: {why}"))),
+        }
+    }
+
+    /// "tsc" or "clock_gettime", as the report names it.
+    pub fn source(&self) -> &'static str {
+        if self.tsc.is_some() {
+            "tsc"
+        } else {
+            "clock_gettime"
         }
     }
 
@@ -284,7 +287,7 @@ mod tests {
     #[test]
     fn monotonic_is_used_when_asked_for() {
         let chosen = MeasuringClock::choose(ClockChoice::Monotonic).unwrap();
-        assert_eq!((chosen.source, chosen.drift_ppm()), ("clock_gettime", None));
+        assert_eq!((chosen.source(), chosen.drift_ppm()), ("clock_gettime", None));
         assert!(chosen.detail.contains("--clock monotonic"), "{}", chosen.detail);
     }
 
@@ -296,7 +299,7 @@ mod tests {
         match tsc_unusable() {
             None => {
                 let chosen = MeasuringClock::choose(ClockChoice::Auto).unwrap();
-                assert_eq!(chosen.source, "tsc", "{}", chosen.detail);
+                assert_eq!(chosen.source(), "tsc", "{}", chosen.detail);
                 let tsc = TscClock::calibrated().unwrap();
                 assert!((0.1..=20.0).contains(&tsc.ticks_per_ns()));
                 let mut last = tsc.now_ns();
@@ -317,7 +320,7 @@ mod tests {
                 let refused = MeasuringClock::choose(ClockChoice::Tsc).err().unwrap();
                 assert!(refused.contains(&why), "{refused}");
                 let chosen = MeasuringClock::choose(ClockChoice::Auto).unwrap();
-                assert_eq!(chosen.source, "clock_gettime");
+                assert_eq!(chosen.source(), "clock_gettime");
                 assert!(chosen.detail.contains(&why), "{}", chosen.detail);
             }
         }

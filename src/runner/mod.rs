@@ -201,7 +201,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     ranks.describe(&mut report);
     // fio times its own sweeps: a run of nothing else names no clock of ours.
     if let (Ok(clock), false) = (&clock, plan.cases.is_empty()) {
-        report.environment.clock = Some(ClockInfo { source: clock.source.into(), detail: clock.detail.clone(), drift_ppm: None });
+        report.environment.clock = Some(ClockInfo { source: clock.source().into(), detail: clock.detail.clone(), drift_ppm: None });
     }
     let checked = clock.as_ref().map(|_| ()).map_err(Clone::clone).and(root.clone()).and_then(|root| {
         ranks.refuse_sharing(&local).map_err(Error::bad_input)?;

@@ -1,6 +1,6 @@
-//! stowbench's helper threads (signals, resource sampling, the run's --timeout) each keep a file
-//! table of their own, so that while one worker runs a phase it is the only thread using the
-//! process's file table.
+//! stowbench's helper threads (signals, resource sampling, the run's --timeout, the progress
+//! bar's ticker) each keep a file table of their own, so that while one worker runs a phase it is
+//! the only thread using the process's file table.
 //!
 //! Why: Linux takes a reference on the file behind every descriptor a system call is passed
 //! (`pread`, `pwrite`, `fsync`, …) unless the calling thread's file table is used by it alone

@@ -223,7 +223,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     let _in_progress = InProgress::start(&root.dir, &opts.report_path);
     // Only the first rank writes the report; the others keep theirs in memory.
     let write = |report: &RunReport| if lead { crate::report::write_in_progress(&opts.report_path, report).err() } else { None };
-    let progress = Progress::new(plan.cases.len() as u64, lead && opts.progress && !plan.cases.is_empty());
+    let mut progress = Progress::new(plan.cases.len() as u64, lead && opts.progress && !plan.cases.is_empty());
     let mut failed = false;
     let mut report_error = None;
     let mut stops = Stops::default();

@@ -266,6 +266,13 @@ pub trait Backend: Send + Sync {
     fn release_cached_data(&self) -> BResult<()> {
         Ok(())
     }
+    /// Brings the store to rest before a phase, untimed, once every session has settled
+    /// (`Session::settle`), so that the phase does not pay for work the previous one left
+    /// deferred: SQLite checkpoints its WAL into the database file, as the last connection's close
+    /// does. Nothing by default.
+    fn settle(&self) -> BResult<()> {
+        Ok(())
+    }
     /// A virtual clock, for the `sim` backend only; real backends use the monotonic clock.
     fn clock(&self) -> Option<std::sync::Arc<dyn crate::clock::Clock>> {
         None
@@ -294,6 +301,10 @@ pub trait Session: Send {
     fn cut_handle(&self) -> Option<sockets::CutHandle> {
         None
     }
+    /// Lets go of what the session holds between operations that would keep `Backend::settle`
+    /// from finishing (a read snapshot SQLite's checkpoint would have to wait for). Nothing by
+    /// default.
+    fn settle(&mut self) {}
 }
 
 /// Streams the `len` bytes at `offset` of a container file into `sink` through `buf`, showing each

@@ -144,6 +144,10 @@ impl Backend for SqliteFileBackend {
         super::fs::remove_dir_if_present(&self.files)?;
         self.data.release()
     }
+
+    fn settle(&self) -> BResult<()> {
+        self.tuning.checkpoint(&self.db)
+    }
 }
 
 /// The row side: one connection, and how long it waited for SQLite's write lock.

@@ -677,6 +677,10 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
             hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label, interrupted)?;
             backend.reread_storage().map_err(|e| format!("after the `before` command of phase {}, reading the storage again failed: {e}", phase.label))?;
         }
+        // The store comes to rest (untimed) before the warm-up, whose reads it would otherwise
+        // undo: a phase must not pay for work the previous one left deferred (Backend::settle).
+        sessions.iter_mut().for_each(|session| session.settle());
+        backend.settle().map_err(|e| format!("before phase {}, bringing the store to rest failed: {e}", phase.label))?;
         // The warm-up comes first: it reads the data, so a cache emptied before it would be full
         // again when the measured part starts.
         if let Some(warmup) = phase.warmup {

@@ -31,6 +31,7 @@ crate::backend_options! {
         page_size: u64 = 4096 => "database page size in bytes (power of two, 512 to 65536; SQLite's default); fixed when the database is created",
         cache_size: ByteSize = "2000KiB" => "page cache of each connection, a whole number of KiB (SQLite's default: 2000KiB)",
         busy_timeout: Nanos = "30s" => "how long a session waits for a lock held by another before failing with a conflict",
+        checkpoint_before_phases: bool = true => "wal: before each phase and its warm-up, untimed, checkpoint the WAL into the database file and truncate it (as SQLite does when the last connection closes), so a phase reads the database file, not the WAL frames the previous phase left (as many as its puts happened to write since SQLite's last automatic checkpoint); false leaves the WAL as it is",
     }
 }
 
@@ -50,6 +51,8 @@ pub(crate) struct Tuning {
     pub cache_size_bytes: u64,
     /// Lock wait before SQLITE_BUSY, in nanoseconds (a whole number of milliseconds).
     pub busy_timeout_ns: u64,
+    /// Whether `checkpoint` empties the WAL before each phase.
+    pub checkpoint_before_phases: bool,
 }
 
 impl Tuning {
@@ -75,6 +78,7 @@ impl Tuning {
             page_size_bytes,
             cache_size_bytes,
             busy_timeout_ns,
+            checkpoint_before_phases: own.checkpoint_before_phases,
         })
     }
 
@@ -87,7 +91,36 @@ impl Tuning {
             map.insert("cache_size".into(), ByteSize(self.cache_size_bytes).label().into());
             // Whole milliseconds (checked), written so it parses back as the option.
             map.insert("busy_timeout".into(), format!("{}ms", self.busy_timeout_ns / 1_000_000).into());
+            map.insert("checkpoint_before_phases".into(), self.checkpoint_before_phases.into());
         }
+    }
+
+    /// Before a phase (`Backend::settle`): with WAL and `checkpoint_before_phases`, copies every
+    /// frame of `db`'s WAL into the database file and truncates the WAL. Why: a reader looks
+    /// every page up in the WAL's hash tables while the WAL holds frames not yet copied back, and
+    /// how many it holds after a put phase depends on where SQLite's last automatic checkpoint
+    /// fell (every 1,000 pages), not on the work being measured; kvtest's reads, like any reader
+    /// of a database whose last connection closed, find none (docs/performance.md, session 23).
+    pub fn checkpoint(&self, db: &Path) -> BResult<()> {
+        if self.journal_mode != "wal" || !self.checkpoint_before_phases {
+            return Ok(());
+        }
+        let conn = self.open(db)?;
+        // (busy, frames in the WAL, frames copied): busy once the busy handler gave up on a
+        // reader still using the WAL or a writer.
+        let (busy, frames, copied): (i64, i64, i64) =
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).context("checkpoint the WAL")?;
+        if busy != 0 {
+            return Err(BackendError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "the WAL of {} could not be checkpointed before the phase ({copied} of {frames} frames copied): another connection kept \
+                     reading or writing for busy_timeout; set checkpoint_before_phases = false to leave the WAL as it is",
+                    db.display()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// What a committed transaction survives with these settings, in words (from SQLite's docs).

@@ -88,6 +88,10 @@ impl Session for SpreadSession {
     fn wait_ns(&self) -> u64 {
         self.parts.iter().map(|p| p.wait_ns).sum()
     }
+
+    fn settle(&mut self) {
+        self.parts.iter_mut().for_each(|part| part.settle());
+    }
 }
 
 #[cfg(test)]

@@ -248,6 +248,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         last_success_ns: 0,
         gave_up: false,
         watchdog: watchdog.map(|dog| (dog, w as usize)),
+        spare_sink: None,
     };
     worker.last_success_ns = worker.own.now_ns(ctx.clock);
     // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).

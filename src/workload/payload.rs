@@ -217,6 +217,12 @@ impl Default for DigestSink {
 }
 
 impl DigestSink {
+    /// Forgets what was received, as a new sink would.
+    pub fn reset(&mut self) {
+        self.hasher.reset();
+        self.len = 0;
+    }
+
     /// Bytes received.
     pub fn len(&self) -> u64 {
         self.len

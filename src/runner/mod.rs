@@ -672,15 +672,18 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
         if interrupted.load(Ordering::Relaxed) {
             break;
         }
+        // The store comes to rest first (untimed): a phase must not pay for work the previous one
+        // left deferred (Backend::settle), and a `before` command then finds every byte where it
+        // will stay (damage it writes into SQLite's database file is not overwritten by a later
+        // checkpoint of older WAL frames).
+        sessions.iter_mut().for_each(|session| session.settle());
+        backend.settle().map_err(|e| format!("before phase {}, bringing the store to rest failed: {e}", phase.label))?;
         if !phase.before.is_empty() {
-            // First, so a cold read afterwards reads what the command left on disk.
+            // Before the warm-up and the cache drop, so a cold read afterwards reads what the
+            // command left on disk.
             hook::run(&phase.before, &hook::environment(case, phase, &info, case_dir, plan.seed), &phase.label, interrupted)?;
             backend.reread_storage().map_err(|e| format!("after the `before` command of phase {}, reading the storage again failed: {e}", phase.label))?;
         }
-        // The store comes to rest (untimed) before the warm-up, whose reads it would otherwise
-        // undo: a phase must not pay for work the previous one left deferred (Backend::settle).
-        sessions.iter_mut().for_each(|session| session.settle());
-        backend.settle().map_err(|e| format!("before phase {}, bringing the store to rest failed: {e}", phase.label))?;
         // The warm-up comes first: it reads the data, so a cache emptied before it would be full
         // again when the measured part starts.
         if let Some(warmup) = phase.warmup {

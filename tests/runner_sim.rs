@@ -452,6 +452,27 @@ fn threads_without_an_operation_are_counted_and_warned_about() {
     assert!(!enough.report.warnings.iter().any(|w| w.kind == stowbench::report::warnings::WarningKind::IdleThreads));
 }
 
+/// A store that cannot be brought to rest before a phase (a checkpoint on a failing disk) still
+/// runs the phase, so the data acknowledged so far is read and checked; the phase says why it
+/// was not at rest and the report warns.
+#[test]
+fn a_phase_runs_and_is_flagged_when_the_store_cannot_come_to_rest() {
+    let run = run_job(&sim_job("latency = \"1ms\"\nsettle_fails = true", "sizes = [100]\nthreads = [1]\nobjects = 5\nphases = [\"put\", \"get\"]")).unwrap();
+    let case = &run.report.cases[0];
+    assert_eq!(case.status, stowbench::report::model::CaseStatus::Ok, "{:?}", case.failure);
+    assert_eq!(case.verification.checked, 5, "the get phase ran and checked every put");
+    for phase in &case.phases {
+        let why = phase.not_at_rest.as_deref().unwrap_or_else(|| panic!("phase {} is not flagged", phase.phase));
+        assert!(why.contains("settle_fails"), "{why}");
+    }
+    let warning = run.report.warnings.iter().find(|w| w.kind == stowbench::report::warnings::WarningKind::StoreNotAtRest);
+    let warning = warning.unwrap_or_else(|| panic!("no store_not_at_rest warning: {:?}", run.report.warnings));
+    assert!(warning.message.contains("before put") && warning.message.contains("settle_fails"), "{}", warning.message);
+    let at_rest = run_job(&sim_job("latency = \"1ms\"", "sizes = [100]\nthreads = [1]\nobjects = 5\nphases = [\"put\", \"get\"]")).unwrap();
+    assert!(at_rest.report.cases[0].phases.iter().all(|p| p.not_at_rest.is_none()));
+    assert!(!at_rest.report.warnings.iter().any(|w| w.kind == stowbench::report::warnings::WarningKind::StoreNotAtRest));
+}
+
 /// A `read_recent` beyond what each worker puts runs (no memory reserved for it: 2^64 − 1 used
 /// to abort the process) and is warned about: its gets read each worker's oldest put.
 #[test]

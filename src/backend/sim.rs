@@ -53,6 +53,7 @@ crate::backend_options! {
         delete: bool = true => "false: declares no delete and refuses every delete as unsupported (to test capabilities)",
         overwrite: bool = true => "false: declares no overwrite and refuses a put onto a stored key as unsupported (to test capabilities)",
         concurrent_writers: bool = true => "false: one writer at a time, the others wait (reported as lock wait) (to test capabilities)",
+        settle_fails: bool = false => "true: bringing the store to rest before each phase fails with an I/O error, like a checkpoint on a failing disk (to test that the phase still runs)",
     }
 }
 
@@ -74,6 +75,7 @@ struct SimConfig {
     delete: bool,
     overwrite: bool,
     concurrent_writers: bool,
+    settle_fails: bool,
 }
 
 /// The sim backend for one case.
@@ -123,6 +125,7 @@ fn construct(options: &Options, _ns: &Namespace) -> Result<Box<dyn Backend>, Str
         delete: own.delete,
         overwrite: own.overwrite,
         concurrent_writers: own.concurrent_writers,
+        settle_fails: own.settle_fails,
     };
     Ok(Box::new(SimBackend { config, store: Default::default(), writer: Default::default(), options: options.clone() }))
 }
@@ -160,6 +163,13 @@ impl Backend for SimBackend {
     fn cleanup(&self) -> BResult<()> {
         self.store.lock().expect("sim store lock").clear();
         Ok(())
+    }
+
+    fn settle(&self) -> BResult<()> {
+        match self.config.settle_fails {
+            true => Err(BackendError::new(ErrorKind::Io, "sim: settle_fails: the store could not be brought to rest")),
+            false => Ok(()),
+        }
     }
 
     fn clock(&self) -> Option<Arc<dyn Clock>> {

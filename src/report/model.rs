@@ -529,6 +529,12 @@ pub struct PhaseResult {
     /// phase ran on fewer threads than the case names (an `idle_threads` warning). Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub idle_workers: u32,
+    /// Why the store could not be brought to rest before this phase (`Backend::settle`: SQLite's
+    /// WAL checkpoint failed, e.g. on an I/O error): the phase ran anyway, so that acknowledged
+    /// data is still read and checked, but it may carry work the previous phase left deferred
+    /// (a `store_not_at_rest` warning). Absent when the store came to rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_at_rest: Option<String>,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,

@@ -32,6 +32,8 @@ pub enum WarningKind {
     FewSamples,
     /// Some threads had no operation to do: a phase ran on fewer threads than its case names.
     IdleThreads,
+    /// The store could not be brought to rest before a phase (SQLite's WAL checkpoint failed).
+    StoreNotAtRest,
     /// A phase's `read_recent` exceeded the puts each worker made: its gets read the oldest put.
     ReadRecentShort,
     /// Throughput varies a lot across repeats.
@@ -131,6 +133,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     }
     warnings.extend(few_samples(report));
     warnings.extend(idle_threads(report));
+    warnings.extend(not_at_rest(report));
     warnings.extend(read_recent_short(report));
     warnings.extend(high_spread(report));
     warnings.extend(margins_inside_spread(&report.headlines));
@@ -196,6 +199,27 @@ fn idle_threads(report: &RunReport) -> Option<Warning> {
                 first.threads.saturating_sub(workers)
             ),
             "Give every phase more operations than threads can drain before all of them run (raise objects, dataset or count, or set a duration), use split = \"even\", or lower threads",
+        )
+        .cases(ids(cases.into_iter())),
+    )
+}
+
+/// Phases that ran without the store at rest: the step before them failed (SQLite's WAL
+/// checkpoint, on an I/O error), so they may carry work the previous phase left deferred.
+fn not_at_rest(report: &RunReport) -> Option<Warning> {
+    let first_of = |c: &CaseResult| c.phases.iter().find_map(|p| p.not_at_rest.as_ref().map(|why| (p.phase.clone(), why.clone())));
+    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| first_of(c).is_some()).collect();
+    let first = cases.first()?;
+    let (phase, why) = first_of(first)?;
+    Some(
+        Warning::new(
+            WarningKind::StoreNotAtRest,
+            format!(
+                "{} case(s) ran a phase without the store at rest, e.g. {} before {phase}: {why}; that phase may carry work the one before it left (WAL frames SQLite would have checkpointed)",
+                cases.len(),
+                first.case_id
+            ),
+            "Read the case's errors: the failed step is usually a failing disk. checkpoint_before_phases = false skips the step",
         )
         .cases(ids(cases.into_iter())),
     )

@@ -415,6 +415,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         device_read_bytes: None, // the runner reads it
         gave_up_workers,
         idle_workers,
+        not_at_rest: None, // the runner knows it
         open_loop,
     }
 }

@@ -219,7 +219,7 @@ fn not_at_rest(report: &RunReport) -> Option<Warning> {
                 cases.len(),
                 first.case_id
             ),
-            "Read the case's errors: the failed step is usually a failing disk. checkpoint_before_phases = false skips the step",
+            "The phase's not_at_rest says why: a failing disk, or another connection holding the database; checkpoint_before_phases = false skips the step",
         )
         .cases(ids(cases.into_iter())),
     )

@@ -675,9 +675,9 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
         // The store comes to rest first (untimed): a phase must not pay for work the previous one
         // left deferred (Backend::settle), and a `before` command then finds every byte where it
         // will stay (damage it writes into SQLite's database file is not overwritten by a later
-        // checkpoint of older WAL frames).
-        // A store that cannot come to rest (a failing disk) still runs the phase: its reads are
-        // what checks the data acknowledged so far. The phase says so (`not_at_rest`).
+        // checkpoint of older WAL frames). A store that cannot come to rest (a failing disk) still
+        // runs the phase, whose reads check the data acknowledged so far; the phase says so
+        // (`not_at_rest`).
         sessions.iter_mut().for_each(|session| session.settle());
         let not_at_rest = backend.settle().err().map(|e| format!("bringing the store to rest failed: {e}"));
         if !phase.before.is_empty() {

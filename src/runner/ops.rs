@@ -181,6 +181,7 @@ impl Worker<'_, '_> {
             }
         });
         if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
+            self.spare_sink = Some(sink);
             return true;
         }
         let outcome = match &result {

@@ -10,6 +10,13 @@ For each cell: median, min and max of each tool's values, and the ratio of the m
 PASSes when that ratio reaches its target. The exit status is 0 whatever the verdicts: a MISS is
 a finding to read, not a failure of the harness.
 
+Each repeat runs the two tools back to back, so its own ratio (stowbench / reference of the same
+repeat) cancels the machine's slower drifts. The table also shows the median of those paired
+ratios and a distribution-free confidence interval of that median (the order statistics a
+binomial(n, 1/2) puts at ≥ 95 % coverage; with fewer than 6 pairs no such interval exists, and
+min–max, at 1 − 2^(1−n), is shown). A target inside the interval means the repeats cannot tell
+the two apart from it.
+
 With --tools (bench/pack-durable.sh) the tools are named instead of `ref` and `sb`, any number
 of them, and each --ratio A/B is a column of its own: median A / median B. Its target is the
 `target` of B's rows in that cell (the reference sets the bar A must clear); an empty target
@@ -19,6 +26,7 @@ the key columns in order, each column's values in the order they first appear.
 import argparse
 import csv
 import json
+import math
 import statistics
 import sys
 
@@ -31,6 +39,30 @@ def spread(values, scale):
     if not values:
         return "-"
     return f"{min(values) / scale:.1f}–{max(values) / scale:.1f}"
+
+
+def paired_ratios(rows):
+    """stowbench / reference of each repeat that has both, in repeat order."""
+    by_repeat = {}
+    for row in rows:
+        by_repeat.setdefault(row["repeat"], {})[row["tool"]] = float(row["value"])
+    pairs = [v for _, v in sorted(by_repeat.items(), key=lambda kv: int(kv[0])) if "ref" in v and "sb" in v]
+    return [v["sb"] / v["ref"] for v in pairs if v["ref"]]
+
+
+def median_interval(values):
+    """(low, high, coverage) of the median: the k-th smallest and largest values, for the largest
+    k whose two-sided binomial(n, 1/2) tail stays within 2.5 % on each side; min and max when no k
+    reaches 95 %."""
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    ordered = sorted(values)
+    tail = lambda k: sum(math.comb(n, i) for i in range(k)) / 2 ** n  # P(X <= k - 1)
+    k = 1
+    while k + 1 <= n // 2 and tail(k + 1) <= 0.025:
+        k += 1
+    return ordered[k - 1], ordered[n - k], 1 - 2 * tail(k)
 
 
 def main():
@@ -68,23 +100,30 @@ def main():
         ratio = sb / ref if ref and sb is not None else None
         target = float(cell["target"])
         verdict = "-" if ratio is None else ("PASS" if ratio >= target else "MISS")
+        paired = paired_ratios(cell["rows"])
+        low, high, coverage = median_interval(paired)
         results.append({
             **dict(zip(keys, key)),
             "ref_median": ref, "ref_min": min(cell["ref"], default=None), "ref_max": max(cell["ref"], default=None),
             "sb_median": sb, "sb_min": min(cell["sb"], default=None), "sb_max": max(cell["sb"], default=None),
             "repeats": min(len(cell["ref"]), len(cell["sb"])),
             "ratio": ratio, "target": target, "verdict": verdict,
+            "paired_ratios": paired, "paired_median": statistics.median(paired) if paired else None,
+            "paired_low": low, "paired_high": high, "paired_coverage": coverage,
             "raw": cell["rows"],
         })
 
     u = args.unit
-    head = keys + [f"{args.ref_name} {u}", "(min–max)", f"stowbench {u}", "(min–max)", "ratio", "target", "verdict"]
+    head = keys + [f"{args.ref_name} {u}", "(min–max)", f"stowbench {u}", "(min–max)", "ratio", "target", "verdict",
+                   "paired", "(interval, coverage)"]
     table = [head]
     for r in results:
         table.append([r[k] for k in keys] + [
             fmt(r["ref_median"], args.scale), spread(cells_values(r, "ref"), args.scale),
             fmt(r["sb_median"], args.scale), spread(cells_values(r, "sb"), args.scale),
             f"{r['ratio']:.3f}" if r["ratio"] is not None else "-", f"≥{r['target']:.2f}", r["verdict"],
+            f"{r['paired_median']:.3f}" if r["paired_median"] is not None else "-",
+            f"{r['paired_low']:.3f}–{r['paired_high']:.3f}, {r['paired_coverage'] * 100:.0f} %" if r["paired_low"] is not None else "-",
         ])
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     if args.title:
@@ -96,11 +135,13 @@ def main():
     passed = sum(r["verdict"] == "PASS" for r in results)
     missed = sum(r["verdict"] == "MISS" for r in results)
     print(f"{passed} PASS, {missed} MISS (ratio = median stowbench / median {args.ref_name}; "
-          f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s))")
+          f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); paired = median of each "
+          f"repeat's own ratio, with the interval its order statistics give that median)")
 
     with open(f"{args.out}/summary.csv", "w", newline="") as f:
         w = csv.writer(f)
-        cols = keys + ["ref_median", "ref_min", "ref_max", "sb_median", "sb_min", "sb_max", "repeats", "ratio", "target", "verdict"]
+        cols = keys + ["ref_median", "ref_min", "ref_max", "sb_median", "sb_min", "sb_max", "repeats", "ratio", "target", "verdict",
+                       "paired_median", "paired_low", "paired_high", "paired_coverage"]
         w.writerow(cols)
         for r in results:
             w.writerow([r[c] for c in cols])

@@ -576,6 +576,11 @@ fn validate(path: &Path) -> Result<i32, Error> {
 pub fn list_backends_checked(kinds: &[&backend::BackendKind], uri: Option<&str>) -> (String, Vec<backend::server::Reach>) {
     let mut out = String::new();
     let mut reaches = Vec::new();
+    // The names' column fits the longest name of all backends, so descriptions line up; the
+    // defaults' column fits the usual ones, and the few long ones (an environment variable "or"
+    // a fallback) push their own line's description along rather than every line's.
+    let name_width = kinds.iter().flat_map(|kind| kind.options.iter()).map(|o| o.name.chars().count()).max().unwrap_or(0);
+    let default_width = 18;
     for kind in kinds {
         let tool = if kind.is_test_tool { " [test tool]" } else { "" };
         out += &format!("{}{tool}: {}\n", kind.name, kind.summary);
@@ -585,7 +590,7 @@ pub fn list_backends_checked(kinds: &[&backend::BackendKind], uri: Option<&str>)
         }
         for o in kind.options {
             let default = if o.default.is_empty() { "(none)" } else { o.default };
-            out += &format!("    {:<20} default {:<18} {}\n", o.name, default, o.help);
+            out += &format!("    {:<name_width$} default {:<default_width$} {}\n", o.name, default, o.help);
         }
     }
     (out, reaches)

@@ -285,6 +285,10 @@ fn backends_lists_every_backend_with_its_options() {
             assert!(listing.contains(o.name), "{} option {} missing", kind.name, o.name);
         }
     }
+    // Every option's default starts in one column, however long the longest option name.
+    let columns: std::collections::BTreeSet<usize> =
+        listing.lines().filter(|l| l.starts_with("    ") && !l.trim_start().starts_with("server:")).filter_map(|l| l.find(" default ")).collect();
+    assert_eq!(columns.len(), 1, "defaults start in columns {columns:?}:\n{listing}");
 }
 
 #[test]

@@ -23,12 +23,12 @@
 # The page cache: both tools write the same layout of pages (dbstat lists the same page numbers
 # for every row), but in different ways — kvtest in one bulk transaction, stowbench in N through
 # the WAL and its checkpoints — and the cache keeps the pages in folios shaped by those writes.
-# kvtest itself read its own database 3–15 % faster than one stowbench wrote (docs/performance.md,
-# "The page cache behind each database"). So by default each database is written back, dropped
-# from the cache and read back in one sequential pass before the untimed warm pass
-# (bench/reread-into-cache.py; for stowbench, the get phase's `before` command, after the WAL
-# checkpoint): both tools then read from a cache in the same state. --cache-state as-written
-# skips that, as this script did before.
+# kvtest itself read its own database faster than one stowbench wrote, by 3–18 % in five pairs
+# of six (docs/performance.md, "The page cache behind each database"). So by default each
+# database is written back, dropped from the cache and read back in one sequential pass before
+# the untimed warm pass (bench/reread-into-cache.py; for stowbench, the get phase's `before`
+# command, after the WAL checkpoint): both tools then read from a cache in the same state.
+# --cache-state as-written skips that, as this script did before.
 #
 # Modes: `sql` — kvtest reads with `SELECT v FROM kv WHERE k=?1`; stowbench with its default
 # blob_io_threshold (1 MiB), so a 10,000-byte value is read by SQL as well. `blob` — kvtest

@@ -9,6 +9,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// The pipe's write end, for the signal handler; -1 before `on_termination`.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 
+/// The signals that stop a run. Helper threads block them (`threads::leave_file_table`), so the
+/// handler always runs on a thread that holds the pipe's write end.
+pub const TERMINATION: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
 extern "C" fn on_signal(_signal: libc::c_int) {
     // Async-signal-safe only: one byte into a non-blocking pipe (a full pipe already holds a
     // wake-up), with errno kept for the code the signal interrupted.
@@ -54,7 +58,7 @@ pub fn on_termination(mut handler: impl FnMut() + Send + 'static) -> std::io::Re
             }
         }
     })?;
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    for signal in TERMINATION {
         // SAFETY: a zeroed sigaction with our handler, an empty mask and SA_RESTART (a system
         // call a signal interrupts is restarted, not failed with EINTR).
         unsafe {

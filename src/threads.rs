@@ -21,7 +21,23 @@ use std::os::fd::RawFd;
 /// Gives the calling thread a file table of its own holding only descriptors 0–2 and `keep`.
 /// Best effort: where the kernel refuses, the thread goes on sharing the table (slower
 /// system calls for a lone worker, nothing worse).
+///
+/// The thread first blocks SIGINT, SIGTERM and SIGHUP for good. Their handler (`signals`) runs
+/// on whichever thread the kernel picks and writes one byte to a pipe whose write end the
+/// private table no longer holds: on a helper the byte, and the Ctrl-C, would be lost. The
+/// kernel picks another thread whenever the main thread has these signals blocked, as glibc's
+/// `pthread_create` does for a moment each time a case starts its sampler; a Ctrl-C then waits
+/// pending those microseconds for the main thread instead.
 pub fn leave_file_table(keep: &[RawFd]) {
+    // SAFETY: pthread_sigmask changes only the calling thread's mask; the set is built here.
+    unsafe {
+        let mut termination: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut termination);
+        for signal in crate::signals::TERMINATION {
+            libc::sigaddset(&mut termination, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &termination, std::ptr::null_mut());
+    }
     // SAFETY: unshare affects only the calling thread's file table.
     if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
         return;

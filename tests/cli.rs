@@ -444,10 +444,21 @@ fn a_lone_worker_shares_its_file_table_with_no_other_thread() {
             shared.push((name_a.clone(), name_b.clone(), stowbench::threads::share_file_table(*a, *b)));
         }
     }
+    // A thread outside the table must never run the Ctrl-C handler (the handler's pipe is not in
+    // its table): each blocks the termination signals, which the main thread takes.
+    let blocked = |tid: i32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix("SigBlk:")).map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap()).unwrap()
+    };
+    let termination = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP].iter().fold(0u64, |bits, s| bits | 1 << (s - 1));
+    let masks: Vec<(String, bool)> = threads.iter().map(|(tid, name)| (name.clone(), blocked(*tid) & termination == termination)).collect();
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(threads.len(), 3, "the main thread (the worker), the signal thread and the sampler: {threads:?}");
     assert!(shared.iter().all(|(_, _, s)| *s == Some(false)), "threads that share a file table (or could not be compared): {shared:?}");
+    for ((tid, _), (name, blocks)) in threads.iter().zip(&masks) {
+        assert_eq!(*blocks, *tid != pid as i32, "{name}: the helpers block SIGINT, SIGTERM and SIGHUP, the main thread does not: {masks:?}");
+    }
 }
 
 #[test]

@@ -313,3 +313,24 @@ fn misses_and_the_verification_outcome_are_stated_where_the_numbers_are() {
     assert!(stowbench::report::table::render(&report).contains(failed));
     assert!(render_report("html", &report).contains(failed));
 }
+
+/// A phase's `before` command is a condition of what the phase measured: the table and the page
+/// name it, quoted so that it can be pasted into a shell and run as it was.
+#[test]
+fn a_phase_before_command_is_named_among_the_conditions() {
+    let mut report = load("objects-a");
+    assert!(!render_report("table", &report).contains("before phase"));
+    let words = ["sh", "-c", "echo 'it''s' > /dev/null", "/tmp/a b"];
+    report.plan["workloads"][0]["phases"][1]["before"] = serde_json::json!(words);
+    let label = report.plan["workloads"][0]["phases"][1]["label"].as_str().unwrap().to_string();
+    let workload = report.plan["workloads"][0]["name"].as_str().unwrap().to_string();
+    let quoted = r#"sh -c 'echo '\''it'\'''\''s'\'' > /dev/null' '/tmp/a b'"#;
+    let line = format!("before phase {label} of workload {workload}, once per case, untimed, ahead of its warm-up: {quoted}");
+    let table = render_report("table", &report);
+    assert!(table.contains(&line), "{table}");
+    let html = render_report("html", &report);
+    assert!(html.contains("before phase ") && html.contains("/tmp/a b"), "the page names it too");
+    // The quoting reads back as the same words.
+    let echoed = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {quoted}")).output().unwrap();
+    assert_eq!(String::from_utf8(echoed.stdout).unwrap(), words.iter().map(|w| format!("{w}\n")).collect::<String>());
+}

@@ -379,8 +379,35 @@ pub fn condition_lines(report: &RunReport) -> Vec<String> {
         }
     }
     lines.extend(seen.into_iter().map(|(target, durability)| format!("durability of {target}: {durability}")));
+    lines.extend(before_command_lines(report));
     lines.extend(verification_line(report));
     lines
+}
+
+/// The phases' `before` commands, a line each: a command can drop caches, damage data or read
+/// files back, so what a phase measured depends on it as much as on the durability setting.
+fn before_command_lines(report: &RunReport) -> Vec<String> {
+    let array = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let mut lines = Vec::new();
+    for workload in array(report.plan.get("workloads")) {
+        let name = workload.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+        for phase in array(workload.get("phases")) {
+            let words: Vec<String> = array(phase.get("before")).iter().filter_map(|w| w.as_str().map(str::to_string)).collect();
+            if words.is_empty() {
+                continue;
+            }
+            let label = phase.get("label").and_then(|l| l.as_str()).unwrap_or("?");
+            lines.push(format!("before phase {label} of workload {name}, once per case, untimed, ahead of its warm-up: {}", shell_words(&words)));
+        }
+    }
+    lines
+}
+
+/// `words` as one line a POSIX shell reads back as the same words: plain words as they are, any
+/// other in single quotes (a quote inside as '\''), so the command can be pasted and run.
+fn shell_words(words: &[String]) -> String {
+    let plain = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    words.iter().map(|w| if plain(w) { w.clone() } else { format!("'{}'", w.replace('\'', "'\\''")) }).collect::<Vec<_>>().join(" ")
 }
 
 /// What the read-back checks found over the run, when any get was checked: a reader should not

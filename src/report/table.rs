@@ -387,7 +387,9 @@ pub fn condition_lines(report: &RunReport) -> Vec<String> {
 /// The phases' `before` commands, a line each: a command can drop caches, damage data or read
 /// files back, so what a phase measured depends on it as much as on the durability setting.
 fn before_command_lines(report: &RunReport) -> Vec<String> {
-    let array = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    fn array(v: Option<&serde_json::Value>) -> &[serde_json::Value] {
+        v.and_then(|v| v.as_array()).map_or(&[], Vec::as_slice)
+    }
     let mut lines = Vec::new();
     for workload in array(report.plan.get("workloads")) {
         let name = workload.get("name").and_then(|n| n.as_str()).unwrap_or("?");

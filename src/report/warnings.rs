@@ -162,6 +162,14 @@ fn ids<'a>(cases: impl Iterator<Item = &'a CaseResult>) -> Vec<String> {
     cases.map(|c| c.case_id.clone()).collect()
 }
 
+/// The cases in which `find` finds something, and what it found in the first of them, for a
+/// warning that counts the cases and gives the first as its example; None when it finds nothing.
+fn cases_where<'a, T>(cases: impl Iterator<Item = &'a CaseResult>, find: impl Fn(&CaseResult) -> Option<T>) -> Option<(Vec<&'a CaseResult>, T)> {
+    let mut found = cases.filter_map(|c| find(c).map(|t| (c, t)));
+    let (first, t) = found.next()?;
+    Some((std::iter::once(first).chain(found.map(|(c, _)| c)).collect(), t))
+}
+
 fn few_samples(report: &RunReport) -> Option<Warning> {
     let few =
         ids(report.cases.iter().filter(|c| c.phases.iter().any(|p| p.ops.values().any(|o| o.latency.samples > 0 && o.latency.samples < FEW_SAMPLES_FOR_P99))));
@@ -184,9 +192,8 @@ fn few_samples(report: &RunReport) -> Option<Warning> {
 /// threads made.
 fn idle_threads(report: &RunReport) -> Option<Warning> {
     let idle = |c: &CaseResult| c.phases.iter().find(|p| p.idle_workers > 0).map(|p| (p.phase.clone(), p.idle_workers));
-    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| idle(c).is_some()).collect();
-    let first = cases.first()?;
-    let (phase, workers) = idle(first)?;
+    let (cases, (phase, workers)) = cases_where(report.cases.iter(), idle)?;
+    let first = cases[0];
     Some(
         Warning::new(
             WarningKind::IdleThreads,
@@ -208,9 +215,8 @@ fn idle_threads(report: &RunReport) -> Option<Warning> {
 /// checkpoint, on an I/O error), so they may carry work the previous phase left deferred.
 fn not_at_rest(report: &RunReport) -> Option<Warning> {
     let first_of = |c: &CaseResult| c.phases.iter().find_map(|p| p.not_at_rest.as_ref().map(|why| (p.phase.clone(), why.clone())));
-    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| first_of(c).is_some()).collect();
-    let first = cases.first()?;
-    let (phase, why) = first_of(first)?;
+    let (cases, (phase, why)) = cases_where(report.cases.iter(), first_of)?;
+    let first = cases[0];
     Some(
         Warning::new(
             WarningKind::StoreNotAtRest,
@@ -253,9 +259,8 @@ fn read_recent_short(report: &RunReport) -> Option<Warning> {
             (per_worker < wanted).then(|| (p.get("label").and_then(|l| l.as_str()).unwrap_or("").to_string(), wanted, per_worker))
         })
     };
-    let cases: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status == CaseStatus::Ok && short(c).is_some()).collect();
-    let first = cases.first()?;
-    let (phase, wanted, per_worker) = short(first)?;
+    let (cases, (phase, wanted, per_worker)) = cases_where(report.cases.iter().filter(|c| c.status == CaseStatus::Ok), short)?;
+    let first = cases[0];
     Some(
         Warning::new(
             WarningKind::ReadRecentShort,

@@ -88,7 +88,7 @@ fn all_keys(ops: &[Op]) -> Vec<String> {
 
 fn get(store: &PackStore, key: &str) -> Result<Vec<u8>, ErrorKind> {
     let mut out = Vec::new();
-    store.get(key, &mut out, &mut Vec::new()).map(|_| out).map_err(|e| e.kind)
+    store.get(key, &mut out).map(|_| out).map_err(|e| e.kind)
 }
 
 /// A fresh pack directory holding `bytes` as its only data file.
@@ -633,7 +633,7 @@ fn large_values_read_through_the_mapping_are_checked_and_a_cut_file_is_not_touch
     let b_value_start = FILE_HEADER_BYTES + 2 * (56 + 1) + LARGE as u64;
     file.set_len(b_value_start + LARGE as u64 / 2).unwrap();
     let mut out = Vec::new();
-    let e = store.get("b", &mut out, &mut Vec::new()).unwrap_err();
+    let e = store.get("b", &mut out).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Corrupt, "{e:?}");
     assert_eq!(out, payload(2, LARGE)[..LARGE / 2], "what survived was streamed, read with pread: {}", e.message);
 }

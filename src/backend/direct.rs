@@ -8,7 +8,6 @@
 //! Reads ask for whole blocks and take what the file holds.
 
 use super::{BResult, BackendError, ErrorKind};
-use std::alloc::Layout;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -17,50 +16,10 @@ use std::path::Path;
 /// Alignment of buffers, offsets and lengths: 4096 bytes covers the logical block of every
 /// device Linux runs on today (512 or 4096).
 pub const ALIGN: usize = 4096;
-/// Bytes per read or write call, as the buffered path's copy buffer.
-const CHUNK: usize = super::COPY_BUFFER_BYTES;
 
-/// A heap buffer aligned to `ALIGN`, reused per thread.
-struct AlignedBuffer {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl AlignedBuffer {
-    fn new(len: usize) -> AlignedBuffer {
-        let layout = Layout::from_size_align(len, ALIGN).expect("a valid aligned layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        AlignedBuffer { ptr, len }
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` holds `len` initialised bytes that only this buffer refers to.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for AlignedBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this very layout.
-        unsafe { std::alloc::dealloc(self.ptr, Layout::from_size_align(self.len, ALIGN).expect("the layout of new")) }
-    }
-}
-
-/// Runs `f` with this thread's aligned buffer.
-fn with_buffer<T>(f: impl FnOnce(&mut [u8]) -> T) -> T {
-    thread_local! {
-        static BUFFER: std::cell::RefCell<Option<AlignedBuffer>> = const { std::cell::RefCell::new(None) };
-    }
-    BUFFER.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut slot) => f(slot.get_or_insert_with(|| AlignedBuffer::new(CHUNK)).bytes()),
-        // Re-entered (never by our own callers): a buffer of its own.
-        Err(_) => f(AlignedBuffer::new(CHUNK).bytes()),
-    })
-}
+// The thread's copy buffer starts on a 4 KiB boundary (`io_buffer`), which is what `O_DIRECT`
+// asks of a buffer: reads and writes here go through it.
+const _: () = assert!(super::io_buffer::ALIAS_BYTES % ALIGN == 0);
 
 /// Adds O_DIRECT to `options`.
 pub fn direct(options: &mut OpenOptions) -> &mut OpenOptions {
@@ -73,7 +32,7 @@ pub fn check_supported(dir: &Path, target: &str) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("target \"{target}\": cannot create {}: {e}", dir.display()))?;
     let probe = dir.join(".stowbench-direct-probe");
     let opened = direct(OpenOptions::new().write(true).create(true).truncate(true)).open(&probe);
-    let written = opened.and_then(|file| with_buffer(|buf| file.write_all_at(&buf[..ALIGN], 0)));
+    let written = opened.and_then(|file| super::with_copy_buffer(|buf| file.write_all_at(&buf[..ALIGN], 0)));
     let _ = std::fs::remove_file(&probe);
     written.map_err(|e| {
         format!(
@@ -86,7 +45,7 @@ pub fn check_supported(dir: &Path, target: &str) -> Result<(), String> {
 
 /// Writes `len` bytes from `body` to the start of `file` (opened with O_DIRECT and empty).
 pub fn write_all(file: &File, body: &mut dyn Read, len: u64) -> BResult<()> {
-    with_buffer(|buf| {
+    super::with_copy_buffer(|buf| {
         let mut at = 0u64;
         while at < len {
             let want = (len - at).min(buf.len() as u64) as usize;
@@ -105,7 +64,7 @@ pub fn write_all(file: &File, body: &mut dyn Read, len: u64) -> BResult<()> {
 
 /// Streams `len` bytes of `file` (opened with O_DIRECT) into `sink`.
 pub fn read_all(file: &File, len: u64, sink: &mut dyn Write) -> BResult<()> {
-    with_buffer(|buf| {
+    super::with_copy_buffer(|buf| {
         let mut at = 0u64;
         while at < len {
             let want = ((len - at) as usize).min(buf.len());
@@ -145,7 +104,7 @@ mod tests {
         // Cargo's target directory is on the build machine's disk (not tmpfs), which must take O_DIRECT.
         let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target")).unwrap();
         check_supported(dir.path(), "test").unwrap();
-        for len in [0u64, 1, 4095, 4096, 4097, 300_000, CHUNK as u64 + 1] {
+        for len in [0u64, 1, 4095, 4096, 4097, 300_000, crate::backend::COPY_BUFFER_BYTES as u64 + 1] {
             let path = dir.path().join(format!("o{len}"));
             let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
             let file = direct(OpenOptions::new().write(true).create(true).truncate(true)).open(&path).unwrap();

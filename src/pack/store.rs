@@ -12,7 +12,8 @@ use super::key_index::{IndexEntry, KeyIndex};
 use super::record::{FileHeader, RecordHeader, RecordKind, FILE_HEADER_BYTES, MAX_KEY_BYTES, RECORD_HEADER_BYTES};
 use super::scan::{scan, FoundRecord};
 use super::view::View;
-use crate::backend::{copy_exact, BResult, BackendError, ErrorKind, COPY_BUFFER_BYTES};
+use crate::backend::io_buffer::with_io_buffer;
+use crate::backend::{BResult, BackendError, ErrorKind, COPY_BUFFER_BYTES};
 use crate::hash::Xxh3;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -320,13 +321,13 @@ impl PackStore {
     /// Takes a stripe for one writer (a free one, or a new file) until the lease is dropped.
     pub fn lease(self: &Arc<Self>) -> BResult<StripeLease> {
         if let Some(slot) = self.free_slots.lock().expect("pack free list lock").pop() {
-            return Ok(StripeLease { store: self.clone(), slot, stripe: self.stripe(slot), buf: Vec::new() });
+            return Ok(StripeLease { store: self.clone(), slot, stripe: self.stripe(slot) });
         }
         let mut stripes = self.stripes.write().expect("pack stripes lock");
         let id = stripes.iter().map(|s| s.id + 1).max().unwrap_or(0);
         let stripe = Arc::new(create_stripe(&self.dir, self.generation, id)?);
         stripes.push(stripe.clone());
-        Ok(StripeLease { store: self.clone(), slot: stripes.len() - 1, stripe, buf: Vec::new() })
+        Ok(StripeLease { store: self.clone(), slot: stripes.len() - 1, stripe })
     }
 
     fn location(&self, key: &str) -> BResult<Location> {
@@ -340,7 +341,7 @@ impl PackStore {
     }
 
     /// Streams `key`'s value into `sink`, checking its hash; a mismatch is a `Corrupt` error.
-    pub fn get(&self, key: &str, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<u64> {
+    pub fn get(&self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
         let loc = self.location(key)?;
         let stripe = self.stripe(loc.stripe_slot);
         let header = loc.header;
@@ -350,9 +351,9 @@ impl PackStore {
         let read = if let Some(value) = mapped {
             self.send_verified(value, &header, key, sink)
         } else if checked {
-            copy_verified(&stripe.file, &header, key, sink, buf)
+            copy_verified(&stripe.file, &header, key, sink)
         } else {
-            copy_range(&stripe.file, header.value_offset(), header.value_len, sink, buf)
+            copy_range(&stripe.file, header.value_offset(), header.value_len, sink)
         };
         // A read that failed says so and where; a record whose bytes are wrong (corrupt) already says what.
         read.map_err(|e| if e.kind == ErrorKind::Corrupt { e } else { failed_call(e, "read", &stripe.path, header.offset) })?;
@@ -410,9 +411,9 @@ fn failed_call(e: BackendError, call: &str, path: &Path, offset: u64) -> Backend
 }
 
 /// Streams `len` bytes at `offset` of `file` into `sink`, unchecked.
-fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<()> {
-    buf.resize(COPY_BUFFER_BYTES, 0);
-    let sent = crate::backend::stream_range(file, offset, len, buf, sink, |_| {})?;
+fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write) -> BResult<()> {
+    // The buffer agrees with the value's offset modulo 4 KiB, where the kernel copies fastest.
+    let sent = with_io_buffer(|buf| crate::backend::stream_range(file, offset, len, buf.for_offset(offset), sink, |_| {}))?;
     if sent < len {
         let why = format!("pack value at offset {offset}: the file ends {sent} bytes into its {len} bytes (the pack file was cut short)");
         return Err(BackendError::new(ErrorKind::Corrupt, why));
@@ -421,9 +422,9 @@ fn copy_range(file: &File, offset: u64, len: u64, sink: &mut dyn Write, buf: &mu
 }
 
 /// Streams the value of the record `header` (of `key`) from `file` into `sink`, verifying the hash.
-pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut dyn Write, buf: &mut Vec<u8>) -> BResult<()> {
-    buf.resize(COPY_BUFFER_BYTES, 0);
-    let digest = super::scan::stream_value(file, header, key.as_bytes(), buf, sink).map_err(|e| match e.kind() {
+pub fn copy_verified(file: &File, header: &RecordHeader, key: &str, sink: &mut dyn Write) -> BResult<()> {
+    let streamed = with_io_buffer(|buf| super::scan::stream_value(file, header, key.as_bytes(), buf.for_offset(header.value_offset()), sink));
+    let digest = streamed.map_err(|e| match e.kind() {
         // The record is in the index but the file no longer holds all of it: damage at rest.
         std::io::ErrorKind::UnexpectedEof => BackendError::new(ErrorKind::Corrupt, format!("pack record of key \"{key}\" at offset {}: {e}", header.offset)),
         _ => BackendError::new(ErrorKind::Io, format!("pack record of key \"{key}\" at offset {}: {e}", header.offset)),
@@ -447,7 +448,6 @@ pub struct StripeLease {
     store: Arc<PackStore>,
     slot: usize,
     stripe: Arc<Stripe>,
-    buf: Vec<u8>,
 }
 
 impl Drop for StripeLease {
@@ -483,7 +483,7 @@ impl StripeLease {
 
     /// Streams `key`'s value into `sink` (reads go straight to the store).
     pub fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
-        self.store.get(key, sink, &mut self.buf)
+        self.store.get(key, sink)
     }
 
     /// Writes one complete record at the stripe's tail; on any failure cuts the file back.
@@ -496,7 +496,7 @@ impl StripeLease {
             .prepare(start + record_bytes)
             .and_then(|()| {
                 let header = if record_bytes <= ONE_WRITE_RECORD_BYTES {
-                    write_small_record(&self.stripe, start, kind, seq, key, body, len, &mut self.buf)
+                    write_small_record(&self.stripe, start, kind, seq, key, body, len)
                 } else {
                     write_record(&self.stripe, start, kind, seq, key, body, len)
                 };
@@ -574,11 +574,12 @@ pub fn write_record(stripe: &Stripe, offset: u64, kind: RecordKind, seq: u64, ke
     // What goes before the value: zeros where the header goes (written last), then the key.
     let mut prefix = vec![0u8; RECORD_HEADER_BYTES as usize];
     prefix.extend_from_slice(key.as_bytes());
-    crate::backend::with_copy_buffer(|buf| {
+    with_io_buffer(|buf| {
         let mut at = offset;
         while at < end {
             let chunk_end = ((at / ALIGNED_WRITE_BYTES + 1) * ALIGNED_WRITE_BYTES).min(end);
-            let chunk = &mut buf[..(chunk_end - at) as usize];
+            // At an address that agrees with `at` modulo 4 KiB, where the kernel copies fastest.
+            let chunk = &mut buf.for_offset(at)[..(chunk_end - at) as usize];
             // The prefix may end in this chunk, or (a record starting just before a boundary) later.
             let prefix_left = prefix.len().saturating_sub((at - offset) as usize);
             let from_prefix = prefix_left.min(chunk.len());
@@ -606,29 +607,23 @@ fn body_error(e: std::io::Error, left: u64) -> BackendError {
 }
 
 /// Writes a record that fits in memory with one positioned write: header, key and value
-/// assembled in `buf`. A crash that tears it leaves a header whose body hash fails, as with
-/// `write_record`. Returns the header written.
-#[allow(clippy::too_many_arguments)] // the record's fields, as in `write_record`, plus the buffer
-fn write_small_record(
-    stripe: &Stripe,
-    offset: u64,
-    kind: RecordKind,
-    seq: u64,
-    key: &str,
-    body: &mut dyn Read,
-    len: u64,
-    buf: &mut Vec<u8>,
-) -> BResult<RecordHeader> {
+/// assembled in the thread's copy buffer, at an address that agrees with `offset` modulo 4 KiB
+/// (where the kernel copies fastest). A crash that tears it leaves a header whose body hash
+/// fails, as with `write_record`. Returns the header written.
+fn write_small_record(stripe: &Stripe, offset: u64, kind: RecordKind, seq: u64, key: &str, body: &mut dyn Read, len: u64) -> BResult<RecordHeader> {
     let header_bytes = RECORD_HEADER_BYTES as usize;
-    buf.clear();
-    buf.resize(header_bytes, 0);
-    buf.extend_from_slice(key.as_bytes());
-    copy_exact(body, buf, len)?;
-    let body_hash = crate::hash::xxh3_64(&buf[header_bytes..]);
-    let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash };
-    buf[..header_bytes].copy_from_slice(&header.encode(stripe.salt));
-    stripe.file.write_all_at(buf, offset)?;
-    Ok(header)
+    let value_at = header_bytes + key.len();
+    let record_bytes = value_at + len as usize;
+    with_io_buffer(|buf| {
+        let record = &mut buf.for_offset(offset)[..record_bytes];
+        record[header_bytes..value_at].copy_from_slice(key.as_bytes());
+        body.read_exact(&mut record[value_at..]).map_err(|e| body_error(e, record_bytes as u64))?;
+        let body_hash = crate::hash::xxh3_64(&record[header_bytes..]);
+        let header = RecordHeader { kind, key_len: key.len() as u32, value_len: len, seq, offset, body_hash };
+        record[..header_bytes].copy_from_slice(&header.encode(stripe.salt));
+        stripe.file.write_all_at(record, offset)?;
+        Ok(header)
+    })
 }
 
 /// Takes `file`'s exclusive flock without waiting; false when another holds it. Released when
@@ -894,10 +889,9 @@ mod tests {
         assert_eq!(indexes.len(), 1, "closing the pack writes its index");
         fs::remove_file(&indexes[0]).unwrap();
         let store = PackStore::open(dir.path(), false).unwrap();
-        let mut buf = Vec::new();
         for (key, value) in &expected {
             let mut got = Vec::new();
-            store.get(key, &mut got, &mut buf).unwrap();
+            store.get(key, &mut got).unwrap();
             assert!(got == *value, "{key} read back different bytes after reopening");
         }
     }

@@ -352,8 +352,16 @@ pub fn waiting_for_lock<T>(wait_ns: &mut u64, take: impl FnOnce() -> T) -> T {
 }
 
 /// Copies `len` bytes from `body` to `sink` through a bounded buffer; errors if `body` ends early.
+/// For a `sink` or `body` that is a file from its start (see `copy_exact_at`).
 pub fn copy_exact(body: &mut dyn Read, sink: &mut dyn Write, len: u64) -> BResult<()> {
-    with_copy_buffer(|buf| {
+    copy_exact_at(body, sink, len, 0)
+}
+
+/// `copy_exact` for a file read or written from `file_offset` on: the buffer agrees with that
+/// offset modulo 4 KiB, where the kernel copies fastest (`io_buffer`).
+pub fn copy_exact_at(body: &mut dyn Read, sink: &mut dyn Write, len: u64, file_offset: u64) -> BResult<()> {
+    io_buffer::with_io_buffer(|buf| {
+        let buf = buf.for_offset(file_offset);
         let mut left = len;
         while left > 0 {
             let want = buf.len().min(left as usize);

@@ -14,7 +14,7 @@
 //! offset, check the CRC-32, and never wait.
 
 use super::options::{OptionDoc, Options};
-use super::{copy_exact, BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
+use super::{copy_exact_at, BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -238,7 +238,7 @@ impl Writer {
         let mut position: &File = zip.get_ref().ok_or_else(|| BackendError::new(ErrorKind::Other, "zip writer closed mid-entry"))?;
         let data_start = position.stream_position()?;
         let mut crc_writer = CrcWriter { inner: zip, crc: crc32fast::Hasher::new() };
-        copy_exact(body, &mut crc_writer, len)?;
+        copy_exact_at(body, &mut crc_writer, len, data_start)?;
         Ok(Entry { data_start, len, crc32: crc_writer.crc.finalize() })
     }
 

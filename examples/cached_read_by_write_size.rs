@@ -42,9 +42,8 @@ fn main() {
 /// Reads the whole file at `path` with `pread`s of `READ_BYTES`; returns GB/s.
 fn read_back(path: &std::path::Path) -> f64 {
     let file = File::open(path).expect("open");
-    let mut raw = vec![0u8; READ_BYTES + 4096];
-    let aligned = raw.as_ptr().align_offset(4096);
-    let buf = &mut raw[aligned..aligned + READ_BYTES];
+    let mut buffer = stowbench::backend::io_buffer::IoBuffer::new(READ_BYTES);
+    let buf = buffer.aligned();
     let started = Instant::now();
     let mut at = 0;
     while at < FILE_BYTES {

@@ -113,7 +113,7 @@ impl WorkerStats {
                 .ops
                 .iter()
                 .map(|(op, s)| WireOp {
-                    op: *op,
+                    op,
                     hist: histogram_bytes(&s.hist),
                     response: s.response.as_ref().map(histogram_bytes),
                     count: s.count,
@@ -154,7 +154,7 @@ impl WorkerStats {
     /// Reads what `to_bytes` wrote.
     pub fn from_bytes(bytes: &[u8]) -> Result<WorkerStats, String> {
         let w: WireWorker = serde_json::from_slice(bytes).map_err(|e| format!("a rank sent worker statistics that do not decode: {e}"))?;
-        let mut ops = std::collections::BTreeMap::new();
+        let mut ops = super::OpTable::new();
         for o in w.ops {
             let stats = OpStats {
                 hist: histogram_from(&o.hist)?,
@@ -174,8 +174,10 @@ impl WorkerStats {
             origin_ns: w.origin_ns,
             resolution_ns: w.resolution_ns,
             timeline: w.timeline.iter().map(bucket_of).collect(),
+            recent_bucket: None,
             index_width: w.index_width,
             by_index: w.by_index.iter().map(bucket_of).collect(),
+            recent_index_bucket: None,
             start_ns: w.start_ns,
             end_ns: w.end_ns,
             generation_ns: w.generation_ns,
@@ -208,6 +210,6 @@ impl WorkerStats {
 
     /// Every operation kind's latency histogram (for a rank's breakdown in the report).
     pub fn histograms(&self) -> impl Iterator<Item = (Op, &Histogram<u64>)> {
-        self.ops.iter().map(|(op, s)| (*op, &s.hist))
+        self.ops.iter().map(|(op, s)| (op, &s.hist))
     }
 }

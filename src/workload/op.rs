@@ -33,6 +33,17 @@ impl Op {
     /// The operations a job file may name, in report order.
     pub const ALL: [Op; 6] = [Op::Put, Op::Get, Op::Delete, Op::Head, Op::Upload, Op::Download];
 
+    /// How many kinds there are, operations and steps.
+    pub const KINDS: usize = 9;
+
+    /// Every kind, operations and steps, in declaration order (the order `Ord` sorts by).
+    pub const EVERY: [Op; Op::KINDS] = [Op::Put, Op::Get, Op::Delete, Op::Head, Op::Upload, Op::Download, Op::Hash, Op::Register, Op::Lookup];
+
+    /// This kind's place in `EVERY`: an index for per-kind tables that need no map search.
+    pub fn slot(self) -> usize {
+        self as usize
+    }
+
     /// Lower-case name used in job files and reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -71,11 +82,26 @@ impl Op {
 
     /// The operation or step a report names `name`.
     pub fn from_name(name: &str) -> Option<Op> {
-        Op::ALL.into_iter().chain([Op::Hash, Op::Register, Op::Lookup]).find(|op| op.name() == name)
+        Op::EVERY.into_iter().find(|op| op.name() == name)
     }
 
     /// An operation a job file may name.
     pub fn parse(name: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Op;
+
+    #[test]
+    fn every_kind_sits_at_its_slot_in_sort_order() {
+        for (i, op) in Op::EVERY.into_iter().enumerate() {
+            assert_eq!(op.slot(), i, "{op:?}");
+            assert_eq!(Op::from_name(op.name()), Some(op));
+        }
+        assert!(Op::EVERY.windows(2).all(|w| w[0] < w[1]), "EVERY must follow Ord's order: the report lists kinds by it");
+        assert!(Op::ALL.into_iter().all(|op| Op::EVERY.contains(&op)));
     }
 }

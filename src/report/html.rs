@@ -253,7 +253,7 @@ fn tables_section(report: &RunReport) -> String {
     out += &table(&operation_rows(report));
     let cases = super::table::case_rows(report);
     if cases.len() > 1 {
-        out += "<h3>Cases</h3>\n<p>Put phase time (its operations' time, with stowbench's own work taken out: not wall time); growth (mean latency of the last 10 % of puts over the first 10 %); time sessions waited for a single-writer lock (all threads); disk space allocated and stored; share of worker time in stowbench's own payload work (kept out of every number).</p>\n";
+        out += "<h3>Cases</h3>\n<p>Put phase time (its operations' time, with stowbench's own work taken out: not wall time); growth (mean latency of the last 10 % of puts over the first 10 %); time sessions waited for a single-writer lock (all threads); disk space allocated and stored; share of worker time in stowbench's own work (making and checking payloads, bookkeeping between operations; kept out of every number).</p>\n";
         out += &table(&cases);
     }
     let repeats = super::repeats::rows(report);

@@ -450,7 +450,7 @@ pub struct RankOp {
 impl CaseResult {
     /// `own_work_share` from the phases: own time over own plus storage time, all workers.
     pub fn compute_own_work_share(&self) -> Option<f64> {
-        let own: u64 = self.phases.iter().map(|p| p.payload_generation_ns + p.verification_ns).sum();
+        let own: u64 = self.phases.iter().map(|p| p.payload_generation_ns + p.verification_ns + p.bookkeeping_ns).sum();
         let storage: u64 = self.phases.iter().map(|p| p.window_total_ns * self.threads as u64).sum();
         (own + storage > 0).then(|| own as f64 / (own + storage) as f64)
     }
@@ -505,6 +505,11 @@ pub struct PhaseResult {
     /// latency and throughput window. Absent from reports before 0.2.
     #[serde(default)]
     pub verification_ns: u64,
+    /// stowbench's own bookkeeping between operations (recording one, choosing and naming the
+    /// next key), summed over workers; kept out of every throughput window in closed-loop
+    /// phases (latencies never held it). Absent when 0 (open-loop phases, older reports).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub bookkeeping_ns: u64,
     /// The page cache as this phase met it: "warm" (whatever earlier phases left in it),
     /// "cold" (dropped just before the phase) or "direct" (the backend bypasses it). Absent from
     /// reports before 0.3.
@@ -861,6 +866,10 @@ impl Verification {
             self.first_mismatch = self.mismatched.first().cloned();
         }
     }
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero_u32(n: &u32) -> bool {

@@ -722,7 +722,7 @@ fn footer(report: &RunReport, out: &mut String) {
     }
     let lines = case_rows(report);
     if lines.len() > 1 {
-        let _ = writeln!(out, "\nper case: put phase time (its operations' time, with stowbench's own work taken out: not wall time), growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own payload work (kept out of every number above)");
+        let _ = writeln!(out, "\nper case: put phase time (its operations' time, with stowbench's own work taken out: not wall time), growth (mean latency of the last 10% of puts over the first 10%), time sessions waited for a single-writer lock (all threads), disk space allocated vs stored, share of worker time in stowbench's own work (making and checking payloads, bookkeeping between operations; kept out of every number above)");
         write_columns(&lines, out);
     }
     super::repeats::write(report, out);

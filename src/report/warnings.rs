@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 const FEW_SAMPLES_FOR_P99: u64 = 100;
 /// Spread across repeats above this (coefficient of variation) deserves a warning.
 const HIGH_CV: f64 = 0.10;
-/// A share of worker time in stowbench's own payload work above this deserves a warning.
+/// A share of worker time in stowbench's own work above this deserves a warning.
 const HIGH_OWN_WORK: f64 = 0.10;
 /// Client CPU above this fraction of the cores its threads could use means the client was busy.
 const CLIENT_BUSY: f64 = 0.90;
@@ -40,7 +40,7 @@ pub enum WarningKind {
     HighSpread,
     /// A winner's margin lies inside the spread of the repeats (the table says "tie").
     MarginInsideSpread,
-    /// Much of the workers' time went to stowbench's own payload work.
+    /// Much of the workers' time went to stowbench's own work (payloads, checks, bookkeeping).
     OwnWork,
     /// The client process kept every core its threads could use busy.
     ClientCpuBound,
@@ -362,7 +362,7 @@ fn margins_inside_spread(headlines: &[Headline]) -> Option<Warning> {
 }
 
 /// Cases where the client, not the storage, may have been the limit: much of the workers' time
-/// went to stowbench's own payload work, or (with a server doing the storing) the client
+/// went to stowbench's own work (payloads, checks, bookkeeping between operations), or (with a server doing the storing) the client
 /// process kept every core it could use busy.
 fn client_limits(report: &RunReport) -> Vec<Warning> {
     // The recorded machine, not this one: warnings must come out the same when a report is read back.
@@ -380,7 +380,7 @@ fn client_limits(report: &RunReport) -> Vec<Warning> {
             Warning::new(
                 WarningKind::OwnWork,
                 format!(
-                    "{} case(s) spent more than {:.0}% of the workers' time in stowbench's own payload work (generating, checking; \
+                    "{} case(s) spent more than {:.0}% of the workers' time in stowbench's own work (payloads, checks, bookkeeping; \
                      up to {:.0}% in {worst_case}); it is kept out of the numbers, but the client may have been the limit",
                     busy.len(),
                     HIGH_OWN_WORK * 100.0,

@@ -3,7 +3,8 @@
 //!
 //! The payload work is stowbench's own, not the storage's: it is timed apart (`OwnTime`) and
 //! taken out of each operation's latency **and** out of the worker's timestamps, so neither the
-//! latency percentiles nor the throughput windows carry it. Its cost is reported per phase.
+//! latency percentiles nor the throughput windows carry it. In closed-loop phases so is the
+//! bookkeeping between operations (`OwnTime::bookkeeping_ns`). Its cost is reported per phase.
 
 use super::keytable::{Miss, Snapshot};
 use super::phase::PhaseContext;
@@ -24,11 +25,16 @@ pub struct OwnTime {
     pub generation_ns: Cell<u64>,
     /// Hashing and checking what gets returned.
     pub verification_ns: Cell<u64>,
+    /// The bookkeeping between one operation's timed call and the next one's: recording the
+    /// last, choosing and naming the next key, the progress line (closed-loop phases only; in
+    /// open-loop ones that gap is mostly the wait for the schedule, which is the storage's idle
+    /// time, not ours).
+    pub bookkeeping_ns: Cell<u64>,
 }
 
 impl OwnTime {
     pub(super) fn total(&self) -> u64 {
-        self.generation_ns.get() + self.verification_ns.get()
+        self.generation_ns.get() + self.verification_ns.get() + self.bookkeeping_ns.get()
     }
 
     /// The worker's storage clock: real time with its own work taken out.
@@ -83,6 +89,12 @@ pub struct Worker<'a, 'c> {
     /// The verifying sink of the last get, kept for the next: a get resets it instead of making
     /// a new one (a 400-byte copy between operations, which every throughput figure would carry).
     pub spare_sink: Option<Box<DigestSink>>,
+    /// Closed-loop phases: where the last operation's accounting ended, as (that clock reading,
+    /// the own time booked by then). The next timed call books the time since as bookkeeping
+    /// (less any own time booked in between), with the reading that starts it: no extra one.
+    pub gap_mark: Option<(u64, u64)>,
+    /// Whether gaps between operations are booked (closed-loop phases).
+    pub book_gaps: bool,
 }
 
 pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
@@ -196,6 +208,7 @@ impl Worker<'_, '_> {
                 let checked = self.count_check(outcome).and(result);
                 let now = ctx.clock.now_ns();
                 self.own.verification_ns.set(self.own.verification_ns.get() + now - self.timed_end_ns);
+                self.mark_gap(now);
                 self.finish(Op::Get, index, latency, retries, checked);
             }
             None => self.finish(Op::Get, index, latency, retries, result),
@@ -282,9 +295,23 @@ impl Worker<'_, '_> {
     /// Runs `attempt` up to 1 + retries times; returns the result, the attempts' time without our
     /// own payload work, and the retries used.
     fn timed<T>(&mut self, attempt: impl FnMut(&mut Self) -> BResult<T>) -> (BResult<T>, u64, u32) {
-        let start = self.own.now_ns(self.ctx.clock);
+        let now = self.ctx.clock.now_ns();
+        if let Some((at, own_then)) = self.gap_mark.take() {
+            let booked_since = self.own.total() - own_then;
+            let gap = now.saturating_sub(at).saturating_sub(booked_since);
+            self.own.bookkeeping_ns.set(self.own.bookkeeping_ns.get() + gap);
+        }
+        let start = now - self.own.total();
         let (result, retries) = self.within_deadline(attempt);
         (result, self.ended_ns - start, retries)
+    }
+
+    /// Notes `now` (a clock reading) as where the operation's accounting ended: the gap from here
+    /// to the next timed call is bookkeeping, in closed-loop phases.
+    pub(super) fn mark_gap(&mut self, now: u64) {
+        if self.book_gaps {
+            self.gap_mark = Some((now, self.own.total()));
+        }
     }
 
     /// Runs `attempt` up to 1 + retries times under the phase's `op_timeout` (the watchdog cuts
@@ -306,6 +333,7 @@ impl Worker<'_, '_> {
                 other => {
                     self.timed_end_ns = clock.now_ns();
                     self.ended_ns = self.timed_end_ns - self.own.total();
+                    self.mark_gap(self.timed_end_ns);
                     let was_cut = dog.is_some_and(|(dog, w)| dog.disarm(w));
                     let other = match other {
                         Err(e) if was_cut => Err(BackendError::new(

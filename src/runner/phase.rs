@@ -1,8 +1,8 @@
 //! One measured phase: worker threads behind a start barrier, each with its own session, issuing
 //! operations until a stop condition, recording into their own stats.
 //!
-//! Timing covers only the backend call (see `ops` for how our own payload work is kept out of
-//! latencies and windows). Bodies stream in both directions, so no object is ever held whole.
+//! Timing covers only the backend call (see `ops` for how our own payload work, and in closed-loop
+//! phases the bookkeeping between operations, is kept out of latencies and windows). Bodies stream in both directions, so no object is ever held whole.
 
 use super::keytable::{KeySpace, KeyTable};
 use super::ops::{OwnTime, Worker};
@@ -249,6 +249,8 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         gave_up: false,
         watchdog: watchdog.map(|dog| (dog, w as usize)),
         spare_sink: None,
+        gap_mark: None,
+        book_gaps: false,
     };
     worker.last_success_ns = worker.own.now_ns(ctx.clock);
     // Open-loop phases start operations on a schedule (the warm-up runs flat out: it is untimed).
@@ -258,6 +260,10 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         super::schedule::precise_sleeps();
     }
     worker.stats.schedule = schedule.as_ref().map(|s| s.tally());
+    // Closed loop: the time before the first operation and between operations is stowbench's,
+    // and comes out of the storage clock (as hyperfine takes its shell's start-up out).
+    worker.book_gaps = schedule.is_none();
+    worker.mark_gap(worker.stats.start_ns);
     // A fixed share per worker (w, w + workers, …): under simulated time so results never depend
     // on OS scheduling, and when the phase asks each thread for an even share of its count.
     let strided = ctx.clock.is_virtual() || (ctx.phase.even_split && ctx.stop.count.is_some());
@@ -311,6 +317,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
     let own = worker.own;
     stats.generation_ns = own.generation_ns.get();
     stats.verification_ns = own.verification_ns.get();
+    stats.bookkeeping_ns = own.bookkeeping_ns.get();
     stats.end_ns = stats.end_ns.max(stats.start_ns);
 }
 
@@ -520,6 +527,67 @@ mod tests {
             next_op: AtomicU64::new(0),
             bytes_claimed: AtomicU64::new(0),
             origin_ns: None,
+        }
+    }
+
+    /// A clock whose every reading takes 10 ns, shared with a store whose calls take 1 µs: time
+    /// that depends on nothing but the code that runs.
+    struct StepClock(AtomicU64);
+
+    impl crate::clock::Clock for StepClock {
+        fn now_ns(&self) -> u64 {
+            self.0.fetch_add(10, Ordering::Relaxed)
+        }
+    }
+
+    struct SteppedStore {
+        clock: Arc<StepClock>,
+        objects: std::collections::HashMap<String, Vec<u8>>,
+    }
+
+    impl Session for SteppedStore {
+        fn put(&mut self, key: &str, body: &mut dyn Read, _: u64) -> BResult<()> {
+            let mut bytes = Vec::new();
+            body.read_to_end(&mut bytes).map_err(|e| BackendError::new(crate::backend::ErrorKind::Other, e.to_string()))?;
+            self.clock.0.fetch_add(1_000, Ordering::Relaxed);
+            self.objects.insert(key.to_string(), bytes);
+            Ok(())
+        }
+        fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
+            self.clock.0.fetch_add(1_000, Ordering::Relaxed);
+            let bytes = self.objects.get(key).ok_or_else(|| BackendError::not_found(key))?;
+            sink.write_all(bytes).map_err(|e| BackendError::new(crate::backend::ErrorKind::Other, e.to_string()))?;
+            Ok(bytes.len() as u64)
+        }
+        fn delete(&mut self, _: &str) -> BResult<()> {
+            unreachable!("these phases never delete")
+        }
+        fn head(&mut self, _: &str) -> BResult<u64> {
+            unreachable!("these phases never head")
+        }
+    }
+
+    /// In a closed loop, stowbench's own time between operations (recording, choosing the next
+    /// key) comes out of the worker's clock with its payload work: a lone worker's window is
+    /// exactly the time its operations took, the bookkeeping is reported beside it, and the
+    /// payloads were still checked.
+    #[test]
+    fn a_lone_closed_loop_workers_window_is_the_time_its_operations_took() {
+        let clock = Arc::new(StepClock(AtomicU64::new(1_000_000)));
+        let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(SteppedStore { clock: clock.clone(), objects: Default::default() })];
+        let keys = KeyTable::new(50);
+        let flag = AtomicBool::new(false);
+        for op in [Op::Put, Op::Get] {
+            let phase = PhasePlan { stop: Stop { count: Some(200), ..Stop::default() }, ..PhasePlan::single(op, KeyOrder::Sequential) };
+            let ctx = PhaseContext { objects: 50, keys: &keys, clock: &*clock, ..context(&phase, &keys, 1, &flag) };
+            let stats = run(&ctx, &mut sessions, &mut [], || ()).unwrap().pop().unwrap();
+            assert_eq!(stats.attempted(), 200, "{op:?}");
+            assert_eq!(stats.end_ns - stats.start_ns, stats.latency_sum_ns(), "{op:?}: the window is the operations' time");
+            assert!(stats.bookkeeping_ns >= 200 * 10, "{op:?}: each gap holds at least the clock reading that ends it");
+            if op == Op::Get {
+                assert_eq!((stats.verified, stats.mismatches), (200, 0));
+                assert!(stats.verification_ns > 0);
+            }
         }
     }
 

@@ -174,6 +174,8 @@ pub struct WorkerStats {
     pub generation_ns: u64,
     /// Nanoseconds spent hashing and checking gets (taken out of latencies and timestamps).
     pub verification_ns: u64,
+    /// Nanoseconds of bookkeeping between operations (taken out of timestamps; closed loop).
+    pub bookkeeping_ns: u64,
     /// Gets whose content was checked.
     pub verified: u64,
     /// Checked gets whose content differed from what was put.
@@ -232,6 +234,7 @@ impl WorkerStats {
             end_ns: origin_ns,
             generation_ns: 0,
             verification_ns: 0,
+            bookkeeping_ns: 0,
             verified: 0,
             mismatches: 0,
             mismatched: Vec::new(),
@@ -372,6 +375,12 @@ impl WorkerStats {
     pub fn attempted(&self) -> u64 {
         self.ops.values().map(|s| s.count + s.errors.values().sum::<u64>()).sum()
     }
+
+    /// The summed latency of the successful operations recorded, to the nanosecond.
+    #[cfg(test)]
+    pub(crate) fn latency_sum_ns(&self) -> u64 {
+        self.timeline.iter().map(|b| b.latency_sum_ns).sum()
+    }
 }
 
 fn coarsen(buckets: &[Bucket]) -> Vec<Bucket> {
@@ -398,6 +407,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let index_width = workers.first().map(|w| w.index_width).unwrap_or(1);
     let payload_generation_ns = workers.iter().map(|w| w.generation_ns).sum();
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
+    let bookkeeping_ns = workers.iter().map(|w| w.bookkeeping_ns).sum();
     let open_loop = open_loop(&workers);
     let gave_up_workers = workers.iter().filter(|w| w.gave_up).count() as u32;
     // A worker that tried nothing (more threads than the phase had operations): the phase's
@@ -470,6 +480,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         lock_wait_ns,
         payload_generation_ns,
         verification_ns,
+        bookkeeping_ns,
         cache_state: String::new(), // the runner knows it
         server_restarted: false,
         device_read_bytes: None, // the runner reads it

@@ -34,6 +34,7 @@ fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
         lock_wait_ns: 0,
         payload_generation_ns: 0,
         verification_ns: 0,
+        bookkeeping_ns: 0,
         cache_state: "warm".into(),
         server_restarted: false,
         device_read_bytes: None,

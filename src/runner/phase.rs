@@ -2,7 +2,8 @@
 //! operations until a stop condition, recording into their own stats.
 //!
 //! Timing covers only the backend call (see `ops` for how our own payload work, and in closed-loop
-//! phases the bookkeeping between operations, is kept out of latencies and windows). Bodies stream in both directions, so no object is ever held whole.
+//! phases the bookkeeping between operations, is kept out of latencies and windows). Bodies
+//! stream in both directions, so no object is ever held whole.
 
 use super::keytable::{KeySpace, KeyTable};
 use super::ops::{OwnTime, Worker};

@@ -508,7 +508,7 @@ pub struct PhaseResult {
     /// stowbench's own bookkeeping between operations (recording one, choosing and naming the
     /// next key), summed over workers; kept out of every throughput window in closed-loop
     /// phases (latencies never held it). Absent when 0 (open-loop phases, older reports).
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub bookkeeping_ns: u64,
     /// The page cache as this phase met it: "warm" (whatever earlier phases left in it),
     /// "cold" (dropped just before the phase) or "direct" (the backend bypasses it). Absent from
@@ -528,11 +528,11 @@ pub struct PhaseResult {
     pub device_read_bytes: Option<u64>,
     /// Workers that stopped early because every operation they tried failed for the workload's
     /// `give_up_after` (a dead server); the phase ended when all had stopped.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub gave_up_workers: u32,
     /// Workers that had no operation to do (more threads than the phase's operations): the
     /// phase ran on fewer threads than the case names (an `idle_threads` warning). Absent when 0.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_workers: u32,
     /// Why the store could not be brought to rest before this phase (`Backend::settle`: SQLite's
     /// WAL checkpoint failed, e.g. on an I/O error): the phase ran anyway, so that acknowledged
@@ -630,8 +630,9 @@ pub struct HeadlineFigure {
     pub behind_schedule: usize,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
+/// For `skip_serializing_if`: a count or duration of zero is left out of the JSON.
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// Results for one operation kind in a phase.
@@ -866,14 +867,6 @@ impl Verification {
             self.first_mismatch = self.mismatched.first().cloned();
         }
     }
-}
-
-fn is_zero_u64(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
 }
 
 #[cfg(test)]

@@ -362,8 +362,8 @@ fn margins_inside_spread(headlines: &[Headline]) -> Option<Warning> {
 }
 
 /// Cases where the client, not the storage, may have been the limit: much of the workers' time
-/// went to stowbench's own work (payloads, checks, bookkeeping between operations), or (with a server doing the storing) the client
-/// process kept every core it could use busy.
+/// went to stowbench's own work (payloads, checks, bookkeeping between operations), or (with a
+/// server doing the storing) the client process kept every core it could use busy.
 fn client_limits(report: &RunReport) -> Vec<Warning> {
     // The recorded machine, not this one: warnings must come out the same when a report is read back.
     let cores = f64::from(report.environment.cpu_count.max(1));

@@ -12,8 +12,8 @@
 #   sides run the same SQLite code. Without that source it falls back to the source package's own
 #   SQLite (its sqlite3.c if present, else the system libsqlite3 of the same Debian version),
 #   and says so.
-# - The binary is cached in ~/.cache/stowbench/kvtest/ keyed by the kvtest.c and sqlite3.c it was
-#   built from; --rebuild forces a new build.
+# - The binary is cached in ~/.cache/stowbench/kvtest/ keyed by the kvtest.c, sqlite3.c and
+#   project definitions it was built from; --rebuild forces a new build.
 set -euo pipefail
 BENCH_NAME=kvtest-build
 # shellcheck source=bench/lib.sh
@@ -32,6 +32,10 @@ readonly RUSQLITE_DEFINES=(
   -DSQLITE_THREADSAFE=1 -DSQLITE_USE_URI -DHAVE_USLEEP=1 -DHAVE_ISNAN
   -D_POSIX_THREAD_SAFE_FUNCTIONS -DHAVE_LOCALTIME_R
 )
+# And the ones stowbench's own build adds to them (LIBSQLITE3_FLAGS in .cargo/config.toml: SQLite
+# syncs with fdatasync, as a distribution's build does; docs/backends/sqlite.md, "Which sync call").
+read -r -a PROJECT_DEFINES <<<"$(sed -n 's/^LIBSQLITE3_FLAGS *= *"\(.*\)"$/\1/p' "${REPO_DIR}/.cargo/config.toml" 2>/dev/null)"
+readonly PROJECT_DEFINES
 
 # Adds deb-src entries mirroring the configured Debian `deb` entries when apt has none.
 ensure_deb_src() {
@@ -136,7 +140,7 @@ main() {
     amalg=""
     how="system-libsqlite3"
   fi
-  key="$(cat "${kvtest_c}" ${amalg:+"${amalg}"} | sha256sum | cut -c1-16)"
+  key="$({ cat "${kvtest_c}" ${amalg:+"${amalg}"}; printf '%s\n' "${PROJECT_DEFINES[@]}"; } | sha256sum | cut -c1-16)"
   bin="${KV_CACHE}/kvtest-${how}-${key}"
   if [[ -x ${bin} && ${REBUILD} == false ]]; then
     printf '%s\n' "${bin}"
@@ -145,7 +149,7 @@ main() {
   log "compiling ${kvtest_c} against ${amalg:-the system libsqlite3} (${how}); about a minute"
   if [[ -n ${amalg} ]]; then
     # kvtest.c includes "sqlite3.h": use the header that belongs to the amalgamation.
-    cc -O3 "${RUSQLITE_DEFINES[@]}" -I"$(dirname -- "${amalg}")" -o "${bin}.tmp" \
+    cc -O3 "${RUSQLITE_DEFINES[@]}" "${PROJECT_DEFINES[@]}" -I"$(dirname -- "${amalg}")" -o "${bin}.tmp" \
       "${kvtest_c}" "${amalg}" -lpthread -ldl -lm >&2
   else
     dpkg -s libsqlite3-dev >/dev/null 2>&1 || die "no amalgamation found and libsqlite3-dev is not installed"

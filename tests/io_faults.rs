@@ -547,6 +547,25 @@ fn a_failed_fsync_is_never_retried_into_a_reported_success() {
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
 }
 
+/// SQLite syncs its database and WAL with `fdatasync`, as a distribution's build of SQLite does:
+/// rusqlite's bundled build lacks HAVE_FDATASYNC and would call `fsync`, which also flushes the
+/// files' timestamps (a journal commit more per durable put on a journaled filesystem).
+/// `.cargo/config.toml` sets it; docs/backends/sqlite.md, "Which sync call".
+#[test]
+fn sqlite_syncs_its_files_with_fdatasync_as_a_distributions_build_does() {
+    if shim().is_none() {
+        return;
+    }
+    let target = Target { name: "sqlite-file-full", backend: "sqlite-file", options: "fsync = true\nsynchronous = \"full\"" };
+    let r = run(&target, None, 0, true);
+    assert_eq!(r.code, Some(0), "{}: {}", r.label, r.stderr);
+    let of_sqlite = |l: &&String| l.starts_with("fsync ") && l.split(' ').nth(3).is_some_and(|path| path.contains(".db"));
+    let syncs: Vec<&String> = r.trace.iter().take_while(|l| *l != PHASE_MARK).filter(of_sqlite).collect();
+    assert!(syncs.len() >= OBJECTS as usize, "at least one sync of SQLite's files per committed put, found {}:\n{}", syncs.len(), r.trace.join("\n"));
+    let by_fsync: Vec<&&String> = syncs.iter().filter(|l| l.split(' ').nth(1) != Some("fdatasync")).collect();
+    assert!(by_fsync.is_empty(), "SQLite synced with another call than fdatasync (is LIBSQLITE3_FLAGS set?):\n{by_fsync:#?}");
+}
+
 /// A disk that fills in the middle of the puts (writes failing with ENOSPC from then on): the
 /// puts count as `no_space`, never retried; the run stops at that case and says the filesystem
 /// ran out of space; the first error names the key and the write; the acknowledged puts read

@@ -17,6 +17,9 @@
 //!   is written and synced anew (the shim's trace shows a new write before the next sync) or
 //!   counted as failed.
 //!
+//! The shim's trace also shows which call SQLite syncs with: `fdatasync`, as a distribution's build
+//! of SQLite does (`sqlite_syncs_its_files_with_fdatasync_as_a_distributions_build_does`).
+//!
 //! How the faults get in: `tests/io_faults/shim.c`, an LD_PRELOAD library compiled here with
 //! `cc`, wraps libc's file calls (plain, 64 and *at variants, which both Rust's std and the
 //! bundled SQLite use) and fails the chosen one with EIO, only under the run's work directory.

@@ -115,6 +115,39 @@ cleanup_check!(s3_cleanup, "s3", "", Server::S3);
 cleanup_check!(s3_multipart_cleanup, "s3", "multipart_threshold = \"1MiB\"\npart_size = \"5MiB\"", Server::S3);
 cleanup_check!(gridfs_cleanup, "gridfs", "", Server::Mongo);
 
+/// In lo mode the large objects live in `pg_largeobject`, which every large object of the
+/// database shares: a case's allocated bytes must be its own part of it, not the whole catalog
+/// with everyone else's objects (here another namespace's, four times as many) and the dead
+/// pages of earlier cases.
+#[test]
+fn postgres_lo_allocated_bytes_count_our_large_objects_only() {
+    if !available(Server::Pg.env()) {
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    let ours = fixture("postgres", "mode = \"lo\"");
+    let theirs = fixture("postgres", "mode = \"lo\"");
+    let mut s = ours.session(0);
+    for i in 0..2 {
+        put(&mut *s, &format!("ours/{i}"), 50 + i, MIB);
+    }
+    let mut t = theirs.session(0);
+    for i in 0..8 {
+        put(&mut *t, &format!("theirs/{i}"), 60 + i, MIB);
+    }
+    let usage = ours.backend.disk_usage().expect("disk usage");
+    assert!(!usage.allocated_unknown, "the tests' server has a local data directory (STOWBENCH_PG_DATA)");
+    // pg_largeobject keeps 2 KiB of a value per row, three rows to an 8 KiB page: 2 MiB of
+    // random bytes take about 2.7 MiB of pages, and our table and the index's share a little more.
+    assert!(
+        (2 * MIB..4 * MIB).contains(&usage.allocated_bytes),
+        "allocated {} bytes for 2 MiB of large objects (another namespace's 8 MiB must not count)",
+        usage.allocated_bytes
+    );
+    let theirs_usage = theirs.backend.disk_usage().expect("disk usage");
+    assert!(theirs_usage.allocated_bytes > 3 * usage.allocated_bytes, "{theirs_usage:?} against ours {usage:?}");
+}
+
 // ---- mariadb file mode: sqlite-file's crash and cleanup claims, with the row on a server ----
 
 /// A body that gives `left` bytes and then panics: the panic stands in for a crash (nothing after

@@ -429,7 +429,16 @@ impl Backend for PgBackend {
         let s = &self.shared;
         let mut client = s.connect()?;
         let mut usage = match &self.data_dir {
-            Some(dir) => server::usage_of_files(&relation_files(&mut client, s, dir)?),
+            Some(dir) => {
+                let mut usage = server::usage_of_files(&relation_files(&mut client, s, dir)?);
+                if s.mode == Mode::Lo {
+                    let share = large_object_share(&mut client, s, dir)?;
+                    usage.allocated_bytes += share.allocated_bytes;
+                    usage.apparent_bytes += share.apparent_bytes;
+                    usage.files += share.files;
+                }
+                usage
+            }
             None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         // A partitioned table holds no data itself: sum its partitions (pg_partition_tree lists
@@ -533,36 +542,66 @@ fn server_objects(client: &mut Client, s: &Shared) -> BResult<Vec<String>> {
     Ok(out)
 }
 
-/// Files of our table (every partition), its TOAST tables and all their indexes (every fork and 1 GB segment), and
-/// in lo mode of pg_largeobject and its index (shared by every large object in the database).
+/// Files of our table (every partition), its TOAST tables and all their indexes (every fork and 1 GB segment).
 fn relation_files(client: &mut Client, s: &Shared, data_dir: &std::path::Path) -> BResult<Vec<PathBuf>> {
-    let mut sql = String::from(
-        "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = $1::text::regclass \
-         OR oid IN (SELECT relid FROM pg_partition_tree($1::text::regclass))), \
-         rels AS (SELECT oid FROM t UNION SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0 \
-         UNION SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t UNION SELECT reltoastrelid FROM t)",
-    );
-    if s.mode == Mode::Lo {
-        sql += " UNION SELECT 'pg_largeobject'::regclass::oid UNION SELECT indexrelid FROM pg_index WHERE indrelid = 'pg_largeobject'::regclass";
-    }
-    sql += ") SELECT pg_relation_filepath(oid) FROM rels";
-    let rows = client.query(&sql, &[&s.table]).map_err(|e| s.error(e))?;
-    let mut files = Vec::new();
-    for row in rows {
-        let Some(rel) = row.get::<_, Option<String>>(0) else { continue };
-        let path = data_dir.join(&rel);
-        let (Some(dir), Some(base)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { continue };
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
-        for entry in entries.flatten() {
+    let sql = "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = $1::text::regclass \
+               OR oid IN (SELECT relid FROM pg_partition_tree($1::text::regclass))), \
+               rels AS (SELECT oid FROM t UNION SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0 \
+               UNION SELECT indexrelid FROM pg_index WHERE indrelid IN (SELECT oid FROM t UNION SELECT reltoastrelid FROM t)) \
+               SELECT pg_relation_filepath(oid) FROM rels";
+    let rows = client.query(sql, &[&s.table]).map_err(|e| s.error(e))?;
+    Ok(rows.iter().filter_map(|row| row.get::<_, Option<String>>(0)).flat_map(|rel| files_of_relation(data_dir, &rel)).collect())
+}
+
+/// The files of the relation at `rel` (`pg_relation_filepath`, relative to the data directory):
+/// the main file, its 1 GB segments ("N.1") and its forks ("N_fsm", "N_vm").
+fn files_of_relation(data_dir: &std::path::Path, rel: &str) -> Vec<PathBuf> {
+    let path = data_dir.join(rel);
+    let (Some(dir), Some(base)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|entry| {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            // The main file, its 1 GB segments ("N.1") and its forks ("N_fsm", "N_vm").
-            if name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('_')) {
-                files.push(entry.path());
-            }
-        }
-    }
-    Ok(files)
+            name == base || name.strip_prefix(base).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('_'))
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
+/// Our part of `pg_largeobject`, which every large object of the database shares (so its files
+/// also hold other users' objects, and the dead pages that earlier cases' deletions left for
+/// VACUUM): the heap pages on which our large objects' rows lie, and of its index the same
+/// fraction as those pages are of the heap. Live rows only: pages holding nothing but rows of
+/// our own deleted or overwritten objects are not counted, though they take space until VACUUM.
+/// Finding the pages reads pg_largeobject, which needs superuser; without it the whole files
+/// are counted, an upper bound (docs/backends/postgres.md).
+fn large_object_share(client: &mut Client, s: &Shared, data_dir: &std::path::Path) -> BResult<DiskUsage> {
+    let files = |client: &mut Client, relation: &str| -> BResult<DiskUsage> {
+        let rel: Option<String> = client.query_one("SELECT pg_relation_filepath($1::text::regclass)", &[&relation]).map_err(|e| s.error(e))?.get(0);
+        Ok(server::usage_of_files(&rel.map(|rel| files_of_relation(data_dir, &rel)).unwrap_or_default()))
+    };
+    let heap = files(client, "pg_largeobject")?;
+    let index = files(client, "pg_largeobject_loid_pn_index")?;
+    // A row's heap page is the first number of its ctid, "(page,item)".
+    let pages = format!(
+        "SELECT count(DISTINCT (ctid::text::point)[0])::bigint, current_setting('block_size')::bigint FROM pg_largeobject WHERE loid IN (SELECT loid FROM {})",
+        s.table
+    );
+    let Ok(row) = client.query_one(&pages, &[]) else {
+        return Ok(DiskUsage {
+            allocated_bytes: heap.allocated_bytes + index.allocated_bytes,
+            apparent_bytes: heap.apparent_bytes + index.apparent_bytes,
+            files: heap.files + index.files,
+            ..DiskUsage::default()
+        });
+    };
+    let (our_pages, block_bytes) = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(1) as u64);
+    let heap_pages = (heap.apparent_bytes / block_bytes).max(our_pages).max(1);
+    let index_share = (index.allocated_bytes as u128 * our_pages as u128 / heap_pages as u128) as u64;
+    let bytes = our_pages * block_bytes + index_share;
+    Ok(DiskUsage { allocated_bytes: bytes, apparent_bytes: bytes, ..DiskUsage::default() })
 }
 
 /// Bytes our large objects occupy in pg_largeobject as the server stores them (reading it needs

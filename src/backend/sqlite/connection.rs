@@ -27,7 +27,7 @@ crate::backend_options! {
     /// mean the same thing).
     pub(crate) struct TuningOptions {
         journal_mode: JournalMode = "wal" => "wal, delete, truncate or persist (memory and off are refused: a crash could corrupt the database)",
-        synchronous: Synchronous = "normal" => "when SQLite fsyncs: off, normal, full or extra (with wal, normal can lose the last commits on power loss)",
+        synchronous: Synchronous = "normal" => "when SQLite syncs its files (fdatasync): off, normal, full or extra (with wal, normal can lose the last commits on power loss)",
         page_size: u64 = 4096 => "database page size in bytes (power of two, 512 to 65536; SQLite's default); fixed when the database is created",
         cache_size: ByteSize = "2000KiB" => "page cache of each connection, a whole number of KiB (SQLite's default: 2000KiB)",
         busy_timeout: Nanos = "30s" => "how long a session waits for a lock held by another before failing with a conflict",
@@ -124,20 +124,22 @@ impl Tuning {
     }
 
     /// What a committed transaction survives with these settings, in words (from SQLite's docs).
+    /// The sync call is named: this build's SQLite syncs with fdatasync, as distributions' builds
+    /// do (`LIBSQLITE3_FLAGS` in .cargo/config.toml; tests/io_faults.rs checks it).
     pub fn durability(&self) -> String {
         let wal = self.journal_mode == "wal";
         let settings = format!("journal_mode={}, synchronous={}", self.journal_mode, self.synchronous);
         let meaning = match (self.synchronous.as_str(), wal) {
-            ("off", _) => "SQLite never fsyncs: a commit survives a process crash, but a power cut can lose it or corrupt the database",
+            ("off", _) => "SQLite never syncs its files: a commit survives a process crash, but a power cut can lose it or corrupt the database",
             ("normal", true) => {
-                "the WAL is fsynced only at checkpoints: a commit survives a process crash, but a power cut can lose the last commits (the database stays consistent)"
+                "the WAL is synced (fdatasync) only at checkpoints: a commit survives a process crash, but a power cut can lose the last commits (the database stays consistent)"
             }
             ("normal", false) => {
-                "fsync at the critical moments only: a commit survives a power cut, except for the very small chance of corruption on older filesystems that SQLite documents"
+                "files synced (fdatasync) at the critical moments only: a commit survives a power cut, except for the very small chance of corruption on older filesystems that SQLite documents"
             }
-            (_, true) => "the WAL is fsynced at every commit: a committed put survives a power cut",
-            ("full", false) => "journal and database are fsynced at every commit: a committed put survives a power cut",
-            _ => "journal and database are fsynced at every commit, and the directory after the journal is removed: a committed put survives a power cut",
+            (_, true) => "the WAL is synced (fdatasync) at every commit: a committed put survives a power cut",
+            ("full", false) => "journal and database are synced (fdatasync) at every commit: a committed put survives a power cut",
+            _ => "journal and database are synced (fdatasync) at every commit, and the directory after the journal is removed: a committed put survives a power cut",
         };
         format!("{settings}: {meaning}")
     }

@@ -148,6 +148,42 @@ fn postgres_lo_allocated_bytes_count_our_large_objects_only() {
     assert!(theirs_usage.allocated_bytes > 3 * usage.allocated_bytes, "{theirs_usage:?} against ours {usage:?}");
 }
 
+/// A GridFS bucket's allocated bytes are its own collections' pages: on FerretDB/SQLite the
+/// database file also holds other buckets and the free pages that dropped ones left (the file
+/// never shrinks), and neither may count.
+#[test]
+fn gridfs_allocated_bytes_count_our_bucket_only() {
+    if !available(Server::Mongo.env()) {
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    let dropped = fixture("gridfs", "");
+    let mut d = dropped.session(0);
+    for i in 0..8 {
+        put(&mut *d, &format!("dropped/{i}"), 70 + i, MIB);
+    }
+    drop(d);
+    dropped.backend.cleanup().expect("cleanup");
+    let ours = fixture("gridfs", "");
+    let theirs = fixture("gridfs", "");
+    let mut s = ours.session(0);
+    for i in 0..2 {
+        put(&mut *s, &format!("ours/{i}"), 50 + i, MIB);
+    }
+    let mut t = theirs.session(0);
+    for i in 0..8 {
+        put(&mut *t, &format!("theirs/{i}"), 60 + i, MIB);
+    }
+    let usage = ours.backend.disk_usage().expect("disk usage");
+    assert!(!usage.allocated_unknown, "the tests' server has a local data directory (STOWBENCH_MONGO_DATA)");
+    // FerretDB keeps documents as JSON, binary data in base64: 2 MiB take about 2.7 MiB there.
+    assert!(
+        (2 * MIB..4 * MIB).contains(&usage.allocated_bytes),
+        "allocated {} bytes for 2 MiB of files (another bucket's 8 MiB and a dropped one's must not count)",
+        usage.allocated_bytes
+    );
+}
+
 // ---- mariadb file mode: sqlite-file's crash and cleanup claims, with the row on a server ----
 
 /// A body that gives `left` bytes and then panics: the panic stands in for a crash (nothing after

@@ -290,8 +290,9 @@ impl Backend for GridFsBackend {
         let db = s.database(&self.admin);
         let mut reported = 0u64;
         let mut wired_tiger_files = Vec::new();
-        for suffix in ["files", "chunks"] {
-            let stats = db.run_command(doc! { "collStats": format!("{}.{suffix}", s.bucket) }).run().map_err(|e| s.error(e))?;
+        let collections = ["files", "chunks"].map(|suffix| format!("{}.{suffix}", s.bucket));
+        for collection in &collections {
+            let stats = db.run_command(doc! { "collStats": collection }).run().map_err(|e| s.error(e))?;
             reported += number(&stats, "storageSize") + number(&stats, "totalIndexSize");
             if let (Some(dir), Ok(uri)) = (&self.data_dir, stats.get_document("wiredTiger").and_then(|w| w.get_str("uri"))) {
                 if let Some(table) = uri.strip_prefix("statistics:table:") {
@@ -301,8 +302,10 @@ impl Backend for GridFsBackend {
         }
         let mut usage = match &self.data_dir {
             Some(_) if !wired_tiger_files.is_empty() => server::usage_of_files(&wired_tiger_files),
-            // FerretDB/SQLite keeps a whole database in one file (and its WAL): count the database.
-            Some(dir) => server::usage_of_files(&["sqlite", "sqlite-wal", "sqlite-shm"].map(|ext| dir.join(format!("{}.{ext}", s.database)))),
+            // FerretDB/SQLite keeps a whole database in one file: count our collections' pages in
+            // it, or the whole database (with its WAL) where that file cannot be read so.
+            Some(dir) => ferretdb_sqlite_usage(&dir.join(format!("{}.sqlite", s.database)), &collections)
+                .unwrap_or_else(|| server::usage_of_files(&["sqlite", "sqlite-wal", "sqlite-shm"].map(|ext| dir.join(format!("{}.{ext}", s.database))))),
             None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         usage.server_reported_bytes = Some(reported);
@@ -351,6 +354,35 @@ fn number(doc: &Document, key: &str) -> u64 {
         Some(Bson::Double(v)) => *v as u64,
         _ => 0,
     }
+}
+
+/// Our part of a FerretDB/SQLite database file: the pages of our collections' tables and their
+/// indexes, as SQLite's `dbstat` counts them in the database as it is now (its WAL included).
+/// The file itself also holds the database's other collections and the free pages that dropped
+/// collections left (earlier cases': it never shrinks), so counted whole it is only an upper
+/// bound. FerretDB names each collection's table in its `_ferretdb_collections`. `None` when the
+/// file cannot be read so (another server's layout, no permission): the caller counts the files.
+fn ferretdb_sqlite_usage(path: &std::path::Path, collections: &[String; 2]) -> Option<DiskUsage> {
+    use rusqlite::{Connection, OpenFlags};
+    // Read-only, and only for as long as one query: FerretDB's writers are not held up (WAL).
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).ok()?;
+    // Both collections named there, or this is not the layout this reads (a bucket not written to
+    // yet has neither: nothing of ours is in the file, but 0 would hide a misreading).
+    let found: i64 =
+        conn.query_row("SELECT count(*) FROM _ferretdb_collections WHERE name IN (?1, ?2)", [&collections[0], &collections[1]], |row| row.get(0)).ok()?;
+    if found != 2 {
+        return None;
+    }
+    let bytes: i64 = conn
+        .query_row(
+            "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name IN \
+             (SELECT table_name FROM _ferretdb_collections WHERE name IN (?1, ?2)))",
+            [&collections[0], &collections[1]],
+            |row| row.get(0),
+        )
+        .ok()?;
+    let bytes = u64::try_from(bytes).ok()?;
+    Some(DiskUsage { allocated_bytes: bytes, apparent_bytes: bytes, files: 1, ..DiskUsage::default() })
 }
 
 struct GridFsSession {

@@ -304,8 +304,10 @@ impl Backend for GridFsBackend {
             Some(_) if !wired_tiger_files.is_empty() => server::usage_of_files(&wired_tiger_files),
             // FerretDB/SQLite keeps a whole database in one file: count our collections' pages in
             // it, or the whole database (with its WAL) where that file cannot be read so.
-            Some(dir) => ferretdb_sqlite_usage(&dir.join(format!("{}.sqlite", s.database)), &collections)
-                .unwrap_or_else(|| server::usage_of_files(&["sqlite", "sqlite-wal", "sqlite-shm"].map(|ext| dir.join(format!("{}.{ext}", s.database))))),
+            Some(dir) => {
+                let files = ["sqlite", "sqlite-wal", "sqlite-shm"].map(|ext| dir.join(format!("{}.{ext}", s.database)));
+                ferretdb_sqlite_usage(&files[0], &collections).unwrap_or_else(|| server::usage_of_files(&files))
+            }
             None => DiskUsage { allocated_unknown: true, ..DiskUsage::default() },
         };
         usage.server_reported_bytes = Some(reported);
@@ -366,21 +368,20 @@ fn ferretdb_sqlite_usage(path: &std::path::Path, collections: &[String; 2]) -> O
     use rusqlite::{Connection, OpenFlags};
     // Read-only, and only for as long as one query: FerretDB's writers are not held up (WAL).
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).ok()?;
+    let (found, bytes): (i64, i64) = conn
+        .query_row(
+            "WITH ours AS (SELECT table_name FROM _ferretdb_collections WHERE name IN (?1, ?2)) \
+             SELECT (SELECT count(*) FROM ours), coalesce(sum(pgsize), 0) FROM dbstat \
+             WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name IN (SELECT table_name FROM ours))",
+            [&collections[0], &collections[1]],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .ok()?;
     // Both collections named there, or this is not the layout this reads (a bucket not written to
     // yet has neither: nothing of ours is in the file, but 0 would hide a misreading).
-    let found: i64 =
-        conn.query_row("SELECT count(*) FROM _ferretdb_collections WHERE name IN (?1, ?2)", [&collections[0], &collections[1]], |row| row.get(0)).ok()?;
     if found != 2 {
         return None;
     }
-    let bytes: i64 = conn
-        .query_row(
-            "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name IN \
-             (SELECT table_name FROM _ferretdb_collections WHERE name IN (?1, ?2)))",
-            [&collections[0], &collections[1]],
-            |row| row.get(0),
-        )
-        .ok()?;
     let bytes = u64::try_from(bytes).ok()?;
     Some(DiskUsage { allocated_bytes: bytes, apparent_bytes: bytes, files: 1, ..DiskUsage::default() })
 }

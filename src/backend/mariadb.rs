@@ -421,10 +421,7 @@ impl Backend for MariaBackend {
         usage.server_reported_bytes = reported;
         if let Some(file) = &self.file {
             // Content, and any orphan or temporary file a crash left there, as on disk now.
-            let files = super::fs::disk_usage_of(std::slice::from_ref(&file.files))?;
-            usage.allocated_bytes += files.allocated_bytes;
-            usage.apparent_bytes += files.apparent_bytes;
-            usage.files += files.files;
+            usage.add_files(&super::fs::disk_usage_of(std::slice::from_ref(&file.files))?);
         }
         Ok(usage)
     }

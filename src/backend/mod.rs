@@ -211,6 +211,16 @@ pub struct DiskUsage {
     pub allocated_unknown: bool,
 }
 
+impl DiskUsage {
+    /// Adds the files of another of the backend's local data paths (a row + file backend's content
+    /// directory, our part of a shared catalog): allocated and apparent bytes and the file count.
+    pub fn add_files(&mut self, more: &DiskUsage) {
+        self.allocated_bytes += more.allocated_bytes;
+        self.apparent_bytes += more.apparent_bytes;
+        self.files += more.files;
+    }
+}
+
 /// One storage backend for one case; shared by all worker threads.
 pub trait Backend: Send + Sync {
     /// Capabilities and limits.

@@ -432,10 +432,7 @@ impl Backend for PgBackend {
             Some(dir) => {
                 let mut usage = server::usage_of_files(&relation_files(&mut client, s, dir)?);
                 if s.mode == Mode::Lo {
-                    let share = large_object_share(&mut client, s, dir)?;
-                    usage.allocated_bytes += share.allocated_bytes;
-                    usage.apparent_bytes += share.apparent_bytes;
-                    usage.files += share.files;
+                    usage.add_files(&large_object_share(&mut client, s, dir)?);
                 }
                 usage
             }
@@ -451,10 +448,7 @@ impl Backend for PgBackend {
             reported += large_object_bytes(&mut client, s)?;
         }
         if s.mode == Mode::File {
-            let files = super::fs::disk_usage_of(std::slice::from_ref(&s.files_root))?;
-            usage.allocated_bytes += files.allocated_bytes;
-            usage.apparent_bytes += files.apparent_bytes;
-            usage.files += files.files;
+            usage.add_files(&super::fs::disk_usage_of(std::slice::from_ref(&s.files_root))?);
         }
         usage.server_reported_bytes = Some(reported);
         Ok(usage)
@@ -582,23 +576,21 @@ fn large_object_share(client: &mut Client, s: &Shared, data_dir: &std::path::Pat
         let rel: Option<String> = client.query_one("SELECT pg_relation_filepath($1::text::regclass)", &[&relation]).map_err(|e| s.error(e))?.get(0);
         Ok(server::usage_of_files(&rel.map(|rel| files_of_relation(data_dir, &rel)).unwrap_or_default()))
     };
-    let heap = files(client, "pg_largeobject")?;
-    let index = files(client, "pg_largeobject_loid_pn_index")?;
-    // A row's heap page is the first number of its ctid, "(page,item)".
+    let mut index = files(client, "pg_largeobject_loid_pn_index")?;
+    // A row's heap page is the first number of its ctid, "(page,item)"; the heap's own size is its
+    // main fork's, as the server has it.
     let pages = format!(
-        "SELECT count(DISTINCT (ctid::text::point)[0])::bigint, current_setting('block_size')::bigint FROM pg_largeobject WHERE loid IN (SELECT loid FROM {})",
+        "SELECT count(DISTINCT (ctid::text::point)[0])::bigint, current_setting('block_size')::bigint, pg_relation_size('pg_largeobject') \
+         FROM pg_largeobject WHERE loid IN (SELECT loid FROM {})",
         s.table
     );
     let Ok(row) = client.query_one(&pages, &[]) else {
-        return Ok(DiskUsage {
-            allocated_bytes: heap.allocated_bytes + index.allocated_bytes,
-            apparent_bytes: heap.apparent_bytes + index.apparent_bytes,
-            files: heap.files + index.files,
-            ..DiskUsage::default()
-        });
+        index.add_files(&files(client, "pg_largeobject")?);
+        return Ok(index);
     };
-    let (our_pages, block_bytes) = (row.get::<_, i64>(0).max(0) as u64, row.get::<_, i64>(1).max(1) as u64);
-    let heap_pages = (heap.apparent_bytes / block_bytes).max(our_pages).max(1);
+    let [our_pages, block_bytes, heap_bytes] = [0, 1, 2].map(|i| row.get::<_, i64>(i).max(0) as u64);
+    let block_bytes = block_bytes.max(1);
+    let heap_pages = (heap_bytes / block_bytes).max(our_pages).max(1);
     let index_share = (index.allocated_bytes as u128 * our_pages as u128 / heap_pages as u128) as u64;
     let bytes = our_pages * block_bytes + index_share;
     Ok(DiskUsage { allocated_bytes: bytes, apparent_bytes: bytes, ..DiskUsage::default() })

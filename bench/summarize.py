@@ -6,19 +6,34 @@ then `repeat`, `tool` (`ref` for the reference tool, `sb` for stowbench), `value
 compared: bytes/s or objects/s) and `target` (the least acceptable stowbench/reference ratio).
 Other columns are carried into summary.json untouched.
 
-For each cell: median, min and max of each tool's values, and the ratio of the medians. A cell
-PASSes when that ratio reaches its target. The exit status is 0 whatever the verdicts: a MISS is
-a finding to read, not a failure of the harness.
+For each cell: each tool's figure, min and max, and the ratio of the figures. A cell PASSes when
+that ratio reaches its target. The exit status is 0 whatever the verdicts: a MISS is a finding to
+read, not a failure of the harness.
+
+A tool's figure is its median, balanced over the order the tools ran in. The scripts alternate
+which tool runs first from repeat to repeat, because running second is not the same: on ext4
+without a journal, for example, a put that creates files within a minute of the other tool
+deleting its own steps over every inode just freed, and a small-file put that ran second read
+0.6× the first (bench/fs-vs-fio.sh, docs/performance.md). With an odd number of repeats one order
+comes once more often, and a plain median leans its way. So when a tool ran more often in one
+position than in another, its figure is the geometric mean of its medians in each position
+(first, second, …); when it ran in each position equally often (an even number of repeats of two
+tools, or three repeats of three rotated tools), its plain median. summary.json keeps the name
+`median` for the figure, and `ratio_of_plain_medians` beside the ratio. The position is read
+from raw.csv's row order: a script appends each row as that measurement ends, so within a cell
+and repeat the rows follow the order the tools ran in.
 
 Each repeat runs the two tools back to back, so its own ratio (stowbench / reference of the same
 repeat) cancels the machine's slower drifts. The table also shows the median of those paired
-ratios and a distribution-free confidence interval of that median (the order statistics a
-binomial(n, 1/2) puts at ≥ 95 % coverage; with fewer than 6 pairs no such interval exists, and
-min–max, at 1 − 2^(1−n), is shown). A target inside the interval means the repeats cannot tell
-the two apart from it.
+ratios, balanced the same way (the geometric mean of the median over the repeats the reference
+ran first and the median over those stowbench ran first, when the two counts differ), and a
+distribution-free confidence interval of the plain median (the order statistics a binomial(n,
+1/2) puts at ≥ 95 % coverage; with fewer than 6 pairs no such interval exists, and min–max, at
+1 − 2^(1−n), is shown). A target inside the interval means the repeats cannot tell the two apart
+from it.
 
 With --tools (bench/pack-durable.sh) the tools are named instead of `ref` and `sb`, any number
-of them, and each --ratio A/B is a column of its own: median A / median B. Its target is the
+of them, and each --ratio A/B is a column of its own: figure A / figure B. Its target is the
 `target` of B's rows in that cell (the reference sets the bar A must clear); an empty target
 shows the ratio without a verdict. A tool with no rows in a cell shows "-". Rows are grouped by
 the key columns in order, each column's values in the order they first appear.
@@ -41,13 +56,47 @@ def spread(values, scale):
     return f"{min(values) / scale:.1f}–{max(values) / scale:.1f}"
 
 
+def positions(rows):
+    """{repeat: {tool: position}} of one cell's rows: 0 for the tool whose row came first in that
+    repeat, 1 for the next, … (rows are appended as measurements end)."""
+    order = {}
+    for row in rows:
+        ran = order.setdefault(row["repeat"], {})
+        ran.setdefault(row["tool"], len(ran))
+    return order
+
+
+def balanced(values_by_position):
+    """The plain median when every position holds as many values (no order leans the median, and
+    the median is the more robust); else the geometric mean of each position's median (see the
+    module's docstring). None without values."""
+    groups = [v for _, v in sorted(values_by_position.items()) if v]
+    if not groups:
+        return None
+    medians = [statistics.median(v) for v in groups]
+    if len({len(v) for v in groups}) == 1 or any(m <= 0 for m in medians):
+        return statistics.median([x for v in groups for x in v])
+    return math.exp(sum(math.log(m) for m in medians) / len(medians))
+
+
+def figure(rows, tool):
+    """`tool`'s figure in one cell: its values grouped by the position it ran in, balanced."""
+    order = positions(rows)
+    by_position = {}
+    for row in rows:
+        if row["tool"] == tool:
+            by_position.setdefault(order[row["repeat"]][tool], []).append(float(row["value"]))
+    return balanced(by_position)
+
+
 def paired_ratios(rows):
-    """stowbench / reference of each repeat that has both, in repeat order."""
+    """[(stowbench / reference, which ran first)] of each repeat that has both, in repeat order."""
     by_repeat = {}
     for row in rows:
         by_repeat.setdefault(row["repeat"], {})[row["tool"]] = float(row["value"])
-    pairs = [v for _, v in sorted(by_repeat.items(), key=lambda kv: int(kv[0])) if "ref" in v and "sb" in v]
-    return [v["sb"] / v["ref"] for v in pairs if v["ref"]]
+    order = positions(rows)
+    pairs = [(r, v) for r, v in sorted(by_repeat.items(), key=lambda kv: int(kv[0])) if "ref" in v and "sb" in v]
+    return [(v["sb"] / v["ref"], min(order[r], key=order[r].get)) for r, v in pairs if v["ref"]]
 
 
 def median_interval(values):
@@ -95,20 +144,27 @@ def main():
 
     results = []
     for key, cell in cells.items():
-        ref = statistics.median(cell["ref"]) if cell["ref"] else None
-        sb = statistics.median(cell["sb"]) if cell["sb"] else None
+        ref, sb = figure(cell["rows"], "ref"), figure(cell["rows"], "sb")
         ratio = sb / ref if ref and sb is not None else None
         target = float(cell["target"])
         verdict = "-" if ratio is None else ("PASS" if ratio >= target else "MISS")
-        paired = paired_ratios(cell["rows"])
+        pairs = paired_ratios(cell["rows"])
+        paired = [q for q, _ in pairs]
+        by_first = {}
+        for q, first in pairs:
+            by_first.setdefault(first, []).append(q)
         low, high, coverage = median_interval(paired)
+        plain = lambda v: statistics.median(v) if v else None
         results.append({
             **dict(zip(keys, key)),
             "ref_median": ref, "ref_min": min(cell["ref"], default=None), "ref_max": max(cell["ref"], default=None),
             "sb_median": sb, "sb_min": min(cell["sb"], default=None), "sb_max": max(cell["sb"], default=None),
             "repeats": min(len(cell["ref"]), len(cell["sb"])),
             "ratio": ratio, "target": target, "verdict": verdict,
-            "paired_ratios": paired, "paired_median": statistics.median(paired) if paired else None,
+            "ratio_of_plain_medians": plain(cell["sb"]) / plain(cell["ref"]) if cell["ref"] and cell["sb"] and plain(cell["ref"]) else None,
+            "paired_ratios": paired, "paired_median": balanced({0: by_first.get("ref", []), 1: by_first.get("sb", [])}),
+            "paired_median_reference_first": plain(by_first.get("ref", [])),
+            "paired_median_stowbench_first": plain(by_first.get("sb", [])),
             "paired_low": low, "paired_high": high, "paired_coverage": coverage,
             "raw": cell["rows"],
         })
@@ -134,14 +190,16 @@ def main():
             print("  ".join("-" * w for w in widths))
     passed = sum(r["verdict"] == "PASS" for r in results)
     missed = sum(r["verdict"] == "MISS" for r in results)
-    print(f"{passed} PASS, {missed} MISS (ratio = median stowbench / median {args.ref_name}; "
-          f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); paired = median of each "
-          f"repeat's own ratio, with the interval its order statistics give that median)")
+    print(f"{passed} PASS, {missed} MISS (ratio = stowbench / {args.ref_name}, each a median balanced over which "
+          f"tool ran first; min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); paired = median "
+          f"of each repeat's own ratio, balanced the same way, with the interval its order statistics give the plain "
+          f"median)")
 
     with open(f"{args.out}/summary.csv", "w", newline="") as f:
         w = csv.writer(f)
         cols = keys + ["ref_median", "ref_min", "ref_max", "sb_median", "sb_min", "sb_max", "repeats", "ratio", "target", "verdict",
-                       "paired_median", "paired_low", "paired_high", "paired_coverage"]
+                       "ratio_of_plain_medians", "paired_median", "paired_median_reference_first",
+                       "paired_median_stowbench_first", "paired_low", "paired_high", "paired_coverage"]
         w.writerow(cols)
         for r in results:
             w.writerow([r[c] for c in cols])
@@ -192,7 +250,7 @@ def main_tools(args, keys):
         per_tool = {}
         for t in tools:
             v = cell["values"][t]
-            per_tool[t] = {"median": statistics.median(v) if v else None, "min": min(v, default=None),
+            per_tool[t] = {"median": figure(cell["rows"], t), "min": min(v, default=None),
                            "max": max(v, default=None), "n": len(v)}
         per_ratio = {}
         for num, den in ratios:
@@ -231,7 +289,8 @@ def main_tools(args, keys):
         if i == 0:
             print("  ".join("-" * w for w in widths))
     verdicts = [q["verdict"] for r in results for q in r["ratios"].values()]
-    print(f"{verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS (each ratio = median / median; "
+    print(f"{verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS (each ratio = figure / figure, each figure a "
+          f"median balanced over the order the tools ran in; "
           f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); target '-': shown, not judged)")
 
     with open(f"{args.out}/summary.csv", "w", newline="") as f:

@@ -25,8 +25,8 @@ readonly PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
 readonly MARIADBD="/usr/sbin/mariadbd"
 
 # openmpi-bin, libopenmpi-dev, libclang-dev: the `mpi` feature (rsmpi builds its bindings with bindgen)
-# and tests/mpi.rs (mpirun).
-readonly APT_PACKAGES=(postgresql mariadb-server mariadb-client fio xfsprogs btrfs-progs e2fsprogs util-linux curl chromium openmpi-bin libopenmpi-dev libclang-dev)
+# and tests/mpi.rs (mpirun). python3: bench/summarize.py, which tests/bench_summary.rs runs.
+readonly APT_PACKAGES=(postgresql mariadb-server mariadb-client fio xfsprogs btrfs-progs e2fsprogs util-linux curl chromium openmpi-bin libopenmpi-dev libclang-dev python3)
 readonly ALL_SERVICES=(pg mariadb s3 mongo)
 
 TOOLS_DIR="${STOWBENCH_TOOLS:-${HOME:-/root}/.cache/stowbench/bin}"

@@ -1,0 +1,79 @@
+//! bench/summarize.py, which turns every bench script's raw.csv into its verdicts: a tool's
+//! figure is balanced over the order the tools ran in, so that an odd number of repeats (one
+//! order once more often) cannot lean a verdict the way running second leans a measurement.
+
+use std::path::Path;
+use std::process::Command;
+
+mod common;
+
+/// Runs summarize.py on `raw` (CSV text) with `args`; returns summary.json.
+fn summarize(raw: &str, args: &[&str]) -> Option<serde_json::Value> {
+    let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !python {
+        assert!(!common::in_ci(), "python3 is not installed and CI=true: scripts/services.sh install adds it");
+        eprintln!("SKIPPED: python3 is not installed (apt-get install python3)");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let raw_path = dir.path().join("raw.csv");
+    std::fs::write(&raw_path, raw).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/summarize.py");
+    let out = Command::new("python3").arg(script).arg(&raw_path).args(args).arg("--out").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "summarize.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    Some(serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap())
+}
+
+/// Rows of one cell: each repeat's `(first tool, value), (second tool, value)` in the order run.
+fn raw_two_tools(repeats: &[[(&str, f64); 2]]) -> String {
+    let mut raw = String::from("cell,repeat,tool,value,target\n");
+    for (i, repeat) in repeats.iter().enumerate() {
+        for (tool, value) in repeat {
+            raw += &format!("c,{},{tool},{value},0.90\n", i + 1);
+        }
+    }
+    raw
+}
+
+#[test]
+fn an_odd_number_of_repeats_does_not_lean_the_ratio_toward_one_order() {
+    // Whichever tool runs second reads 0.6x: the reference ran first twice, stowbench once.
+    let raw = raw_two_tools(&[[("ref", 100.0), ("sb", 60.0)], [("sb", 100.0), ("ref", 60.0)], [("ref", 100.0), ("sb", 62.0)]]);
+    let Some(summary) = summarize(&raw, &["--keys", "cell", "--ref-name", "ref", "--unit", "op/s"]) else { return };
+    let cell = &summary["cells"][0];
+    // Plain medians would say stowbench 62 against the reference's 100: 0.62, a MISS.
+    assert!((cell["ratio_of_plain_medians"].as_f64().unwrap() - 0.62).abs() < 1e-9, "{cell}");
+    // Balanced: stowbench sqrt(61 x 100), the reference sqrt(100 x 60).
+    let ratio = cell["ratio"].as_f64().unwrap();
+    assert!((ratio - (61.0f64 * 100.0).sqrt() / (100.0f64 * 60.0).sqrt()).abs() < 1e-9, "{cell}");
+    assert_eq!(cell["verdict"], "PASS", "{cell}");
+    // The paired ratios 0.60, 1.667, 0.62 by which tool ran first: sqrt(0.61 x 1.667).
+    let paired = cell["paired_median"].as_f64().unwrap();
+    assert!((paired - (0.61f64 * (100.0 / 60.0)).sqrt()).abs() < 1e-9, "{cell}");
+}
+
+#[test]
+fn with_each_order_equally_often_the_figure_is_the_plain_median() {
+    let raw = raw_two_tools(&[[("ref", 100.0), ("sb", 80.0)], [("sb", 90.0), ("ref", 110.0)], [("ref", 120.0), ("sb", 70.0)], [("sb", 95.0), ("ref", 105.0)]]);
+    let Some(summary) = summarize(&raw, &["--keys", "cell", "--ref-name", "ref", "--unit", "op/s"]) else { return };
+    let cell = &summary["cells"][0];
+    assert_eq!((cell["ref_median"].as_f64(), cell["sb_median"].as_f64()), (Some(107.5), Some(85.0)), "{cell}");
+    assert!((cell["ratio"].as_f64().unwrap() - 85.0 / 107.5).abs() < 1e-9, "{cell}");
+}
+
+#[test]
+fn named_tools_are_balanced_over_their_positions_too() {
+    // pack-durable.sh's form: named tools; pack ran first twice and second once.
+    let mut raw = String::from("op,repeat,tool,value,target\n");
+    for (repeat, order) in [(1, [("pack", 100.0), ("fs", 50.0)]), (2, [("fs", 100.0), ("pack", 50.0)]), (3, [("pack", 100.0), ("fs", 50.0)])] {
+        for (tool, value) in order {
+            let target = if tool == "fs" { "0.97" } else { "" };
+            raw += &format!("get,{repeat},{tool},{value},{target}\n");
+        }
+    }
+    let args = ["--keys", "op", "--unit", "op/s", "--tools", "pack,fs", "--ratio", "pack/fs"];
+    let Some(summary) = summarize(&raw, &args) else { return };
+    let ratio = &summary["cells"][0]["ratios"]["pack/fs"];
+    // Plain medians: 100 / 50 = 2. Balanced, each tool sqrt(100 x 50): 1.
+    assert!((ratio["ratio"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{ratio}");
+}

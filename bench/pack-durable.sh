@@ -17,9 +17,10 @@
 # Targets (the issue's): for the small sizes (4–64 KiB) on 1 and 4 threads, durable pack put
 # ≥ 2× sqlite synchronous=full and ≥ 5× fs fsync=true (op/s), pack get ≥ 1.35× sqlite (SQLite's
 # published "35% faster than the filesystem" is the claim to beat); for the large sizes
-# (≥ 1 MiB), pack get ≥ 0.97× fs. Every ratio is of the medians over the repeats.
+# (≥ 1 MiB), pack get ≥ 0.97× fs. Every ratio is of the medians over the repeats (balanced over
+# the order the tools ran in, bench/summarize.py).
 #
-# Cells, per repeat (default 3), each tool one `stowbench run` of a one-target job file written
+# Cells, per repeat (default 4), each tool one `stowbench run` of a one-target job file written
 # to OUT/jobs/ (rerun any number by hand with `stowbench run OUT/jobs/<file>.toml`):
 # - small: each size × threads: pack (fsync = true), sqlite (synchronous = "full", WAL as by
 #   default), fs (fsync = true, the backend's default fan-out) put the same N objects (--objects,
@@ -77,7 +78,8 @@ readonly TARGET_LARGE_GET_VS_FS=0.97
 SMALL_SIZES="4KiB,16KiB,64KiB"
 LARGE_SIZES="1MiB,16MiB,64MiB"
 THREADS="1,4"
-REPEAT=3
+# Four repeats put each of the four small-object tools in each position once (bench/summarize.py).
+REPEAT=4
 OUT=""
 WORK=""
 VERIFY=true

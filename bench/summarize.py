@@ -14,8 +14,8 @@ A tool's figure is its median, balanced over the order the tools ran in. The scr
 which tool runs first from repeat to repeat, because running second is not the same: on ext4
 without a journal, for example, a put that creates files within a minute of the other tool
 deleting its own steps over every inode just freed, and a small-file put that ran second read
-0.6× the first (bench/fs-vs-fio.sh, docs/performance.md). With an odd number of repeats one order
-comes once more often, and a plain median leans its way. So when a tool ran more often in one
+0.67–0.76× the first (bench/fs-vs-fio.sh, docs/performance.md). With an odd number of repeats
+one order comes once more often, and a plain median leans its way. So when a tool ran more often in one
 position than in another, its figure is the geometric mean of its medians in each position
 (first, second, …); when it ran in each position equally often (an even number of repeats of two
 tools, or three repeats of three rotated tools), its plain median. summary.json keeps the name

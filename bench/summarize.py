@@ -79,6 +79,11 @@ def balanced(values_by_position):
     return math.exp(sum(math.log(m) for m in medians) / len(medians))
 
 
+def plain_median(values):
+    """The median of `values`, None without any."""
+    return statistics.median(values) if values else None
+
+
 def figure(rows, tool):
     """`tool`'s figure in one cell: its values grouped by the position it ran in, balanced."""
     order = positions(rows)
@@ -154,17 +159,17 @@ def main():
         for q, first in pairs:
             by_first.setdefault(first, []).append(q)
         low, high, coverage = median_interval(paired)
-        plain = lambda v: statistics.median(v) if v else None
+        ref_plain, sb_plain = plain_median(cell["ref"]), plain_median(cell["sb"])
         results.append({
             **dict(zip(keys, key)),
             "ref_median": ref, "ref_min": min(cell["ref"], default=None), "ref_max": max(cell["ref"], default=None),
             "sb_median": sb, "sb_min": min(cell["sb"], default=None), "sb_max": max(cell["sb"], default=None),
             "repeats": min(len(cell["ref"]), len(cell["sb"])),
             "ratio": ratio, "target": target, "verdict": verdict,
-            "ratio_of_plain_medians": plain(cell["sb"]) / plain(cell["ref"]) if cell["ref"] and cell["sb"] and plain(cell["ref"]) else None,
+            "ratio_of_plain_medians": sb_plain / ref_plain if ref_plain and sb_plain is not None else None,
             "paired_ratios": paired, "paired_median": balanced({0: by_first.get("ref", []), 1: by_first.get("sb", [])}),
-            "paired_median_reference_first": plain(by_first.get("ref", [])),
-            "paired_median_stowbench_first": plain(by_first.get("sb", [])),
+            "paired_median_reference_first": plain_median(by_first.get("ref", [])),
+            "paired_median_stowbench_first": plain_median(by_first.get("sb", [])),
             "paired_low": low, "paired_high": high, "paired_coverage": coverage,
             "raw": cell["rows"],
         })

@@ -498,7 +498,7 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         let parts: Vec<String> = mix.iter().map(|(op, w)| format!("{}{w}", op.name())).collect();
         format!("mix {}", parts.join(" "))
     };
-    let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0) };
+    let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0), min_duration_ns: p.min_duration.map(|d| d.0) };
     if stop.count == Some(0) || stop.duration_ns == Some(0) || stop.bytes == Some(0) {
         let field = if stop.count == Some(0) {
             "count"
@@ -509,9 +509,16 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         };
         return Err((field, "a stop condition of 0 would measure nothing; remove it or give a positive value".into()));
     }
+    match (stop.min_duration_ns, stop.duration_ns) {
+        (Some(0), _) => return Err(("min_duration", "a minimum of 0 changes nothing; remove it or give a positive duration, e.g. \"100ms\"".into())),
+        (Some(min), Some(max)) if min > max => {
+            return Err(("min_duration", "is longer than the phase's duration, which ends it first; lower min_duration or raise duration".into()))
+        }
+        _ => {}
+    }
     let warmup = match (p.warmup_count, p.warmup) {
         (None, None) => None,
-        (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None }),
+        (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None, min_duration_ns: None }),
     };
     let even_split = match p.split.as_deref() {
         None | Some("shared") => false,
@@ -520,6 +527,14 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
                 "split",
                 "split = \"even\" gives every thread count ÷ threads operations, so it needs a count stop, not duration or bytes; \
                  remove duration/bytes (the default count is one pass over the objects) or use split = \"shared\""
+                    .into(),
+            ))
+        }
+        Some("even") if stop.min_duration_ns.is_some() => {
+            return Err((
+                "split",
+                "split = \"even\" gives every thread a fixed share of count, which min_duration would stretch unevenly; \
+                 remove min_duration, or use split = \"shared\""
                     .into(),
             ))
         }
@@ -757,6 +772,26 @@ mod tests {
         assert!(err.contains("field \"split\"") && err.contains("needs a count stop"), "{err}");
         let err = phase("split = \"halves\"\n").unwrap_err();
         assert!(err.contains("\"halves\" is not known") && err.contains("\"even\""), "{err}");
+    }
+
+    #[test]
+    fn a_minimum_duration_is_a_floor_under_the_other_stops() {
+        let phase =
+            |extra: &str| plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\n[[workload.phase]]\nmix = {{ get = 1 }}\n{extra}"));
+        let stop = phase("min_duration = \"100ms\"\n").unwrap().workloads[0].phases[0].stop;
+        assert_eq!((stop.count, stop.min_duration_ns), (None, Some(100_000_000)), "the count stays the default pass over the objects");
+        phase("min_duration = \"1s\"\nduration = \"1s\"\n").unwrap();
+        for (bad, at, says) in [
+            ("min_duration = \"0s\"\n", "job.toml:13:1: workload \"w\", field \"min_duration\"", "a minimum of 0 changes nothing"),
+            ("min_duration = \"2s\"\nduration = \"1s\"\n", "field \"min_duration\"", "longer than the phase's duration"),
+            ("min_duration = \"1s\"\nsplit = \"even\"\n", "field \"split\"", "remove min_duration"),
+        ] {
+            let err = phase(bad).unwrap_err();
+            assert!(err.contains(at) && err.contains(says), "{bad}: {err}");
+        }
+        // In the workload table it is named as a phase key, as `duration` is.
+        let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 5\nmin_duration = \"1s\"\nphases = [\"get\"]\n")).unwrap_err();
+        assert!(err.contains("min_duration") && err.contains("[[workload.phase]]"), "{err}");
     }
 
     #[test]

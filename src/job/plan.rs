@@ -71,6 +71,10 @@ pub struct Stop {
     pub duration_ns: Option<u64>,
     /// After this many bytes moved.
     pub bytes: Option<u64>,
+    /// Not before this many nanoseconds: a count or bytes stop reached sooner waits for it, the
+    /// phase going over its keys again meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_duration_ns: Option<u64>,
 }
 
 /// One validated phase.

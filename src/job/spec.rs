@@ -176,6 +176,11 @@ pub struct PhaseSpec {
     /// Stop after this long.
     #[serde(default)]
     pub duration: Option<Nanos>,
+    /// Run at least this long: a phase that reaches its count or bytes (by default one pass over
+    /// the objects) sooner goes over its keys again until then, as hyperfine runs its minimum
+    /// runs and at least 3 s. Short phases measure thread start-up, not the storage.
+    #[serde(default)]
+    pub min_duration: Option<Nanos>,
     /// Stop after this many bytes moved.
     #[serde(default)]
     pub bytes: Option<ByteSize>,
@@ -504,7 +509,7 @@ const WORKLOAD_ONLY_KEYS: &[&str] = &[
     "preload", "duplicates",
 ];
 const PHASE_ONLY_KEYS: &[&str] =
-    &["mix", "sequence", "read_recent", "count", "duration", "bytes", "split", "rate", "arrivals", "warmup_count", "warmup", "before"];
+    &["mix", "sequence", "read_recent", "count", "duration", "min_duration", "bytes", "split", "rate", "arrivals", "warmup_count", "warmup", "before"];
 
 /// Where a key that is unknown in this table (told apart by its known keys) belongs instead:
 /// `count` written in `[[workload]]` is a phase's stop condition, not a misspelling.

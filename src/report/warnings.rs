@@ -241,7 +241,8 @@ fn read_recent_short(report: &RunReport) -> Option<Warning> {
         workload.get("phases")?.as_array()?.iter().find_map(|p| {
             let wanted = p.get("read_recent")?.as_u64()?;
             let stop = p.get("stop")?;
-            if !stop.get("duration_ns").is_none_or(|d| d.is_null()) || !stop.get("bytes").is_none_or(|b| b.is_null()) {
+            let set = |field: &str| !stop.get(field).is_none_or(|v| v.is_null());
+            if set("duration_ns") || set("min_duration_ns") || set("bytes") {
                 return None; // how many puts a timed phase makes is not known ahead
             }
             let iterations = stop.get("count").and_then(|n| n.as_u64()).unwrap_or(c.objects);

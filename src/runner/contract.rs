@@ -103,7 +103,11 @@ fn puts(phase: &PhasePlan) -> bool {
 /// `objects` operations (the default stop is exactly `objects`).
 fn each_key_once(phase: &PhasePlan, objects: u64) -> bool {
     let stop = super::phase::effective_stop(phase.stop, objects);
-    matches!(phase.key_order, KeyOrder::Sequential) && stop.duration_ns.is_none() && stop.bytes.is_none() && stop.count.is_some_and(|n| n <= objects)
+    matches!(phase.key_order, KeyOrder::Sequential)
+        && stop.duration_ns.is_none()
+        && stop.min_duration_ns.is_none()
+        && stop.bytes.is_none()
+        && stop.count.is_some_and(|n| n <= objects)
 }
 
 /// Backends whose store several processes can use at once when it lives on a filesystem they

@@ -24,7 +24,6 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::VecDeque;
 use std::io::Read;
-use std::sync::atomic::Ordering;
 
 /// How many of its latest new contents a worker remembers for its duplicate uploads.
 const REMEMBERED_CONTENTS: usize = 4096;
@@ -91,7 +90,7 @@ impl Worker<'_, '_> {
         let fresh = (key, ticket.generation);
         let source = self.fresh.duplicate_source(ctx.duplicates).unwrap_or(fresh);
         let size = ctx.payload.size_of(source.0, source.1);
-        if ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) {
+        if self.bytes_stop_reached(size) {
             ctx.keys.abandon_put(ticket);
             return false;
         }
@@ -186,7 +185,7 @@ impl Worker<'_, '_> {
         let snapshot = ctx.keys.snapshot(key);
         let expected = snapshot.known();
         let size = expected.map(|(_, size)| size).unwrap_or(0);
-        if ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) {
+        if self.bytes_stop_reached(size) {
             return false;
         }
         let name = file_name(key);

@@ -853,7 +853,9 @@ impl CaseRun<'_> {
         ctx.interrupted = &stop_now;
         ctx.origin_ns = self.ranks.phase_start(self.clock.as_ref())?;
         let workers = phase::run(&ctx, sessions, catalogs, || {
-            self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), stop.count);
+            // A minimum duration makes the count a floor: how many operations is not known ahead.
+            let planned = stop.count.filter(|_| stop.min_duration_ns.is_none());
+            self.progress.phase_tick(&phase.label, ctx.next_op.load(Ordering::Relaxed), planned);
             if self.interrupted.load(Ordering::Relaxed) || self.ranks.stop_requested() {
                 stop_now.store(true, Ordering::Relaxed);
             }

@@ -102,6 +102,19 @@ pub(super) fn is_not_found<T>(r: &BResult<T>) -> bool {
 }
 
 impl Worker<'_, '_> {
+    /// Whether the phase's bytes stop has been reached, claiming `size` more bytes; a phase
+    /// still short of its `min_duration` goes on regardless.
+    pub fn bytes_stop_reached(&self, size: u64) -> bool {
+        let ctx = self.ctx;
+        ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) && !self.before_min_duration()
+    }
+
+    /// Whether this worker has run for less than the phase's `min_duration` (wall time, as the
+    /// phase's `duration`), so a count or bytes stop must wait.
+    pub fn before_min_duration(&self) -> bool {
+        self.ctx.stop.min_duration_ns.is_some_and(|min| self.ctx.clock.now_ns() < self.stats.start_ns.saturating_add(min))
+    }
+
     /// One operation; returns false when a bytes stop says the phase is over.
     pub fn one_op(&mut self, op: Op, key: u64, index: u64) -> bool {
         let mut name = std::mem::take(&mut self.name);
@@ -146,7 +159,7 @@ impl Worker<'_, '_> {
         let ticket = ctx.keys.begin_put(key);
         let generation = ticket.generation;
         let size = ctx.payload.size_of(key, generation);
-        if ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) {
+        if self.bytes_stop_reached(size) {
             ctx.keys.abandon_put(ticket);
             return false;
         }
@@ -180,7 +193,7 @@ impl Worker<'_, '_> {
         // A phase stopped by bytes counts what gets read as well as what puts write: the size
         // the key was stored with (a missing key moves nothing).
         let size = snapshot.known().map(|(_, size)| size).unwrap_or(0);
-        if ctx.stop.bytes.is_some_and(|limit| ctx.bytes_claimed.fetch_add(size, Ordering::Relaxed) >= limit) {
+        if self.bytes_stop_reached(size) {
             return false;
         }
         let mut sink = self.spare_sink.take().unwrap_or_default();

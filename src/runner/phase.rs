@@ -290,7 +290,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
             }
             claimed.next().expect("a claimed range is never empty here")
         };
-        if ctx.stop.count.is_some_and(|c| index >= c) {
+        if ctx.stop.count.is_some_and(|c| index >= c) && !worker.before_min_duration() {
             break;
         }
         if let Some(schedule) = schedule.as_mut() {
@@ -590,6 +590,35 @@ mod tests {
                 assert!(stats.verification_ns > 0);
             }
         }
+    }
+
+    /// A get phase with a minimum duration reads every object (its count: one pass) and then
+    /// goes over them again until the minimum has passed; a bytes stop waits for it the same way.
+    #[test]
+    fn a_minimum_duration_holds_a_counted_phase_open() {
+        let clock = Arc::new(StepClock(AtomicU64::new(1_000_000)));
+        let mut sessions: Vec<Box<dyn Session>> = vec![Box::new(SteppedStore { clock: clock.clone(), objects: Default::default() })];
+        let keys = KeyTable::new(50);
+        let flag = AtomicBool::new(false);
+        let puts = PhasePlan { stop: Stop { count: Some(50), ..Stop::default() }, ..PhasePlan::single(Op::Put, KeyOrder::Sequential) };
+        let ctx = PhaseContext { objects: 50, keys: &keys, clock: &*clock, ..context(&puts, &keys, 1, &flag) };
+        run(&ctx, &mut sessions, &mut [], || ()).unwrap();
+        // Each get takes 1 µs of the store's time and a few 10 ns clock readings: 50 gets pass
+        // well inside 200 µs, so the minimum decides.
+        for stop in [Stop { count: Some(50), ..Stop::default() }, Stop { bytes: Some(50 * 100), ..Stop::default() }] {
+            let stop = Stop { min_duration_ns: Some(200_000), ..stop };
+            let gets = PhasePlan { stop, ..PhasePlan::single(Op::Get, KeyOrder::Sequential) };
+            let ctx = PhaseContext { objects: 50, keys: &keys, clock: &*clock, ..context(&gets, &keys, 1, &flag) };
+            let stats = run(&ctx, &mut sessions, &mut [], || ()).unwrap().pop().unwrap();
+            let wall = stats.end_ns - stats.start_ns + stats.bookkeeping_ns + stats.verification_ns;
+            assert!(wall >= 200_000, "{stop:?}: ran {wall} ns");
+            assert!((150..200).contains(&stats.attempted()), "{stop:?}: {} gets", stats.attempted());
+            assert_eq!(stats.mismatches, 0);
+        }
+        // Without the minimum, the count alone stops it.
+        let gets = PhasePlan { stop: Stop { count: Some(50), ..Stop::default() }, ..PhasePlan::single(Op::Get, KeyOrder::Sequential) };
+        let ctx = PhaseContext { objects: 50, keys: &keys, clock: &*clock, ..context(&gets, &keys, 1, &flag) };
+        assert_eq!(run(&ctx, &mut sessions, &mut [], || ()).unwrap().pop().unwrap().attempted(), 50);
     }
 
     /// Two weights near u32::MAX draw both operations about evenly (their u32 sum would wrap

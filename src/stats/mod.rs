@@ -18,8 +18,11 @@ pub mod wire;
 pub const TIMELINE_RESOLUTION_NS: u64 = 10_000_000;
 /// Most fine timeline buckets kept per worker before the resolution doubles.
 const MAX_TIMELINE_BUCKETS: usize = 100_000;
-/// Most operation-index buckets.
+/// Most operation-index buckets a worker keeps before their width doubles.
 const MAX_INDEX_BUCKETS: usize = 100_000;
+/// Most points of a phase's latency-by-operation-index series in the report: a phase that ran
+/// far past its count (a `duration` or `min_duration`) gets wider buckets, not a huge report.
+const MAX_INDEX_POINTS: usize = 1_000;
 /// Largest latency the histograms hold exactly; longer ones saturate there (one hour).
 const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
 /// The all-active window is used for throughput only when at least this long.
@@ -318,14 +321,17 @@ impl WorkerStats {
                 return;
             }
         }
-        let i = (op_index / self.index_width) as usize;
-        if i < MAX_INDEX_BUCKETS {
-            if self.by_index.len() <= i {
-                self.by_index.resize(i + 1, Bucket::default());
-            }
-            self.by_index[i].add(&one);
-            self.recent_index_bucket = Some((i as u64 * self.index_width, i));
+        let mut i = (op_index / self.index_width) as usize;
+        while i >= MAX_INDEX_BUCKETS {
+            self.by_index = coarsen(&self.by_index);
+            self.index_width *= 2;
+            i = (op_index / self.index_width) as usize;
         }
+        if self.by_index.len() <= i {
+            self.by_index.resize(i + 1, Bucket::default());
+        }
+        self.by_index[i].add(&one);
+        self.recent_index_bucket = Some((i as u64 * self.index_width, i));
     }
 
     /// Records the latency of a successful operation of an open-loop phase measured from its
@@ -404,7 +410,8 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let first_end = workers.iter().map(|w| w.end_ns).min().unwrap_or(0);
     let origin = workers.first().map(|w| w.origin_ns).unwrap_or(0);
     let resolution = workers.iter().map(|w| w.resolution_ns).max().unwrap_or(TIMELINE_RESOLUTION_NS);
-    let index_width = workers.first().map(|w| w.index_width).unwrap_or(1);
+    // Workers' index buckets start equal and double on their own: merge at the widest.
+    let mut index_width = workers.iter().map(|w| w.index_width).max().unwrap_or(1);
     let payload_generation_ns = workers.iter().map(|w| w.generation_ns).sum();
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
     let bookkeeping_ns = workers.iter().map(|w| w.bookkeeping_ns).sum();
@@ -425,7 +432,12 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             res *= 2;
         }
         add_buckets(&mut timeline, &fine);
-        add_buckets(&mut by_index, &w.by_index);
+        let (mut by_w, mut width) = (w.by_index, w.index_width);
+        while width < index_width {
+            by_w = coarsen(&by_w);
+            width *= 2;
+        }
+        add_buckets(&mut by_index, &by_w);
         for (op, s) in w.ops.into_iter() {
             let into = ops.entry(op).or_insert_with(OpStats::new);
             into.hist.add(&s.hist).expect("histograms share bounds");
@@ -449,6 +461,10 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let file_server = ops.keys().any(|op| op.is_file_server());
     let total_ops: u64 = ops.iter().filter(|(op, _)| op.counts_in_totals(file_server)).map(|(_, s)| s.count).sum();
     let total_bytes: u64 = ops.iter().filter(|(op, _)| op.counts_in_totals(file_server)).map(|(_, s)| s.bytes).sum();
+    while by_index.len() > MAX_INDEX_POINTS {
+        by_index = coarsen(&by_index);
+        index_width *= 2;
+    }
     let window_total_ns = end - start;
     let window_all_active_ns = first_end.saturating_sub(last_start);
     PhaseResult {
@@ -792,5 +808,31 @@ mod tests {
             w.success(Op::Put, i, i * 10, if i == 0 { 5000 } else { 200 }, 1, 0);
         }
         assert_eq!(merge("put", vec![w], 0).growth_ratio, None);
+    }
+
+    /// A phase that runs far past the count its index buckets were sized for (a `min_duration`)
+    /// keeps every operation in the series, in wider buckets, and the report stays small; two
+    /// workers whose buckets widened apart are merged at the wider width.
+    #[test]
+    fn operations_far_past_the_count_widen_the_index_buckets() {
+        let (mut long, mut short) = (WorkerStats::new(0, 1), WorkerStats::new(0, 1));
+        for i in 0..250_000u64 {
+            let latency = match i {
+                0..25_000 => 100,
+                225_000.. => 300,
+                _ => 200,
+            };
+            long.success(Op::Get, i, i + 1, latency, 1, 0);
+        }
+        for i in 0..10u64 {
+            short.success(Op::Get, i, i + 1, 100, 1, 0);
+        }
+        assert_eq!(long.index_width, 4, "250,000 operations in at most 100,000 buckets");
+        let r = merge("get", vec![long, short], 0);
+        assert!(r.timeline_by_op_index.len() <= MAX_INDEX_POINTS, "{} points", r.timeline_by_op_index.len());
+        assert_eq!(r.op_index_bucket_ops, 256);
+        assert_eq!(r.timeline_by_op_index.iter().map(|p| p.ops).sum::<u64>(), 250_010);
+        assert_eq!(r.timeline_by_op_index[0].ops, 256 + 10, "the short worker's operations in the first bucket");
+        assert!((r.growth_ratio.unwrap() - 3.0).abs() < 0.02, "{:?}", r.growth_ratio);
     }
 }

@@ -268,7 +268,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
     // A fixed share per worker (w, w + workers, …): under simulated time so results never depend
     // on OS scheduling, and when the phase asks each thread for an even share of its count.
     let strided = ctx.clock.is_virtual() || (ctx.phase.even_split && ctx.stop.count.is_some());
-    let batch = claim_batch(ctx.stop, workers);
+    let mut batch = claim_batch(ctx.stop, workers);
     let mut claimed = 0..0;
     let mut recent = RecentPuts::new(ctx.phase.read_recent);
     let ops_per_iteration = if ctx.phase.sequence { ctx.phase.mix.len() } else { 1 };
@@ -290,8 +290,14 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
             }
             claimed.next().expect("a claimed range is never empty here")
         };
-        if ctx.stop.count.is_some_and(|c| index >= c) && !worker.before_min_duration() {
-            break;
+        if ctx.stop.count.is_some_and(|c| index >= c) {
+            if !worker.before_min_duration() {
+                break;
+            }
+            // Held open past its count, the phase claims indexes as an uncounted one does: a
+            // small count's batch of one would have every worker write the shared counter on
+            // every operation.
+            batch = claim_batch(Stop::default(), workers);
         }
         if let Some(schedule) = schedule.as_mut() {
             match wait_for_start(&mut worker, schedule, deadline, chores.as_mut()) {

@@ -330,6 +330,13 @@ fn a_phase_before_command_is_named_among_the_conditions() {
     assert!(table.contains(&line), "{table}");
     let html = render_report("html", &report);
     assert!(html.contains("before phase ") && html.contains("/tmp/a b"), "the page names it too");
+    // A minimum duration is a condition too: how often each object was read.
+    report.plan["workloads"][0]["phases"][1]["stop"] =
+        serde_json::json!({ "count": null, "duration_ns": null, "bytes": null, "min_duration_ns": 100_000_000u64 });
+    let held = format!(
+        "phase {label} of workload {workload}: one pass over the objects, then on over the same keys until 100 ms had passed in each thread (min_duration)"
+    );
+    assert!(render_report("table", &report).contains(&held) && render_report("html", &report).contains(&held), "{held}");
     // The quoting reads back as the same words.
     let echoed = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {quoted}")).output().unwrap();
     assert_eq!(String::from_utf8(echoed.stdout).unwrap(), words.iter().map(|w| format!("{w}\n")).collect::<String>());

@@ -379,14 +379,15 @@ pub fn condition_lines(report: &RunReport) -> Vec<String> {
         }
     }
     lines.extend(seen.into_iter().map(|(target, durability)| format!("durability of {target}: {durability}")));
-    lines.extend(before_command_lines(report));
+    lines.extend(phase_condition_lines(report));
     lines.extend(verification_line(report));
     lines
 }
 
-/// The phases' `before` commands, a line each: a command can drop caches, damage data or read
-/// files back, so what a phase measured depends on it as much as on the durability setting.
-fn before_command_lines(report: &RunReport) -> Vec<String> {
+/// The phases' `before` commands and minimum durations, a line each: a command can drop caches,
+/// damage data or read files back, and a minimum decides how often each object was read, so what
+/// a phase measured depends on them as much as on the durability setting.
+fn phase_condition_lines(report: &RunReport) -> Vec<String> {
     fn array(v: Option<&serde_json::Value>) -> &[serde_json::Value] {
         v.and_then(|v| v.as_array()).map_or(&[], Vec::as_slice)
     }
@@ -394,12 +395,20 @@ fn before_command_lines(report: &RunReport) -> Vec<String> {
     for workload in array(report.plan.get("workloads")) {
         let name = workload.get("name").and_then(|n| n.as_str()).unwrap_or("?");
         for phase in array(workload.get("phases")) {
-            let words: Vec<String> = array(phase.get("before")).iter().filter_map(|w| w.as_str().map(str::to_string)).collect();
-            if words.is_empty() {
-                continue;
-            }
             let label = phase.get("label").and_then(|l| l.as_str()).unwrap_or("?");
-            lines.push(format!("before phase {label} of workload {name}, once per case, untimed, ahead of its warm-up: {}", shell_words(&words)));
+            let stop = phase.get("stop");
+            if let Some(min) = stop.and_then(|s| s.get("min_duration_ns")).and_then(|n| n.as_u64()) {
+                let counted = ["count", "bytes"].iter().any(|k| stop.and_then(|s| s.get(*k)).is_some_and(|v| !v.is_null()));
+                let first = if counted { "its count or bytes" } else { "one pass over the objects" };
+                lines.push(format!(
+                    "phase {label} of workload {name}: {first}, then on over the same keys until {} had passed in each thread (min_duration)",
+                    crate::units::format_nanos(min)
+                ));
+            }
+            let words: Vec<String> = array(phase.get("before")).iter().filter_map(|w| w.as_str().map(str::to_string)).collect();
+            if !words.is_empty() {
+                lines.push(format!("before phase {label} of workload {name}, once per case, untimed, ahead of its warm-up: {}", shell_words(&words)));
+            }
         }
     }
     lines

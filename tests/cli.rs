@@ -166,6 +166,17 @@ fn compare_exits_1_when_its_gate_fails_and_0_when_it_passes() {
     assert!(text(&out).contains("judged on the single values"), "{}", text(&out));
     let out = stowbench(dir.path(), &["compare", &a, &b, "--format", "html"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"), "{}", text(&out));
+    // A candidate whose get phase was held open (min_duration): named above its rows, and in the JSON.
+    let mut held: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    held["plan"]["workloads"][0]["phases"][1]["stop"]["min_duration_ns"] = serde_json::json!(100_000_000u64);
+    let held_path = dir.path().join("held.json");
+    std::fs::write(&held_path, serde_json::to_string(&held).unwrap()).unwrap();
+    let out = stowbench(dir.path(), &["compare", &a, held_path.to_str().unwrap()]);
+    assert!(text(&out).contains("defined differently: workload "), "{}", text(&out));
+    let out = stowbench(dir.path(), &["compare", &a, held_path.to_str().unwrap(), "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(json["plan_differences"][0]["field"], "stop", "{json}");
+    common::assert_matches_schema(&json, "compare.schema.json", "compare with a phase defined differently");
 }
 
 #[test]

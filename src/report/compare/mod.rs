@@ -49,6 +49,27 @@ pub struct Comparison {
     pub unmatched: Vec<Unmatched>,
     /// The regression gate, when `--fail-if-slower` asked for one.
     pub gate: Option<Gate>,
+    /// Phases the two jobs define differently (another stop, mix, key order or `before`
+    /// command): their figures, compared under one label, measure other work.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan_differences: Vec<PlanDifference>,
+}
+
+/// A phase that one label names in both runs but whose definition differs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanDifference {
+    /// Which candidate (from 1).
+    pub candidate: usize,
+    /// The workload.
+    pub workload: String,
+    /// The phase's label.
+    pub phase: String,
+    /// The field of the phase's plan that differs ("stop", "mix", "key_order", ...).
+    pub field: String,
+    /// Its value in the baseline's plan, as compact JSON ("null" when absent).
+    pub baseline: String,
+    /// Its value in the candidate's plan.
+    pub candidate_value: String,
 }
 
 /// Which run a file held.
@@ -250,6 +271,7 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         let listed = pairing.baseline_only.iter().map(|(g, why)| (baseline.0, g, why)).chain(pairing.candidate_only.iter().map(|(g, why)| (*file, g, why)));
         unmatched.extend(listed.map(|(file, group, why)| Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason: why.to_string() }));
     }
+    let plan_differences = candidates.iter().enumerate().flat_map(|(index, (_, report))| plan_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
     let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold, unjudged));
     Ok(Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
@@ -259,7 +281,57 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         rows,
         unmatched,
         gate,
+        plan_differences,
     })
+}
+
+/// The fields of a phase's plan that decide what its figures measure.
+const PHASE_FIELDS: [&str; 8] = ["mix", "stop", "key_order", "sequence", "read_recent", "even_split", "rate", "before"];
+
+/// The phases, by workload and label, that both plans have but define differently. A report
+/// written before a field existed lacks it: absent and null are the same.
+fn plan_differences(baseline: &serde_json::Value, candidate: &serde_json::Value, index: usize) -> Vec<PlanDifference> {
+    fn list<'v>(v: &'v serde_json::Value, key: &str) -> &'v [serde_json::Value] {
+        v.get(key).and_then(|l| l.as_array()).map_or(&[], Vec::as_slice)
+    }
+    fn name(v: &serde_json::Value, key: &str) -> Option<String> {
+        v.get(key).and_then(|n| n.as_str()).map(str::to_string)
+    }
+    // Null fields dropped, so `{"count": null}` and `{}` read the same.
+    fn compact(v: Option<&serde_json::Value>) -> serde_json::Value {
+        match v {
+            Some(serde_json::Value::Object(map)) => {
+                serde_json::Value::Object(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), compact(Some(v)))).collect())
+            }
+            Some(other) => other.clone(),
+            None => serde_json::Value::Null,
+        }
+    }
+    let mut out = Vec::new();
+    for workload in list(baseline, "workloads") {
+        let Some(workload_name) = name(workload, "name") else { continue };
+        let Some(theirs) = list(candidate, "workloads").iter().find(|w| name(w, "name").as_deref() == Some(&workload_name)) else { continue };
+        for phase in list(workload, "phases") {
+            let Some(label) = name(phase, "label") else { continue };
+            let Some(their_phase) = list(theirs, "phases").iter().find(|p| name(p, "label").as_deref() == Some(&label)) else { continue };
+            for field in PHASE_FIELDS {
+                let (ours, other) = (compact(phase.get(field)), compact(their_phase.get(field)));
+                // Absent fields default to empty or false in the plan (`before`, `sequence`).
+                let empty = |v: &serde_json::Value| v.is_null() || v == &serde_json::json!(false) || v == &serde_json::json!([]);
+                if ours != other && !(empty(&ours) && empty(&other)) {
+                    out.push(PlanDifference {
+                        candidate: index,
+                        workload: workload_name.clone(),
+                        phase: label.clone(),
+                        field: field.to_string(),
+                        baseline: ours.to_string(),
+                        candidate_value: other.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    out
 }
 
 fn selected_metrics(options: &Options) -> Result<Vec<&'static Metric>, String> {

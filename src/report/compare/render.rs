@@ -195,8 +195,16 @@ fn heading(c: &Comparison, index: usize) -> String {
     )
 }
 
+/// What a reader must know before the candidate's rows: cases paired by their conditions, and
+/// phases whose one label covers other work in the two runs.
 fn paired_by_conditions(c: &Comparison, candidate: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
+    for d in c.plan_differences.iter().filter(|d| d.candidate == candidate) {
+        lines.push(format!(
+            "defined differently: workload {}, phase {}, {}: {} in the baseline, {} here; its figures measure other work",
+            d.workload, d.phase, d.field, d.baseline, d.candidate_value
+        ));
+    }
     for row in c.rows.iter().filter(|r| r.candidate == candidate && r.case != r.candidate_case) {
         let line = format!("paired by what they measured (ids differ): {} = {}", row.case, row.candidate_case);
         if !lines.contains(&line) {

@@ -267,3 +267,30 @@ fn client_memory_is_compared_above_each_case_start() {
     let memory = row(&c, "client_rss_peak_bytes");
     assert_eq!((memory.baseline.mean, memory.candidate_sample.mean), ((2 << 20) as f64, (2 << 20) as f64));
 }
+
+/// A phase whose definition changed between the runs (the quick run's get phase before and after
+/// `min_duration`) is named above the rows: one label, other work. Equal plans, and a field one
+/// report writes as null and the other leaves out, say nothing.
+#[test]
+fn phases_defined_differently_are_named() {
+    let plan = |stop: serde_json::Value| {
+        serde_json::json!({ "workloads": [{ "name": "w", "phases": [
+            { "label": "put", "mix": [["put", 1]], "stop": { "count": null }, "key_order": { "kind": "sequential" } },
+            { "label": "get", "mix": [["get", 1]], "stop": stop, "key_order": { "kind": "sequential" } },
+        ] }] })
+    };
+    let mut old = report(repeats("sim", &[100.0, 100.0]));
+    old.plan = plan(serde_json::json!({ "count": null, "duration_ns": null }));
+    let mut held = report(repeats("sim", &[100.0, 100.0]));
+    held.plan = plan(serde_json::json!({ "min_duration_ns": 100_000_000u64 }));
+    let c = run(&old, &held, &Options::default());
+    let d: Vec<(&str, &str, &str, &str)> =
+        c.plan_differences.iter().map(|d| (d.phase.as_str(), d.field.as_str(), d.baseline.as_str(), d.candidate_value.as_str())).collect();
+    assert_eq!(d, [("get", "stop", "{}", "{\"min_duration_ns\":100000000}")]);
+    let table = super::render::table(&c);
+    assert!(table.contains("defined differently: workload w, phase get, stop: {} in the baseline, {\"min_duration_ns\":100000000} here"), "{table}");
+    assert!(super::render::html_fragment(&c).contains("defined differently"));
+    let same = run(&old, &old, &Options::default());
+    assert!(same.plan_differences.is_empty());
+    assert!(!serde_json::to_string(&same).unwrap().contains("plan_differences"), "absent when there are none");
+}

@@ -337,6 +337,9 @@ fn a_phase_before_command_is_named_among_the_conditions() {
         "phase {label} of workload {workload}: one pass over the objects, then on over the same keys until 100 ms had passed in each thread (min_duration)"
     );
     assert!(render_report("table", &report).contains(&held) && render_report("html", &report).contains(&held), "{held}");
+    // Beside a duration and no count, the phase runs its duration: the minimum decides nothing.
+    report.plan["workloads"][0]["phases"][1]["stop"]["duration_ns"] = serde_json::json!(1_000_000_000u64);
+    assert!(!render_report("table", &report).contains("(min_duration)"));
     // The quoting reads back as the same words.
     let echoed = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {quoted}")).output().unwrap();
     assert_eq!(String::from_utf8(echoed.stdout).unwrap(), words.iter().map(|w| format!("{w}\n")).collect::<String>());

@@ -397,9 +397,11 @@ fn phase_condition_lines(report: &RunReport) -> Vec<String> {
         for phase in array(workload.get("phases")) {
             let label = phase.get("label").and_then(|l| l.as_str()).unwrap_or("?");
             let stop = phase.get("stop");
-            if let Some(min) = stop.and_then(|s| s.get("min_duration_ns")).and_then(|n| n.as_u64()) {
-                let counted = ["count", "bytes"].iter().any(|k| stop.and_then(|s| s.get(*k)).is_some_and(|v| !v.is_null()));
-                let first = if counted { "its count or bytes" } else { "one pass over the objects" };
+            let set = |field: &str| stop.and_then(|s| s.get(field)).is_some_and(|v| !v.is_null());
+            // With a duration and neither count nor bytes, the phase runs its duration: no floor.
+            let floored = set("count") || set("bytes") || !set("duration_ns");
+            if let Some(min) = stop.and_then(|s| s.get("min_duration_ns")).and_then(|n| n.as_u64()).filter(|_| floored) {
+                let first = if set("count") || set("bytes") { "its count or bytes" } else { "one pass over the objects" };
                 lines.push(format!(
                     "phase {label} of workload {name}: {first}, then on over the same keys until {} had passed in each thread (min_duration)",
                     crate::units::format_nanos(min)

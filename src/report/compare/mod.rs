@@ -286,7 +286,7 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
 }
 
 /// The fields of a phase's plan that decide what its figures measure.
-const PHASE_FIELDS: [&str; 8] = ["mix", "stop", "key_order", "sequence", "read_recent", "even_split", "rate", "before"];
+const PHASE_FIELDS: [&str; 9] = ["mix", "stop", "warmup", "key_order", "sequence", "read_recent", "even_split", "rate", "before"];
 
 /// The phases, by workload and label, that both plans have but define differently. A report
 /// written before a field existed lacks it: absent and null are the same.

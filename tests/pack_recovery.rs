@@ -638,6 +638,33 @@ fn large_values_read_through_the_mapping_are_checked_and_a_cut_file_is_not_touch
     assert_eq!(out, payload(2, LARGE)[..LARGE / 2], "what survived was streamed, read with pread: {}", e.message);
 }
 
+/// The mapping starts at 16 KiB values (session 31: from there a mapped get beat `pread` and a
+/// hash): a 4 KiB value is read with `pread` and maps nothing, a 16 KiB one maps the file, reads
+/// back right, and a flipped byte in it is still `Corrupt`.
+#[test]
+fn values_from_16_kib_read_through_the_mapping_and_are_checked() {
+    const SMALL: usize = 4 << 10;
+    const MAPPED: usize = 16 << 10;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let store = PackStore::open(&dir, false).unwrap();
+    store.set_mapped_reads(true);
+    let mut lease = store.lease().unwrap();
+    lease.put("small", &mut Cursor::new(payload(1, SMALL)), SMALL as u64).unwrap();
+    lease.put("mapped", &mut Cursor::new(payload(2, MAPPED)), MAPPED as u64).unwrap();
+    assert_eq!(get(&store, "small").unwrap(), payload(1, SMALL));
+    assert_eq!(mapped_resident_bytes(&dir.join(DATA_FILE)), 0, "a 4 KiB value is read with pread");
+    assert_eq!(get(&store, "mapped").unwrap(), payload(2, MAPPED));
+    assert!(mapped_resident_bytes(&dir.join(DATA_FILE)) > 0, "a 16 KiB value is read through the mapping");
+
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(DATA_FILE)).unwrap();
+    let at = FILE_HEADER_BYTES + (56 + 5) + SMALL as u64 + (56 + 6) + 9_000;
+    let mut byte = [0u8];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut byte, at).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[byte[0] ^ 0xff], at).unwrap();
+    assert_eq!(get(&store, "mapped"), Err(ErrorKind::Corrupt), "the mapped read checks the hash");
+}
+
 /// Resident bytes of this process's mapping of `file` (the "Rss:" of its /proc/self/smaps entry),
 /// 0 if it is not mapped.
 fn mapped_resident_bytes(file: &Path) -> u64 {

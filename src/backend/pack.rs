@@ -32,7 +32,7 @@ crate::backend_options! {
     pub struct PackOptions {
         fsync: bool = false => "fdatasync the writer's data file after each record, before the put returns and the key becomes visible",
         read_checks: bool = true => "a get checks the record's body hash (xxh3 of key + value) as it streams, and fails with `corrupt` on a mismatch; false streams the value unchecked, as a plain file read does (opening and compaction still check every record they read)",
-        mmap: bool = true => "checked gets of values of 256 KiB or more hash a read-only shared mapping of the data file in place (one pass over the page cache) instead of copying it first with pread; the pages read are taken out of the process again every 32 MiB read, so the client's resident memory stays bounded. false reads every value with pread (two passes: the copy, then the hash)",
+        mmap: bool = true => "checked gets of values of 16 KiB or more hash a read-only shared mapping of the data file in place (one pass over the page cache) instead of copying it first with pread; the pages read are taken out of the process again every 32 MiB read, so the client's resident memory stays bounded. false reads every value with pread (two passes: the copy, then the hash)",
     }
 }
 

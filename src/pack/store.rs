@@ -81,9 +81,11 @@ const ONE_WRITE_RECORD_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 /// Larger records are written in pieces that end on multiples of this in the file (`write_record`).
 const ALIGNED_WRITE_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 /// With mapped reads on, checked gets of values this large read the stripe's mapping (`view`),
-/// hashing the page cache in place instead of copying it first; smaller ones, whose copy is a
-/// small part of a get, keep the one `pread` they always had.
-const MAPPED_READ_MIN_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
+/// hashing the page cache in place instead of copying it first. Was 256 KiB until session 31:
+/// once the hash asked for its data a page ahead (src/hash.rs), mapped gets of 16 and 64 KiB
+/// values read 1.3–1.5× as many a second as `pread` and a hash; at 4 KiB the two were alike
+/// within the noise, and smaller values keep the one `pread` (docs/performance.md, session 31).
+const MAPPED_READ_MIN_BYTES: u64 = 16 << 10;
 /// Pages a mapped get read stay mapped, and count in the process's resident memory, until they
 /// are taken out again. Once this many bytes have been read through the mappings since the last
 /// release, the reader that crosses it takes every stripe's pages out (`View::release_pages`):

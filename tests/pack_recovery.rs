@@ -622,11 +622,7 @@ fn large_values_read_through_the_mapping_are_checked_and_a_cut_file_is_not_touch
     assert_eq!(get(&store, "b").unwrap(), payload(2, LARGE), "a record appended after the mapping");
 
     // One value byte of "a" flipped in place, the store still open.
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(DATA_FILE)).unwrap();
-    let at = FILE_HEADER_BYTES + 56 + 1 + 300_000;
-    let mut byte = [0u8];
-    std::os::unix::fs::FileExt::read_exact_at(&file, &mut byte, at).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&file, &[byte[0] ^ 0xff], at).unwrap();
+    let file = flip_byte(&dir.join(DATA_FILE), FILE_HEADER_BYTES + 56 + 1 + 300_000);
     assert_eq!(get(&store, "a"), Err(ErrorKind::Corrupt), "the mapped read checks the hash");
 
     // "b" cut in half behind the store's back: reading it must not touch the lost pages.
@@ -657,12 +653,18 @@ fn values_from_16_kib_read_through_the_mapping_and_are_checked() {
     assert_eq!(get(&store, "mapped").unwrap(), payload(2, MAPPED));
     assert!(mapped_resident_bytes(&dir.join(DATA_FILE)) > 0, "a 16 KiB value is read through the mapping");
 
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.join(DATA_FILE)).unwrap();
-    let at = FILE_HEADER_BYTES + (56 + 5) + SMALL as u64 + (56 + 6) + 9_000;
+    flip_byte(&dir.join(DATA_FILE), FILE_HEADER_BYTES + (56 + 5) + SMALL as u64 + (56 + 6) + 9_000);
+    assert_eq!(get(&store, "mapped"), Err(ErrorKind::Corrupt), "the mapped read checks the hash");
+}
+
+/// Flips every bit of the byte at `at` of `path` in place (an open store's file, as a bad disk
+/// would), and returns the file, open for reading and writing.
+fn flip_byte(path: &Path, at: u64) -> std::fs::File {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
     let mut byte = [0u8];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut byte, at).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&file, &[byte[0] ^ 0xff], at).unwrap();
-    assert_eq!(get(&store, "mapped"), Err(ErrorKind::Corrupt), "the mapped read checks the hash");
+    file
 }
 
 /// Resident bytes of this process's mapping of `file` (the "Rss:" of its /proc/self/smaps entry),

@@ -166,6 +166,9 @@ fn compare_exits_1_when_its_gate_fails_and_0_when_it_passes() {
     assert!(text(&out).contains("judged on the single values"), "{}", text(&out));
     let out = stowbench(dir.path(), &["compare", &a, &b, "--format", "html"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"), "{}", text(&out));
+    // The fixtures' sim targets differ in their latency option, which is why b is slower.
+    let out = stowbench(dir.path(), &["compare", &a, &b]);
+    assert!(text(&out).contains("set differently: target sim, latency: \"1ms\" in the baseline, \"1.25ms\" here"), "{}", text(&out));
     // A candidate whose get phase was held open (min_duration): named above its rows, and in the JSON.
     let mut held: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
     held["plan"]["workloads"][0]["phases"][1]["stop"]["min_duration_ns"] = serde_json::json!(100_000_000u64);

@@ -23,6 +23,7 @@ pub use matching::MatchedBy;
 use matching::Pair;
 use metrics::Metric;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use welch::Welch;
 
 /// Confidence level of the significance test: a difference is significant when p < 1 − this.
@@ -53,6 +54,11 @@ pub struct Comparison {
     /// command): their figures, compared under one label, measure other work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plan_differences: Vec<PlanDifference>,
+    /// Settings of the run, a workload or a target that the two jobs give differently (a
+    /// target's `fsync`, a workload's `verify`): the figures of every case under them measure
+    /// other work.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setting_differences: Vec<SettingDifference>,
 }
 
 /// A phase that one label names in both runs but whose definition differs.
@@ -67,6 +73,26 @@ pub struct PlanDifference {
     /// The field of the phase's plan that differs ("stop", "mix", "key_order", ...).
     pub field: String,
     /// Its value in the baseline's plan, as compact JSON ("null" when absent).
+    pub baseline: String,
+    /// Its value in the candidate's plan.
+    pub candidate_value: String,
+}
+
+/// A setting outside the phases — the run's, a workload's, a target's — that the two plans give
+/// differently: every case under it measured other work (another durability, compressibility,
+/// cache state, data directory) though its id is the same.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SettingDifference {
+    /// Which candidate (from 1).
+    pub candidate: usize,
+    /// Where the setting lives: `run`, `workload` or `target`.
+    pub scope: String,
+    /// The workload's or target's name; empty for the run.
+    pub name: String,
+    /// The setting, as the job file spells it (`verify`, `compressibility`, a target's `fsync`,
+    /// `backend`, `work_dir`).
+    pub field: String,
+    /// Its value in the baseline's plan, as compact JSON ("null" when absent: the default).
     pub baseline: String,
     /// Its value in the candidate's plan.
     pub candidate_value: String,
@@ -272,6 +298,8 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         unmatched.extend(listed.map(|(file, group, why)| Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason: why.to_string() }));
     }
     let plan_differences = candidates.iter().enumerate().flat_map(|(index, (_, report))| plan_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
+    let setting_differences =
+        candidates.iter().enumerate().flat_map(|(index, (_, report))| setting_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
     let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold, unjudged));
     Ok(Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
@@ -282,56 +310,116 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         unmatched,
         gate,
         plan_differences,
+        setting_differences,
     })
 }
 
-/// The fields of a phase's plan that decide what its figures measure.
-const PHASE_FIELDS: [&str; 9] = ["mix", "stop", "warmup", "key_order", "sequence", "read_recent", "even_split", "rate", "before"];
-
-/// The phases, by workload and label, that both plans have but define differently. A report
-/// written before a field existed lacks it: absent and null are the same.
-fn plan_differences(baseline: &serde_json::Value, candidate: &serde_json::Value, index: usize) -> Vec<PlanDifference> {
-    fn list<'v>(v: &'v serde_json::Value, key: &str) -> &'v [serde_json::Value] {
-        v.get(key).and_then(|l| l.as_array()).map_or(&[], Vec::as_slice)
-    }
-    fn name(v: &serde_json::Value, key: &str) -> Option<String> {
-        v.get(key).and_then(|n| n.as_str()).map(str::to_string)
-    }
-    // Null fields dropped, so `{"count": null}` and `{}` read the same.
-    fn compact(v: Option<&serde_json::Value>) -> serde_json::Value {
-        match v {
-            Some(serde_json::Value::Object(map)) => {
-                serde_json::Value::Object(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), compact(Some(v)))).collect())
-            }
-            Some(other) => other.clone(),
-            None => serde_json::Value::Null,
-        }
-    }
+/// The phases, by workload and label, that both plans have but define differently (any field of
+/// the phase's plan: `mix`, `stop`, `warmup`, `key_order`, ...).
+fn plan_differences(baseline: &Value, candidate: &Value, index: usize) -> Vec<PlanDifference> {
     let mut out = Vec::new();
-    for workload in list(baseline, "workloads") {
-        let Some(workload_name) = name(workload, "name") else { continue };
-        let Some(theirs) = list(candidate, "workloads").iter().find(|w| name(w, "name").as_deref() == Some(&workload_name)) else { continue };
-        for phase in list(workload, "phases") {
-            let Some(label) = name(phase, "label") else { continue };
-            let Some(their_phase) = list(theirs, "phases").iter().find(|p| name(p, "label").as_deref() == Some(&label)) else { continue };
-            for field in PHASE_FIELDS {
-                let (ours, other) = (compact(phase.get(field)), compact(their_phase.get(field)));
-                // Absent fields default to empty or false in the plan (`before`, `sequence`).
-                let empty = |v: &serde_json::Value| v.is_null() || v == &serde_json::json!(false) || v == &serde_json::json!([]);
-                if ours != other && !(empty(&ours) && empty(&other)) {
-                    out.push(PlanDifference {
-                        candidate: index,
-                        workload: workload_name.clone(),
-                        phase: label.clone(),
-                        field: field.to_string(),
-                        baseline: ours.to_string(),
-                        candidate_value: other.to_string(),
-                    });
-                }
+    for (workload_name, workload, theirs) in named_in_both(baseline, candidate, "workloads") {
+        for (label, phase, their_phase) in named_in_both_by(workload, theirs, "phases", "label") {
+            for (field, ours, other) in field_differences(phase, their_phase, &["label"]) {
+                out.push(PlanDifference {
+                    candidate: index,
+                    workload: workload_name.clone(),
+                    phase: label.clone(),
+                    field,
+                    baseline: ours,
+                    candidate_value: other,
+                });
             }
         }
     }
     out
+}
+
+/// The run's, the workloads' and the targets' settings that the two plans give differently.
+/// A workload's phases are `plan_differences`' part; a target's options count one by one. The
+/// seed is left out: another seed writes other bytes and keys of the same kind, not other work.
+fn setting_differences(baseline: &Value, candidate: &Value, index: usize) -> Vec<SettingDifference> {
+    let entry = |scope: &str, name: &str, (field, ours, other): (String, String, String)| SettingDifference {
+        candidate: index,
+        scope: scope.to_string(),
+        name: name.to_string(),
+        field,
+        baseline: ours,
+        candidate_value: other,
+    };
+    let mut out = Vec::new();
+    for field in ["work_dir", "mpi_keys"] {
+        let (ours, other) = (compact(baseline.get(field)), compact(candidate.get(field)));
+        if differ(&ours, &other) {
+            out.push(entry("run", "", (field.to_string(), ours.to_string(), other.to_string())));
+        }
+    }
+    for (name, ours, theirs) in named_in_both(baseline, candidate, "workloads") {
+        out.extend(field_differences(ours, theirs, &["name", "phases"]).into_iter().map(|d| entry("workload", &name, d)));
+    }
+    for (name, ours, theirs) in named_in_both(baseline, candidate, "targets") {
+        let settings = |t: &Value| {
+            // A target's options sit beside `backend` and `retries` in the job file: one level.
+            let mut flat = t.get("options_json").and_then(Value::as_object).cloned().unwrap_or_default();
+            for key in ["backend", "retries"] {
+                flat.insert(key.to_string(), t.get(key).cloned().unwrap_or(Value::Null));
+            }
+            Value::Object(flat)
+        };
+        out.extend(field_differences(&settings(ours), &settings(theirs), &[]).into_iter().map(|d| entry("target", &name, d)));
+    }
+    out
+}
+
+/// The entries of list `key` that both plans have under one `name`, with the baseline's and the
+/// candidate's.
+fn named_in_both<'v>(baseline: &'v Value, candidate: &'v Value, key: &str) -> Vec<(String, &'v Value, &'v Value)> {
+    named_in_both_by(baseline, candidate, key, "name")
+}
+
+fn named_in_both_by<'v>(baseline: &'v Value, candidate: &'v Value, key: &str, by: &str) -> Vec<(String, &'v Value, &'v Value)> {
+    let list = |v: &'v Value| v.get(key).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let name = |v: &Value| v.get(by).and_then(Value::as_str).map(str::to_string);
+    list(baseline)
+        .iter()
+        .filter_map(|ours| {
+            let n = name(ours)?;
+            let theirs = list(candidate).iter().find(|t| name(t).as_deref() == Some(n.as_str()))?;
+            Some((n, ours, theirs))
+        })
+        .collect()
+}
+
+/// The fields (but `skip`) of two JSON objects that differ, as (field, baseline, candidate) in
+/// compact JSON, sorted by field. A report written before a field existed lacks it: absent and
+/// null are the same, and so are absent and empty or false (fields left out by default).
+fn field_differences(ours: &Value, theirs: &Value, skip: &[&str]) -> Vec<(String, String, String)> {
+    let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    let mut fields = keys(ours);
+    fields.extend(keys(theirs).into_iter().filter(|k| ours.get(k).is_none()));
+    fields.sort();
+    fields
+        .into_iter()
+        .filter(|f| !skip.contains(&f.as_str()))
+        .filter_map(|f| {
+            let (a, b) = (compact(ours.get(&f)), compact(theirs.get(&f)));
+            differ(&a, &b).then(|| (f, a.to_string(), b.to_string()))
+        })
+        .collect()
+}
+
+/// The value with null fields dropped, so `{"count": null}` and `{}` read the same.
+fn compact(v: Option<&Value>) -> Value {
+    match v {
+        Some(Value::Object(map)) => Value::Object(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), compact(Some(v)))).collect()),
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
+fn differ(a: &Value, b: &Value) -> bool {
+    let empty = |v: &Value| v.is_null() || v == &Value::Bool(false) || v == &Value::Array(Vec::new());
+    a != b && !(empty(a) && empty(b))
 }
 
 fn selected_metrics(options: &Options) -> Result<Vec<&'static Metric>, String> {

@@ -195,10 +195,17 @@ fn heading(c: &Comparison, index: usize) -> String {
     )
 }
 
-/// What a reader must know before the candidate's rows: cases paired by their conditions, and
-/// phases whose one label covers other work in the two runs.
+/// What a reader must know before the candidate's rows: settings and phases whose one name
+/// covers other work in the two runs, and cases paired by their conditions.
 fn paired_by_conditions(c: &Comparison, candidate: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
+    for d in c.setting_differences.iter().filter(|d| d.candidate == candidate) {
+        let place = if d.name.is_empty() { d.scope.clone() } else { format!("{} {}", d.scope, d.name) };
+        lines.push(format!(
+            "set differently: {place}, {}: {} in the baseline, {} here; the figures of its cases measure other work",
+            d.field, d.baseline, d.candidate_value
+        ));
+    }
     for d in c.plan_differences.iter().filter(|d| d.candidate == candidate) {
         lines.push(format!(
             "defined differently: workload {}, phase {}, {}: {} in the baseline, {} here; its figures measure other work",

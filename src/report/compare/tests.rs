@@ -294,3 +294,42 @@ fn phases_defined_differently_are_named() {
     assert!(same.plan_differences.is_empty());
     assert!(!serde_json::to_string(&same).unwrap().contains("plan_differences"), "absent when there are none");
 }
+
+/// A target's option, a workload's setting or the run's data directory that changed between the
+/// runs is named above the rows, by where it lives; a target or workload in one plan alone, the
+/// seed, and a field one report leaves out where the other writes its default say nothing.
+#[test]
+fn settings_given_differently_are_named_by_where_they_live() {
+    let plan = |fsync: bool, verify: bool, work_dir: Option<&str>, extra_target: bool| {
+        let mut targets = vec![serde_json::json!({ "name": "fs", "backend": "fs", "options_json": { "fsync": fsync } })];
+        if extra_target {
+            targets.push(serde_json::json!({ "name": "other", "backend": "sqlite", "options_json": {} }));
+        }
+        serde_json::json!({
+            "seed": if extra_target { 7 } else { 42 }, "work_dir": work_dir, "targets": targets,
+            "workloads": [{ "name": "w", "verify": verify, "compressibility": 0.0, "preload": false, "phases": [] }],
+        })
+    };
+    let with_plan = |plan: serde_json::Value| {
+        let mut r = report(repeats("sim", &[100.0, 100.0]));
+        r.plan = plan;
+        r
+    };
+    let base = with_plan(plan(false, true, None, false));
+    let c = run(&base, &with_plan(plan(true, false, Some("/mnt/xfs"), true)), &Options::default());
+    let d: Vec<(&str, &str, &str, &str, &str)> =
+        c.setting_differences.iter().map(|d| (d.scope.as_str(), d.name.as_str(), d.field.as_str(), d.baseline.as_str(), d.candidate_value.as_str())).collect();
+    assert_eq!(d, [("run", "", "work_dir", "null", "\"/mnt/xfs\""), ("workload", "w", "verify", "true", "false"), ("target", "fs", "fsync", "false", "true")]);
+    let table = super::render::table(&c);
+    assert!(table.contains("set differently: target fs, fsync: false in the baseline, true here; the figures of its cases measure other work"), "{table}");
+    assert!(table.contains("set differently: run, work_dir: null in the baseline, \"/mnt/xfs\" here"), "{table}");
+    assert!(super::render::html_fragment(&c).contains("set differently: workload w, verify"));
+
+    // An older report without `preload` (absent reads as its default, false) and the seed alone.
+    let mut older = plan(false, true, None, false);
+    older["workloads"][0].as_object_mut().unwrap().remove("preload");
+    older["seed"] = serde_json::json!(9);
+    let same = run(&base, &with_plan(older), &Options::default());
+    assert!(same.setting_differences.is_empty(), "{:?}", same.setting_differences);
+    assert!(!serde_json::to_string(&same).unwrap().contains("setting_differences"), "absent when there are none");
+}

@@ -18,7 +18,7 @@ pub fn table(c: &Comparison) -> String {
     }
     for index in 0..c.candidates.len() {
         let _ = writeln!(out, "\n{}", heading(c, index));
-        for line in paired_by_conditions(c, index + 1) {
+        for line in notes_before_rows(c, index + 1) {
             let _ = writeln!(out, "  {line}");
         }
         let mut lines: Vec<Vec<String>> = vec![COLUMNS.map(String::from).to_vec()];
@@ -85,7 +85,7 @@ pub fn html_fragment(c: &Comparison) -> String {
     }
     for index in 0..c.candidates.len() {
         let _ = writeln!(out, "<h2>{}</h2>", escape(&heading(c, index)));
-        for line in paired_by_conditions(c, index + 1) {
+        for line in notes_before_rows(c, index + 1) {
             let _ = writeln!(out, "<p>{}</p>", escape(&line));
         }
         out += "<div class=\"scroll\"><table>\n<thead><tr>";
@@ -197,7 +197,7 @@ fn heading(c: &Comparison, index: usize) -> String {
 
 /// What a reader must know before the candidate's rows: settings and phases whose one name
 /// covers other work in the two runs, and cases paired by their conditions.
-fn paired_by_conditions(c: &Comparison, candidate: usize) -> Vec<String> {
+fn notes_before_rows(c: &Comparison, candidate: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for d in c.setting_differences.iter().filter(|d| d.candidate == candidate) {
         let place = if d.name.is_empty() { d.scope.clone() } else { format!("{} {}", d.scope, d.name) };

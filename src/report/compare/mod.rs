@@ -320,7 +320,7 @@ fn plan_differences(baseline: &Value, candidate: &Value, index: usize) -> Vec<Pl
     let mut out = Vec::new();
     for (workload_name, workload, theirs) in named_in_both(baseline, candidate, "workloads") {
         for (label, phase, their_phase) in named_in_both_by(workload, theirs, "phases", "label") {
-            for (field, ours, other) in field_differences(phase, their_phase, &["label"]) {
+            for (field, ours, other) in field_differences(phase, their_phase, &["label"], Absent::Empty) {
                 out.push(PlanDifference {
                     candidate: index,
                     workload: workload_name.clone(),
@@ -350,12 +350,12 @@ fn setting_differences(baseline: &Value, candidate: &Value, index: usize) -> Vec
     let mut out = Vec::new();
     for field in ["work_dir", "mpi_keys"] {
         let (ours, other) = (compact(baseline.get(field)), compact(candidate.get(field)));
-        if differ(&ours, &other) {
+        if differ(&ours, &other, Absent::Empty) {
             out.push(entry("run", "", (field.to_string(), ours.to_string(), other.to_string())));
         }
     }
     for (name, ours, theirs) in named_in_both(baseline, candidate, "workloads") {
-        out.extend(field_differences(ours, theirs, &["name", "phases"]).into_iter().map(|d| entry("workload", &name, d)));
+        out.extend(field_differences(ours, theirs, &["name", "phases"], Absent::Empty).into_iter().map(|d| entry("workload", &name, d)));
     }
     for (name, ours, theirs) in named_in_both(baseline, candidate, "targets") {
         let settings = |t: &Value| {
@@ -366,7 +366,7 @@ fn setting_differences(baseline: &Value, candidate: &Value, index: usize) -> Vec
             }
             Value::Object(flat)
         };
-        out.extend(field_differences(&settings(ours), &settings(theirs), &[]).into_iter().map(|d| entry("target", &name, d)));
+        out.extend(field_differences(&settings(ours), &settings(theirs), &[], Absent::Null).into_iter().map(|d| entry("target", &name, d)));
     }
     out
 }
@@ -390,10 +390,20 @@ fn named_in_both_by<'v>(baseline: &'v Value, candidate: &'v Value, key: &str, by
         .collect()
 }
 
+/// What an absent field stands for, so that leaving it out and writing it read the same.
+#[derive(Clone, Copy)]
+enum Absent {
+    /// A field the plan leaves out when it is empty or false (`before`, `sequence`,
+    /// `file_server`), or one a report written before it existed lacks.
+    Empty,
+    /// Only null: a target's option left out takes its backend's default, which may be `true`
+    /// (pack's `mmap`), so `false` written there is a different setting.
+    Null,
+}
+
 /// The fields (but `skip`) of two JSON objects that differ, as (field, baseline, candidate) in
-/// compact JSON, sorted by field. A report written before a field existed lacks it: absent and
-/// null are the same, and so are absent and empty or false (fields left out by default).
-fn field_differences(ours: &Value, theirs: &Value, skip: &[&str]) -> Vec<(String, String, String)> {
+/// compact JSON, sorted by field; `absent` says which values a missing field equals.
+fn field_differences(ours: &Value, theirs: &Value, skip: &[&str], absent: Absent) -> Vec<(String, String, String)> {
     let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
     let mut fields = keys(ours);
     fields.extend(keys(theirs).into_iter().filter(|k| ours.get(k).is_none()));
@@ -403,7 +413,7 @@ fn field_differences(ours: &Value, theirs: &Value, skip: &[&str]) -> Vec<(String
         .filter(|f| !skip.contains(&f.as_str()))
         .filter_map(|f| {
             let (a, b) = (compact(ours.get(&f)), compact(theirs.get(&f)));
-            differ(&a, &b).then(|| (f, a.to_string(), b.to_string()))
+            differ(&a, &b, absent).then(|| (f, a.to_string(), b.to_string()))
         })
         .collect()
 }
@@ -417,8 +427,11 @@ fn compact(v: Option<&Value>) -> Value {
     }
 }
 
-fn differ(a: &Value, b: &Value) -> bool {
-    let empty = |v: &Value| v.is_null() || v == &Value::Bool(false) || v == &Value::Array(Vec::new());
+fn differ(a: &Value, b: &Value, absent: Absent) -> bool {
+    let empty = |v: &Value| match absent {
+        Absent::Empty => v.is_null() || v == &Value::Bool(false) || v == &Value::Array(Vec::new()),
+        Absent::Null => v.is_null(),
+    };
     a != b && !(empty(a) && empty(b))
 }
 

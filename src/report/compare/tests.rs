@@ -332,4 +332,11 @@ fn settings_given_differently_are_named_by_where_they_live() {
     let same = run(&base, &with_plan(older), &Options::default());
     assert!(same.setting_differences.is_empty(), "{:?}", same.setting_differences);
     assert!(!serde_json::to_string(&same).unwrap().contains("setting_differences"), "absent when there are none");
+
+    // A target's option written `false` where the other leaves it to a default that may be true.
+    let mut explicit = plan(false, true, None, false);
+    explicit["targets"][0]["options_json"] = serde_json::json!({ "fsync": false, "mmap": false });
+    let c = run(&base, &with_plan(explicit), &Options::default());
+    let d: Vec<(&str, &str, &str)> = c.setting_differences.iter().map(|d| (d.field.as_str(), d.baseline.as_str(), d.candidate_value.as_str())).collect();
+    assert_eq!(d, [("mmap", "null", "false")]);
 }

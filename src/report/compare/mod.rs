@@ -17,7 +17,7 @@ pub mod metrics;
 pub mod render;
 pub mod welch;
 
-use super::model::RunReport;
+use super::model::{Environment, RunReport};
 use crate::report::table::Measure;
 pub use matching::MatchedBy;
 use matching::Pair;
@@ -59,6 +59,10 @@ pub struct Comparison {
     /// other work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setting_differences: Vec<SettingDifference>,
+    /// Facts of the machine and software behind the two runs that differ (another kernel, CPU,
+    /// memory, filesystem, SQLite, clock): every figure then compares the environments as well.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment_differences: Vec<EnvironmentDifference>,
 }
 
 /// A phase that one label names in both runs but whose definition differs.
@@ -95,6 +99,21 @@ pub struct SettingDifference {
     /// Its value in the baseline's plan, as compact JSON ("null" when absent: the default).
     pub baseline: String,
     /// Its value in the candidate's plan.
+    pub candidate_value: String,
+}
+
+/// A fact of the environment a run records (`report.environment`) that differs between the
+/// baseline and a candidate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EnvironmentDifference {
+    /// Which candidate (from 1).
+    pub candidate: usize,
+    /// The fact, by its path in the report's `environment` (`kernel`, `cpu_count`,
+    /// `work_dir_filesystem.fs_type`, `clock.source`).
+    pub field: String,
+    /// Its value in the baseline, as compact JSON.
+    pub baseline: String,
+    /// Its value in the candidate.
     pub candidate_value: String,
 }
 
@@ -300,6 +319,11 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
     let plan_differences = candidates.iter().enumerate().flat_map(|(index, (_, report))| plan_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
     let setting_differences =
         candidates.iter().enumerate().flat_map(|(index, (_, report))| setting_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
+    let environment_differences = candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(index, (_, report))| environment_differences(&baseline.1.environment, &report.environment, index + 1))
+        .collect();
     let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold, unjudged));
     Ok(Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
@@ -311,7 +335,61 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         gate,
         plan_differences,
         setting_differences,
+        environment_differences,
     })
+}
+
+/// The facts of the two environments that differ. A fact one report does not know (empty, zero,
+/// absent: a report from before it was recorded) is no difference. Left out: the data directory's
+/// path and mount point (the run's `work_dir` setting covers them), the clock's calibrated rate
+/// and drift (they differ from run to run on one machine), and memory within 1 % (a kernel build
+/// reserves a few pages more or less).
+fn environment_differences(baseline: &Environment, candidate: &Environment, index: usize) -> Vec<EnvironmentDifference> {
+    let (ours, theirs) = (environment_facts(baseline), environment_facts(candidate));
+    ours.into_iter()
+        .zip(theirs)
+        .filter(|((_, a), (_, b))| known(a) && known(b) && a != b)
+        .filter(|((field, a), (_, b))| *field != "memory_bytes" || !within_one_percent(a, b))
+        .map(|((field, a), (_, b))| EnvironmentDifference {
+            candidate: index,
+            field: field.to_string(),
+            baseline: a.to_string(),
+            candidate_value: b.to_string(),
+        })
+        .collect()
+}
+
+/// The environment's facts that bear on the figures, by their path in the report.
+fn environment_facts(e: &Environment) -> Vec<(&'static str, Value)> {
+    let fs = e.work_dir_filesystem.as_ref();
+    let text = |s: Option<&String>| s.map_or(Value::Null, |s| Value::String(s.clone()));
+    vec![
+        ("hostname", Value::from(e.hostname.as_str())),
+        ("os", Value::from(e.os.as_str())),
+        ("kernel", Value::from(e.kernel.as_str())),
+        ("cpu_model", Value::from(e.cpu_model.as_str())),
+        ("cpu_count", Value::from(e.cpu_count)),
+        ("memory_bytes", Value::from(e.memory_bytes)),
+        ("is_root", Value::from(e.is_root)),
+        ("sqlite_version", Value::from(e.sqlite_version.as_str())),
+        ("work_dir_filesystem.fs_type", text(fs.map(|f| &f.fs_type))),
+        ("work_dir_filesystem.source", text(fs.map(|f| &f.source))),
+        ("work_dir_filesystem.mount_options", text(fs.map(|f| &f.mount_options))),
+        ("work_dir_filesystem.journal", fs.and_then(|f| f.journal).map_or(Value::Null, Value::from)),
+        ("page_cache_reclaim", text(e.page_cache_reclaim.as_ref())),
+        ("clock.source", text(e.clock.as_ref().map(|c| &c.source))),
+    ]
+}
+
+fn known(v: &Value) -> bool {
+    !(v.is_null() || v == &Value::from("") || v == &Value::from(0))
+}
+
+fn within_one_percent(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(a), Some(b)) => (a - b).abs() <= 0.01 * a.max(b),
+        _ => false,
+    }
 }
 
 /// The phases, by workload and label, that both plans have but define differently (any field of

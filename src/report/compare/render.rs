@@ -195,10 +195,17 @@ fn heading(c: &Comparison, index: usize) -> String {
     )
 }
 
-/// What a reader must know before the candidate's rows: settings and phases whose one name
-/// covers other work in the two runs, and cases paired by their conditions.
+/// What a reader must know before the candidate's rows: the environment the two runs differ in,
+/// settings and phases whose one name covers other work in the two runs, and cases paired by
+/// their conditions.
 fn notes_before_rows(c: &Comparison, candidate: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
+    for d in c.environment_differences.iter().filter(|d| d.candidate == candidate) {
+        lines.push(format!(
+            "ran elsewhere: {}: {} in the baseline, {} here; every figure compares the environments as well as the work",
+            d.field, d.baseline, d.candidate_value
+        ));
+    }
     for d in c.setting_differences.iter().filter(|d| d.candidate == candidate) {
         let place = if d.name.is_empty() { d.scope.clone() } else { format!("{} {}", d.scope, d.name) };
         lines.push(format!(

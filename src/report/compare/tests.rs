@@ -340,3 +340,46 @@ fn settings_given_differently_are_named_by_where_they_live() {
     let d: Vec<(&str, &str, &str)> = c.setting_differences.iter().map(|d| (d.field.as_str(), d.baseline.as_str(), d.candidate_value.as_str())).collect();
     assert_eq!(d, [("mmap", "null", "false")]);
 }
+
+/// Another kernel, CPU count, filesystem or clock is named above the rows; memory within 1 %, the
+/// data directory's path and a fact one report does not record (an older report) say nothing.
+#[test]
+fn an_environment_that_differs_is_named_above_the_rows() {
+    use crate::report::model::{ClockInfo, FilesystemInfo};
+    let environment = |kernel: &str, cpus: u32, memory: u64, fs_type: &str, path: &str, clock: Option<&str>| Environment {
+        hostname: "vm".into(),
+        kernel: kernel.into(),
+        cpu_count: cpus,
+        memory_bytes: memory,
+        work_dir_filesystem: Some(FilesystemInfo { path: path.into(), fs_type: fs_type.into(), journal: Some(false), ..Default::default() }),
+        clock: clock.map(|source| ClockInfo { source: source.into(), detail: format!("{source} at a rate of this run"), drift_ppm: Some(1.5) }),
+        ..Default::default()
+    };
+    let with = |e: Environment| {
+        let mut r = report(repeats("sim", &[100.0, 100.0]));
+        r.environment = e;
+        r
+    };
+    let base = with(environment("6.1.0", 2, 24_000_000_000, "ext4", "/var/tmp/a", Some("tsc")));
+    let elsewhere = with(environment("6.18.44", 4, 24_100_000_000, "xfs", "/var/tmp/b", Some("clock_gettime")));
+    let c = run(&base, &elsewhere, &Options::default());
+    let d: Vec<(&str, &str, &str)> = c.environment_differences.iter().map(|d| (d.field.as_str(), d.baseline.as_str(), d.candidate_value.as_str())).collect();
+    assert_eq!(
+        d,
+        [
+            ("kernel", "\"6.1.0\"", "\"6.18.44\""),
+            ("cpu_count", "2", "4"),
+            ("work_dir_filesystem.fs_type", "\"ext4\"", "\"xfs\""),
+            ("clock.source", "\"tsc\"", "\"clock_gettime\""),
+        ]
+    );
+    let table = super::render::table(&c);
+    assert!(table.contains("ran elsewhere: kernel: \"6.1.0\" in the baseline, \"6.18.44\" here; every figure compares the environments"), "{table}");
+    assert!(super::render::html_fragment(&c).contains("ran elsewhere: cpu_count: 2 in the baseline, 4 here"));
+
+    // The same machine on another day, and an older report that recorded no clock.
+    let again = with(environment("6.1.0", 2, 24_000_016_384, "ext4", "/var/tmp/c", None));
+    let same = run(&base, &again, &Options::default());
+    assert!(same.environment_differences.is_empty(), "{:?}", same.environment_differences);
+    assert!(!serde_json::to_string(&same).unwrap().contains("environment_differences"), "absent when there are none");
+}

@@ -202,7 +202,7 @@ fn notes_before_rows(c: &Comparison, candidate: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for d in c.environment_differences.iter().filter(|d| d.candidate == candidate) {
         lines.push(format!(
-            "ran elsewhere: {}: {} in the baseline, {} here; every figure compares the environments as well as the work",
+            "environment differs: {}: {} in the baseline, {} here; every figure compares the environments as well as the work",
             d.field, d.baseline, d.candidate_value
         ));
     }

@@ -374,8 +374,8 @@ fn an_environment_that_differs_is_named_above_the_rows() {
         ]
     );
     let table = super::render::table(&c);
-    assert!(table.contains("ran elsewhere: kernel: \"6.1.0\" in the baseline, \"6.18.44\" here; every figure compares the environments"), "{table}");
-    assert!(super::render::html_fragment(&c).contains("ran elsewhere: cpu_count: 2 in the baseline, 4 here"));
+    assert!(table.contains("environment differs: kernel: \"6.1.0\" in the baseline, \"6.18.44\" here; every figure compares the environments"), "{table}");
+    assert!(super::render::html_fragment(&c).contains("environment differs: cpu_count: 2 in the baseline, 4 here"));
 
     // The same machine on another day, and an older report that recorded no clock.
     let again = with(environment("6.1.0", 2, 24_000_016_384, "ext4", "/var/tmp/c", None));

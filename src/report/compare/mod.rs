@@ -316,14 +316,9 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         let listed = pairing.baseline_only.iter().map(|(g, why)| (baseline.0, g, why)).chain(pairing.candidate_only.iter().map(|(g, why)| (*file, g, why)));
         unmatched.extend(listed.map(|(file, group, why)| Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason: why.to_string() }));
     }
-    let plan_differences = candidates.iter().enumerate().flat_map(|(index, (_, report))| plan_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
-    let setting_differences =
-        candidates.iter().enumerate().flat_map(|(index, (_, report))| setting_differences(&baseline.1.plan, &report.plan, index + 1)).collect();
-    let environment_differences = candidates
-        .iter()
-        .enumerate()
-        .flat_map(|(index, (_, report))| environment_differences(&baseline.1.environment, &report.environment, index + 1))
-        .collect();
+    let plan_differences = per_candidate(candidates, |report, index| plan_differences(&baseline.1.plan, &report.plan, index));
+    let setting_differences = per_candidate(candidates, |report, index| setting_differences(&baseline.1.plan, &report.plan, index));
+    let environment_differences = per_candidate(candidates, |report, index| environment_differences(&baseline.1.environment, &report.environment, index));
     let gate = options.fail_if_slower_percent.map(|threshold| gate(&rows, threshold, unjudged));
     Ok(Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
@@ -337,6 +332,11 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         setting_differences,
         environment_differences,
     })
+}
+
+/// What `differences` finds in each candidate (numbered from 1), candidate after candidate.
+fn per_candidate<T>(candidates: &[(&str, &RunReport)], differences: impl Fn(&RunReport, usize) -> Vec<T>) -> Vec<T> {
+    candidates.iter().enumerate().flat_map(|(index, (_, report))| differences(report, index + 1)).collect()
 }
 
 /// The facts of the two environments that differ. A fact one report does not know (empty, zero,

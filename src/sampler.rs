@@ -4,7 +4,8 @@
 //!
 //! Everything is read from /proc; nothing here changes another process. Sampling runs on its own
 //! thread every 50 ms, with a file table of its own (see `threads`), and costs the measured
-//! workers nothing but that thread's CPU.
+//! workers nothing but that thread's CPU; the one reading that also holds up a server, its
+//! proportional set size, is taken once a second (`PssSchedule`).
 
 use crate::report::model::Resources;
 use std::path::Path;
@@ -16,6 +17,15 @@ use std::time::Duration;
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 /// Samples between two walks of a server's process tree (one a second).
 const TREE_EVERY: u64 = 20;
+/// The usual time between two readings of a server's proportional set size (`PssSchedule`).
+const PSS_EVERY: Duration = Duration::from_secs(1);
+/// Over time a PSS reading may take at most 1/PSS_COST_SHARE of the sampler's time (1 % of a
+/// core), and 1/PSS_GROWTH_COST_SHARE (5 %) while the server's memory grows.
+const PSS_COST_SHARE: u32 = 100;
+const PSS_GROWTH_COST_SHARE: u32 = 20;
+/// Growth of the server's resident memory since the last PSS reading that asks for one early:
+/// an eighth of it, and at least this much.
+const PSS_GROWTH_FLOOR: u64 = 4 << 20;
 
 /// stowbench's own (user, system) CPU time so far, in nanoseconds.
 pub fn self_cpu_ns() -> (u64, u64) {
@@ -161,6 +171,33 @@ pub fn server_memory_bytes_of(pids: &[u32]) -> u64 {
     pids.iter().map(|pid| pss(pid).unwrap_or_else(|| rss_bytes_of(std::slice::from_ref(pid)))).sum()
 }
 
+/// When the sampler reads a server's proportional set size. /proc/PID/smaps_rollup walks every
+/// page table of the process under its memory-map lock: 7.5 ms for a MinIO holding 320 MiB, on
+/// the cores the measured work runs on, while any fault or mapping change of the server waits.
+/// Read every 50 ms, that took 15 % of a core and held one-stream s3 puts 5 % below warp's
+/// (docs/performance.md, session 34). The resident memory beside it is a counter the kernel
+/// keeps (statm, 17 µs), read every sample: a reading is due once a second, sooner when the
+/// resident memory has grown by an eighth since the last one (a peak on its way), and never so
+/// often that readings take more than 1 % of the time (5 % while memory grows).
+#[derive(Debug, Default)]
+struct PssSchedule {
+    /// When the last reading ended, what it cost, and the resident memory then.
+    last: Option<(std::time::Instant, Duration, u64)>,
+}
+
+impl PssSchedule {
+    fn due(&self, now: std::time::Instant, resident: u64) -> bool {
+        let Some((end, cost, resident_then)) = self.last else { return true };
+        let since = now.saturating_duration_since(end);
+        let grown = resident > resident_then + (resident_then / 8).max(PSS_GROWTH_FLOOR);
+        since >= PSS_EVERY.max(cost * PSS_COST_SHARE) || (grown && since >= cost * PSS_GROWTH_COST_SHARE)
+    }
+
+    fn read(&mut self, start: std::time::Instant, end: std::time::Instant, resident: u64) {
+        self.last = Some((end, end.saturating_duration_since(start), resident));
+    }
+}
+
 /// Samples memory of stowbench and of server trees while a case runs.
 pub struct ResourceSampler {
     stop: Arc<AtomicBool>,
@@ -197,17 +234,27 @@ impl ResourceSampler {
                 // of a sample's cost (taken from the cores the measured work runs on).
                 let mut trees: (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new()); // (roots, members)
                 let mut sample = 0u64;
+                let mut pss = PssSchedule::default();
                 while !stop2.load(Ordering::Relaxed) {
                     let own = self_rss_bytes();
                     let now = roots2.lock().expect("sampler lock").clone();
                     if now != trees.0 || sample % TREE_EVERY == 0 {
+                        if now != trees.0 {
+                            pss = PssSchedule::default(); // a restarted server: read it at once
+                        }
                         trees = (now.clone(), now.iter().flat_map(|r| process_tree(*r)).collect());
                     }
                     sample += 1;
-                    let server = server_memory_bytes_of(&trees.1);
+                    let resident = rss_bytes_of(&trees.1);
+                    let start = std::time::Instant::now();
+                    let server = pss.due(start, resident).then(|| {
+                        let server = server_memory_bytes_of(&trees.1);
+                        pss.read(start, std::time::Instant::now(), resident);
+                        server
+                    });
                     let mut p = peaks2.lock().expect("sampler lock");
                     p.0 = p.0.max(own);
-                    p.1 = p.1.max(server);
+                    p.1 = p.1.max(server.unwrap_or(0));
                     drop(p);
                     std::thread::sleep(SAMPLE_EVERY);
                 }
@@ -265,7 +312,11 @@ impl ResourceSampler {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // The server's memory at the case's end, which the last scheduled reading may be up to
+        // a second short of (a server's caches grow over a case).
+        let server_end = server_memory_bytes_of(&self.server_processes());
         let (sampled_peak, server_peak) = *self.peaks.lock().expect("sampler lock");
+        let server_peak = server_peak.max(server_end);
         let kernel_peak = if self.peak_reset { self_peak_rss_bytes() } else { 0 };
         let has_server = !self.all_server_roots.is_empty();
         Resources {
@@ -299,6 +350,26 @@ mod tests {
         // PSS: never above RSS, and more than nothing for a process that holds memory.
         let pss = server_memory_bytes_of(&[me]);
         assert!(pss > 1 << 20 && pss <= rss_bytes_of(&[me]) + (1 << 20), "{pss}");
+    }
+
+    #[test]
+    fn a_server_s_pss_is_read_once_a_second_sooner_when_it_grows_and_within_its_cost_share() {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut pss = PssSchedule::default();
+        assert!(pss.due(t0, 100 << 20), "the first sample reads it");
+        pss.read(t0, at(2), 100 << 20); // a 2 ms reading of a server resident at 100 MiB
+        assert!(!pss.due(at(50), 100 << 20) && !pss.due(at(1001), 110 << 20), "growth below an eighth waits");
+        assert!(pss.due(at(1002), 100 << 20), "a second after the last one");
+        assert!(!pss.due(at(41), 120 << 20), "growth of a fifth, but within 20 readings' time");
+        assert!(pss.due(at(42), 120 << 20), "growth of a fifth, after 20 readings' time");
+        // A costly reading (30 ms) is taken a hundred times its cost apart, and early only twenty.
+        pss.read(at(1000), at(1030), 100 << 20);
+        assert!(!pss.due(at(1030 + 2999), 100 << 20) && pss.due(at(1030 + 3000), 100 << 20));
+        assert!(!pss.due(at(1030 + 599), 200 << 20) && pss.due(at(1030 + 600), 200 << 20));
+        // A small server: growth below the floor (4 MiB) waits for the second.
+        pss.read(at(5000), at(5001), 8 << 20);
+        assert!(!pss.due(at(5500), 11 << 20) && pss.due(at(5500), 13 << 20));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! object_store can abort an upload but not list them: S3's ListMultipartUploads is sent here as
 //! one GET signed with AWS Signature Version 4 (HMAC-SHA256 from ring). MinIO answers it only for
-//! an exact object name, so besides our prefix every key the case used is asked for by name.
+//! an exact object name, so besides our prefix each key that may hold one is asked for by name:
+//! those whose upload this process began and did not see end, or, cleaning up after a killed
+//! run, every key of the case.
 //! Only uploads whose object name lies under our prefix are ever aborted. Reads and aborts only:
 //! nothing here writes an object.
 
@@ -14,7 +16,7 @@ use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
 
 /// Most keys asked for one by one (a bigger case relies on the prefix listing).
-const MAX_KEYS_BY_NAME: u64 = 100_000;
+pub(super) const MAX_KEYS_BY_NAME: u64 = 100_000;
 
 /// One incomplete upload: its object name and upload id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -27,11 +29,11 @@ pub(super) struct Upload {
 
 impl Client {
     /// Every incomplete upload under our prefix: those the prefix listing finds, and those of
-    /// keys `obj-0000000000` to `obj-<keys - 1>` asked for by name.
-    pub(super) fn list_uploads(&self, keys: u64) -> BResult<Vec<Upload>> {
+    /// the object names `by_name` (each `<prefix>/<key>`) asked for one by one.
+    pub(super) fn list_uploads(&self, by_name: Vec<String>) -> BResult<Vec<Upload>> {
         let prefix = format!("{}/", self.settings.prefix);
         let mut names = vec![prefix.clone()];
-        names.extend((0..keys.min(MAX_KEYS_BY_NAME)).map(|i| format!("{prefix}obj-{i:010}")));
+        names.extend(by_name);
         let mut found = Vec::new();
         for name in names {
             let (mut key_marker, mut id_marker) = (String::new(), String::new());

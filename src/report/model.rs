@@ -749,7 +749,9 @@ pub struct Resources {
     /// Server process tree: peak of its summed memory, in bytes: each process's proportional
     /// set size (shared pages divided among the processes mapping them, so PostgreSQL's shared
     /// buffers count once), or its resident memory where that cannot be read. Reports before
-    /// session 19 summed resident memory, counting shared memory once per process.
+    /// session 19 summed resident memory, counting shared memory once per process. Read at the
+    /// case's start and end and once a second between, sooner when the resident memory grows by
+    /// an eighth (each reading walks the server's page tables); before session 34, every 50 ms.
     pub server_rss_peak_bytes: Option<u64>,
     /// Server processes sampled.
     pub server_pids: Vec<u32>,

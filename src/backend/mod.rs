@@ -245,6 +245,10 @@ pub trait Backend: Send + Sync {
     /// uses, for servers that can only find some leftovers key by key (MinIO lists incomplete
     /// multipart uploads only per object name). Ignored by every other backend.
     fn note_keys(&self, _keys: u64) {}
+    /// Tells the backend that other processes put in its namespace too (every rank of a
+    /// multi-host run with shared keys), so what their puts left is not among what this process
+    /// saw, and cleanup must look key by key where it otherwise looks only at its own leftovers.
+    fn note_other_writers(&self) {}
     /// Server process ids whose process trees should be sampled (empty for embedded backends).
     fn server_pids(&self) -> Vec<u32> {
         Vec::new()

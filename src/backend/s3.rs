@@ -109,6 +109,9 @@ pub struct S3Backend {
     known_keys: std::sync::atomic::AtomicU64,
     /// Uploads this process's sessions started and did not see completed or aborted.
     open_uploads: OpenUploads,
+    /// Other processes put under our prefix too (`note_other_writers`): their open uploads are
+    /// not in `open_uploads`, so every key is asked for.
+    other_writers: std::sync::atomic::AtomicBool,
 }
 
 /// The object names of multipart uploads begun here and not yet completed or aborted: while
@@ -210,6 +213,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         options: options.clone(),
         known_keys: Default::default(),
         open_uploads: Default::default(),
+        other_writers: Default::default(),
     }))
 }
 
@@ -384,14 +388,24 @@ impl Client {
 
 impl S3Backend {
     /// The incomplete uploads under our prefix: those the prefix listing finds, and those of the
-    /// keys asked for by name (the open ones, or every key of the case when those are not known).
+    /// keys asked for by name (the open ones, and every key of the case when those are not all
+    /// there may be).
     fn list_uploads(&self) -> BResult<Vec<uploads::Upload>> {
-        let names = self.open_uploads.names().unwrap_or_else(|| {
-            let keys = self.known_keys.load(std::sync::atomic::Ordering::Relaxed);
-            (0..keys.min(uploads::MAX_KEYS_BY_NAME)).map(|i| format!("{}/obj-{i:010}", self.settings.prefix)).collect()
-        });
+        use std::sync::atomic::Ordering::Relaxed;
+        let names = names_to_ask(&self.settings.prefix, self.open_uploads.names(), self.other_writers.load(Relaxed), self.known_keys.load(Relaxed));
         self.admin.list_uploads(names)
     }
+}
+
+/// The object names whose incomplete uploads cleanup asks for one by one: the `open` ones, and
+/// every key of the case (up to `uploads::MAX_KEYS_BY_NAME`) when those are not known (`None`)
+/// or `other_writers` put under the prefix too.
+fn names_to_ask(prefix: &str, open: Option<Vec<String>>, other_writers: bool, keys: u64) -> Vec<String> {
+    let mut names = open.clone().unwrap_or_default();
+    if open.is_none() || other_writers {
+        names.extend((0..keys.min(uploads::MAX_KEYS_BY_NAME)).map(|i| format!("{prefix}/obj-{i:010}")));
+    }
+    names
 }
 
 impl Backend for S3Backend {
@@ -488,6 +502,10 @@ impl Backend for S3Backend {
 
     fn note_keys(&self, keys: u64) {
         self.known_keys.store(keys, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn note_other_writers(&self) {
+        self.other_writers.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn server_pids(&self) -> Vec<u32> {
@@ -671,6 +689,35 @@ impl Session for S3Session {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_upload_is_open_from_before_its_create_until_it_completes_or_is_aborted() {
+        let open = super::OpenUploads::default();
+        assert_eq!(open.names(), None, "no session yet: nothing is known");
+        open.watch();
+        assert_eq!(open.names(), Some(vec![]));
+        let (a, b) = (super::ObjectPath::from("p/obj-0000000001"), super::ObjectPath::from("p/obj-0000000002"));
+        open.begun(&a);
+        open.clone().begun(&b); // each session holds a clone
+        open.ended(&a);
+        assert_eq!(open.names(), Some(vec!["p/obj-0000000002".to_string()]));
+    }
+
+    #[test]
+    fn cleanup_asks_for_the_open_uploads_by_name_and_for_every_key_only_when_others_may_have_left_some() {
+        let open = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        let every = |n: u64| (0..n).map(|i| format!("p/obj-{i:010}")).collect::<Vec<_>>();
+        // A backend rebuilt from a killed run's record opened no session: every key of the case.
+        assert_eq!(super::names_to_ask("p", None, false, 3), every(3));
+        // A running case: only what its sessions began and did not see end; none after a clean run.
+        assert_eq!(super::names_to_ask("p", open(&[]), false, 100_000), Vec::<String>::new());
+        assert_eq!(super::names_to_ask("p", open(&["p/obj-0000000007"]), false, 100_000), vec!["p/obj-0000000007"]);
+        // Other ranks put under the prefix too: theirs are not known here.
+        let mut both = vec!["p/x".to_string()];
+        both.extend(every(2));
+        assert_eq!(super::names_to_ask("p", open(&["p/x"]), true, 2), both);
+        assert_eq!(super::names_to_ask("p", None, false, u64::MAX).len() as u64, super::uploads::MAX_KEYS_BY_NAME);
+    }
+
     use super::*;
 
     #[test]

@@ -545,6 +545,9 @@ fn run_case(plan: &Plan, case: &CasePlan, root: &Namespace, opts: &RunOptions, r
         // cleanup` after a kill or a server that is down when the case ends.
         let objects = ranks.key_space(case).all;
         backend.note_keys(objects);
+        if shared {
+            backend.note_other_writers();
+        }
         if let Err(e) = backend::record::write(&ns, &target.name, &target.backend, &target.options, backend.as_ref(), objects) {
             let _ = namespace::remove(&ns.dir);
             return failed_case(case, plan, e, started);

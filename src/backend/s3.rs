@@ -689,13 +689,15 @@ impl Session for S3Session {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn an_upload_is_open_from_before_its_create_until_it_completes_or_is_aborted() {
-        let open = super::OpenUploads::default();
+        let open = OpenUploads::default();
         assert_eq!(open.names(), None, "no session yet: nothing is known");
         open.watch();
         assert_eq!(open.names(), Some(vec![]));
-        let (a, b) = (super::ObjectPath::from("p/obj-0000000001"), super::ObjectPath::from("p/obj-0000000002"));
+        let (a, b) = (ObjectPath::from("p/obj-0000000001"), ObjectPath::from("p/obj-0000000002"));
         open.begun(&a);
         open.clone().begun(&b); // each session holds a clone
         open.ended(&a);
@@ -707,18 +709,16 @@ mod tests {
         let open = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
         let every = |n: u64| (0..n).map(|i| format!("p/obj-{i:010}")).collect::<Vec<_>>();
         // A backend rebuilt from a killed run's record opened no session: every key of the case.
-        assert_eq!(super::names_to_ask("p", None, false, 3), every(3));
+        assert_eq!(names_to_ask("p", None, false, 3), every(3));
         // A running case: only what its sessions began and did not see end; none after a clean run.
-        assert_eq!(super::names_to_ask("p", open(&[]), false, 100_000), Vec::<String>::new());
-        assert_eq!(super::names_to_ask("p", open(&["p/obj-0000000007"]), false, 100_000), vec!["p/obj-0000000007"]);
+        assert_eq!(names_to_ask("p", open(&[]), false, 100_000), Vec::<String>::new());
+        assert_eq!(names_to_ask("p", open(&["p/obj-0000000007"]), false, 100_000), vec!["p/obj-0000000007"]);
         // Other ranks put under the prefix too: theirs are not known here.
         let mut both = vec!["p/x".to_string()];
         both.extend(every(2));
-        assert_eq!(super::names_to_ask("p", open(&["p/x"]), true, 2), both);
-        assert_eq!(super::names_to_ask("p", None, false, u64::MAX).len() as u64, super::uploads::MAX_KEYS_BY_NAME);
+        assert_eq!(names_to_ask("p", open(&["p/x"]), true, 2), both);
+        assert_eq!(names_to_ask("p", None, false, u64::MAX).len() as u64, uploads::MAX_KEYS_BY_NAME);
     }
-
-    use super::*;
 
     #[test]
     fn an_s3_error_document_reads_as_its_code_and_message() {

@@ -132,7 +132,9 @@ impl OpenUploads {
     }
 
     fn begun(&self, path: &ObjectPath) {
-        self.lock().get_or_insert_with(Default::default).insert(path.to_string());
+        if let Some(open) = self.lock().as_mut() {
+            open.insert(path.to_string());
+        }
     }
 
     fn ended(&self, path: &ObjectPath) {
@@ -401,8 +403,9 @@ impl S3Backend {
 /// every key of the case (up to `uploads::MAX_KEYS_BY_NAME`) when those are not known (`None`)
 /// or `other_writers` put under the prefix too.
 fn names_to_ask(prefix: &str, open: Option<Vec<String>>, other_writers: bool, keys: u64) -> Vec<String> {
-    let mut names = open.clone().unwrap_or_default();
-    if open.is_none() || other_writers {
+    let unknown = open.is_none();
+    let mut names = open.unwrap_or_default();
+    if unknown || other_writers {
         names.extend((0..keys.min(uploads::MAX_KEYS_BY_NAME)).map(|i| format!("{prefix}/obj-{i:010}")));
     }
     names

@@ -131,6 +131,39 @@ fn run_writes_a_valid_report_that_re_renders_identically() {
     );
 }
 
+/// Each phase of a local backend starts with its filesystem's dirty pages written back, untimed,
+/// and the report says how long that took; `settle_writeback = false` leaves them, and the table
+/// says that instead.
+#[test]
+fn phases_start_with_the_dirty_pages_written_back_unless_the_workload_says_not_to() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"fs\"\n\
+               [[workload]]\nname = \"settled\"\nsizes = [\"64KiB\"]\nobjects = 8\nphases = [\"put\", \"get\"]\n\
+               [[workload]]\nname = \"as-left\"\nsizes = [\"64KiB\"]\nobjects = 8\nphases = [\"put\", \"get\"]\nsettle_writeback = false\n";
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = stowbench(dir.path(), &["run", "job.toml", "--no-progress", "--work-dir", ".", "--out", "res", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for case in report["cases"].as_array().unwrap() {
+        let settled = case["workload"] == "settled";
+        for phase in case["phases"].as_array().unwrap() {
+            let w = &phase["writeback_settle"];
+            if settled {
+                assert_eq!(w["scope"], "filesystems", "{}: {phase}", case["case_id"]);
+                let synced = w["filesystems"][0].as_str().unwrap();
+                assert!(Path::new(synced).starts_with(dir.path()), "{synced} is not under the run's work directory");
+                assert!(w["ns"].as_u64().is_some() && w["dirty_bytes_before"].as_u64().is_some() && w.get("error").is_none(), "{w}");
+            } else {
+                assert!(w.is_null(), "{}: {phase}", case["case_id"]);
+            }
+        }
+    }
+    let run_dir = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path();
+    let table = text(&stowbench(dir.path(), &["report", run_dir.to_str().unwrap()]));
+    assert!(table.contains("dirty pages written back before each phase, untimed (settle_writeback): "), "{table}");
+    assert!(table.contains("workload as-left left the writeback as it was (settle_writeback = false)"), "{table}");
+}
+
 /// A report fixture (tests/fixtures/reports/), by name.
 fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports").join(format!("{name}.json")).display().to_string()

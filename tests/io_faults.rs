@@ -382,21 +382,37 @@ fn holds_objects(target: &Target, path: &str) -> bool {
 
 /// A failed fsync of a put's data (before the get phase began) fails that put: a run that had
 /// one cannot report every put stored without a retry (a retry writes and syncs anew; the
-/// retry test checks that in the trace).
+/// retry test checks that in the trace). A failed `syncfs` is the runner's write-back before a
+/// phase (`settle_writeback`), which no put waits for: the phase after it must say so in its
+/// `not_at_rest` and `writeback_settle.error`.
 fn check_failed_syncs(run: &Run, target: &Target) -> Vec<String> {
+    let mut problems = Vec::new();
+    let failed = |l: &&String| l.starts_with("fsync ") && l.split(' ').nth(2) == Some("FAILED");
+    let is_settle = |l: &&String| l.split(' ').nth(1) == Some("syncfs");
     let failed_sync = run
         .trace
         .iter()
         .take_while(|l| *l != PHASE_MARK)
-        .filter(|l| l.starts_with("fsync ") && l.split(' ').nth(2) == Some("FAILED"))
+        .filter(failed)
+        .filter(|l| !is_settle(l))
         .filter_map(|l| l.split(' ').nth(3))
         .find(|path| holds_objects(target, path));
-    match (failed_sync, run.puts()) {
-        (Some(path), Some(puts)) if puts["count"].as_u64() == Some(OBJECTS) && puts["retries"].as_u64() == Some(0) => {
-            vec![format!("{}: the fsync of {path} failed during the puts, yet every put was reported stored", run.label)]
+    if let (Some(path), Some(puts)) = (failed_sync, run.puts()) {
+        if puts["count"].as_u64() == Some(OBJECTS) && puts["retries"].as_u64() == Some(0) {
+            problems.push(format!("{}: the fsync of {path} failed during the puts, yet every put was reported stored", run.label));
         }
-        _ => Vec::new(),
     }
+    let settle_failed = run.trace.iter().filter(failed).any(|l| is_settle(&l));
+    if let Some(case) = run.case().filter(|_| settle_failed) {
+        let phases = case["phases"].as_array().into_iter().flatten();
+        let told = phases.filter(|p| p["writeback_settle"]["error"].is_string()).all(|p| p["not_at_rest"].as_str().is_some_and(|w| w.contains("writing back")));
+        let any = case["phases"].as_array().into_iter().flatten().any(|p| p["writeback_settle"]["error"].is_string());
+        // A case that failed before its next phase began has no phase to tell it in.
+        if !told || (!any && case["failure"].is_null()) {
+            problems.push(format!("{}: a syncfs before a phase failed, and no phase says so: {}", run.label, case["phases"]));
+        }
+    }
+    problems
 }
 
 /// The run removed its directory, or said it could not and `stowbench cleanup` (without faults)
@@ -562,11 +578,34 @@ fn sqlite_syncs_its_files_with_fdatasync_as_a_distributions_build_does() {
     let target = Target { name: "sqlite-file-full", backend: "sqlite-file", options: "fsync = true\nsynchronous = \"full\"" };
     let r = run(&target, None, 0, true);
     assert_eq!(r.code, Some(0), "{}: {}", r.label, r.stderr);
-    let of_sqlite = |l: &&String| l.starts_with("fsync ") && l.split(' ').nth(3).is_some_and(|path| path.contains(".db"));
+    // syncfs is the runner's write-back before each phase (settle_writeback), not SQLite's.
+    let of_sqlite =
+        |l: &&String| l.starts_with("fsync ") && l.split(' ').nth(1) != Some("syncfs") && l.split(' ').nth(3).is_some_and(|path| path.contains(".db"));
     let syncs: Vec<&String> = r.trace.iter().take_while(|l| *l != PHASE_MARK).filter(of_sqlite).collect();
     assert!(syncs.len() >= OBJECTS as usize, "at least one sync of SQLite's files per committed put, found {}:\n{}", syncs.len(), r.trace.join("\n"));
     let by_fsync: Vec<&&String> = syncs.iter().filter(|l| l.split(' ').nth(1) != Some("fdatasync")).collect();
     assert!(by_fsync.is_empty(), "SQLite synced with another call than fdatasync (is LIBSQLITE3_FLAGS set?):\n{by_fsync:#?}");
+}
+
+/// Before each phase the runner writes back the dirty pages of the filesystem holding the data
+/// (`settle_writeback`, on by default): one `syncfs` on the case's data before the puts and one
+/// before the get phase (ahead of its `before` command, which marks the trace).
+#[test]
+fn the_runner_writes_back_the_data_s_filesystem_before_each_phase() {
+    if shim().is_none() {
+        return;
+    }
+    let target = Target { name: "fs", backend: "fs", options: "" };
+    let r = run(&target, None, 0, true);
+    assert_eq!(r.code, Some(0), "{}: {}", r.label, r.stderr);
+    let work = r.work().to_string_lossy().into_owned();
+    let settles: Vec<&String> = r.trace.iter().take_while(|l| *l != PHASE_MARK).filter(|l| l.starts_with("fsync syncfs ok ") && l.contains(&work)).collect();
+    assert_eq!(settles.len(), 2, "one syncfs before each of the two phases:\n{}", r.trace.join("\n"));
+    let phases = r.case().unwrap()["phases"].as_array().unwrap().clone();
+    for phase in &phases {
+        assert_eq!(phase["writeback_settle"]["scope"], "filesystems", "{phase}");
+        assert!(phase["not_at_rest"].is_null(), "{phase}");
+    }
 }
 
 /// A disk that fills in the middle of the puts (writes failing with ENOSPC from then on): the

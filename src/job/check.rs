@@ -357,6 +357,7 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
         verify: w.verify.unwrap_or(true),
         compressibility,
         cold_cache,
+        settle_writeback: w.settle_writeback.unwrap_or(true),
         retries,
         max_error_ratio,
         give_up_after_ns: w.give_up_after.map_or(DEFAULT_GIVE_UP_AFTER_NS, |d| d.0),

@@ -151,6 +151,8 @@ pub struct WorkloadPlan {
     pub compressibility: f64,
     /// Drop the page cache before read phases.
     pub cold_cache: bool,
+    /// Write back dirty pages before each phase, untimed.
+    pub settle_writeback: bool,
     /// Retries before an operation counts as failed.
     pub retries: u32,
     /// Largest tolerated failed / attempted ratio.

@@ -131,6 +131,10 @@ pub struct WorkloadSpec {
     /// restart the servers scripts/services.sh started so their own caches are empty too.
     #[serde(default)]
     pub cache: Option<String>,
+    /// Write back the dirty pages of the filesystems holding the data (all of them with a server
+    /// on this machine) before each phase, untimed, as `sync` between steps. Default true.
+    #[serde(default)]
+    pub settle_writeback: Option<bool>,
     /// Retries of a failed operation before it counts as an error. Default 0.
     #[serde(default)]
     pub retries: Option<u32>,
@@ -506,7 +510,7 @@ const JOB_KEYS: &[&str] = &["version", "name", "description", "seed", "work_dir"
 const WORKLOAD_ONLY_KEYS: &[&str] = &[
     "sizes", "size_dist", "threads", "objects", "dataset", "min_objects", "max_objects", "phases", "phase", "zipf_theta",
     "repeats", "verify", "compressibility", "cache", "retries", "max_error_ratio", "give_up_after", "op_timeout",
-    "preload", "duplicates",
+    "preload", "duplicates", "settle_writeback",
 ];
 const PHASE_ONLY_KEYS: &[&str] =
     &["mix", "sequence", "read_recent", "count", "duration", "min_duration", "bytes", "split", "rate", "arrivals", "warmup_count", "warmup", "before"];

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// Version of this report format.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -535,14 +536,40 @@ pub struct PhaseResult {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_workers: u32,
     /// Why the store could not be brought to rest before this phase (`Backend::settle`: SQLite's
-    /// WAL checkpoint failed, e.g. on an I/O error): the phase ran anyway, so that acknowledged
+    /// WAL checkpoint failed, e.g. on an I/O error; or the filesystem reported a failed write-back
+    /// of dirty pages, `writeback_settle`): the phase ran anyway, so that acknowledged
     /// data is still read and checked, but it may carry work the previous phase left deferred
     /// (a `store_not_at_rest` warning). Absent when the store came to rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_at_rest: Option<String>,
+    /// The dirty pages written back just before this phase, untimed (workload key
+    /// `settle_writeback`): how much there was and how long it took. Absent when the workload
+    /// turned it off, when nothing on this machine holds the data (a remote server or `sim`),
+    /// and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writeback_settle: Option<WritebackSettle>,
     /// Open-loop phases (`rate`): the schedule and how well it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,
+}
+
+/// The write-back of dirty pages before a phase (`settle_writeback`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WritebackSettle {
+    /// "filesystems" (syncfs of each filesystem holding the case's data) or "all" (sync: a server
+    /// on this machine keeps its files where stowbench does not know).
+    pub scope: String,
+    /// For "filesystems": one directory on each filesystem written back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filesystems: Vec<PathBuf>,
+    /// The machine's dirty and under-writeback memory just before (Dirty + Writeback of
+    /// /proc/meminfo), whichever program left it.
+    pub dirty_bytes_before: u64,
+    /// How long the write-back took, in nanoseconds; outside every window.
+    pub ns: u64,
+    /// What the filesystem reported when the write-back failed (the phase ran anyway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// How an open-loop phase kept to its schedule.

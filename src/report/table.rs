@@ -4,7 +4,7 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport};
+use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport, WritebackSettle};
 use super::spread::{verdict, Spread, Verdict};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits, ByteSize};
 use std::collections::BTreeMap;
@@ -380,8 +380,40 @@ pub fn condition_lines(report: &RunReport) -> Vec<String> {
     }
     lines.extend(seen.into_iter().map(|(target, durability)| format!("durability of {target}: {durability}")));
     lines.extend(phase_condition_lines(report));
+    lines.extend(writeback_line(report));
     lines.extend(verification_line(report));
     lines
+}
+
+/// Whether the phases started with the dirty pages written back (`settle_writeback`), and what
+/// that took: buffered writes left by one phase or case otherwise slow the next.
+fn writeback_line(report: &RunReport) -> Option<String> {
+    let settles: Vec<&WritebackSettle> = report.cases.iter().flat_map(|c| &c.phases).filter_map(|p| p.writeback_settle.as_ref()).collect();
+    let workloads = report.plan.get("workloads").and_then(|w| w.as_array()).map_or(&[][..], Vec::as_slice);
+    let unsettled: Vec<&str> = workloads
+        .iter()
+        .filter(|w| w.get("settle_writeback").and_then(|s| s.as_bool()) == Some(false))
+        .filter_map(|w| w.get("name").and_then(|n| n.as_str()))
+        .collect();
+    let mut parts = Vec::new();
+    if !settles.is_empty() {
+        let mut ns: Vec<u64> = settles.iter().map(|s| s.ns).collect();
+        ns.sort_unstable();
+        let dirtiest = settles.iter().map(|s| s.dirty_bytes_before).max().unwrap_or(0);
+        parts.push(format!(
+            "dirty pages written back before each phase, untimed (settle_writeback): {} median, {} at most, with up to {} dirty",
+            format_nanos(ns[ns.len() / 2]),
+            format_nanos(ns[ns.len() - 1]),
+            format_bytes(dirtiest)
+        ));
+    }
+    if !unsettled.is_empty() {
+        parts.push(format!(
+            "workload {} left the writeback as it was (settle_writeback = false): a phase may pay for the writes of the one before",
+            unsettled.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The phases' `before` commands and minimum durations, a line each: a command can drop caches,

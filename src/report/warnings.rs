@@ -221,11 +221,11 @@ fn not_at_rest(report: &RunReport) -> Option<Warning> {
         Warning::new(
             WarningKind::StoreNotAtRest,
             format!(
-                "{} case(s) ran a phase without the store at rest, e.g. {} before {phase}: {why}; that phase may carry work the one before it left (WAL frames SQLite would have checkpointed)",
+                "{} case(s) ran a phase without the store at rest, e.g. {} before {phase}: {why}; that phase may carry work the one before it left (WAL frames SQLite would have checkpointed, dirty pages not written back)",
                 cases.len(),
                 first.case_id
             ),
-            "The phase's not_at_rest says why: a failing disk, or another connection holding the database; checkpoint_before_phases = false skips the step",
+            "The phase's not_at_rest says why: a failing disk, or another connection holding the database; checkpoint_before_phases = false (sqlite) and settle_writeback = false (the workload) skip the steps",
         )
         .cases(ids(cases.into_iter())),
     )

@@ -19,6 +19,7 @@ pub mod retry;
 pub mod schedule;
 mod space;
 pub mod watchdog;
+pub mod writeback;
 
 use crate::backend::catalog::Catalog;
 use crate::backend::{self, namespace, Backend, BackendKind, Namespace, Session};
@@ -663,7 +664,9 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
         workers_merged: case.threads,
     };
     backend.attach_payload(&run.payload);
-    let mut sampler = ResourceSampler::start(backend.server_pids());
+    let server_pids = backend.server_pids();
+    let writeback_scope = workload.settle_writeback.then(|| writeback::scope(&info.data_paths, !server_pids.is_empty()));
+    let mut sampler = ResourceSampler::start(server_pids);
     let (mut sessions, mut catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut result.connect_ns)?;
     if let Some(first) = catalogs.first_mut() {
         first.prepare().map_err(|e| format!("preparing the file catalog failed: {e}"))?;
@@ -682,7 +685,13 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
         // runs the phase, whose reads check the data acknowledged so far; the phase says so
         // (`not_at_rest`).
         sessions.iter_mut().for_each(|session| session.settle());
-        let not_at_rest = backend.settle().err().map(|e| format!("bringing the store to rest failed: {e}"));
+        let mut not_at_rest = backend.settle().err().map(|e| format!("bringing the store to rest failed: {e}"));
+        // Then the dirty pages, the store's own and any other program's on its filesystems: a
+        // phase must not pay for writeback that earlier work left (writeback.rs says how much).
+        let writeback_settle = writeback_scope.as_ref().and_then(writeback::settle);
+        if let Some(e) = writeback_settle.as_ref().and_then(|w| w.error.clone()) {
+            not_at_rest = Some(not_at_rest.map_or(e.clone(), |first| format!("{first}; {e}")));
+        }
         if !phase.before.is_empty() {
             // Before the warm-up and the cache drop, so a cold read afterwards reads what the
             // command left on disk.
@@ -730,6 +739,7 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
         .into();
         measured.server_restarted = server_restarted;
         measured.not_at_rest = not_at_rest;
+        measured.writeback_settle = writeback_settle;
         let gave_up = measured.gave_up_workers;
         result.phases.push(measured);
         if gave_up > 0 {

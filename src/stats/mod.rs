@@ -502,7 +502,8 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         device_read_bytes: None, // the runner reads it
         gave_up_workers,
         idle_workers,
-        not_at_rest: None, // the runner knows it
+        not_at_rest: None,      // the runner knows it
+        writeback_settle: None, // so does it
         open_loop,
     }
 }

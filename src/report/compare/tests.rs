@@ -41,6 +41,7 @@ fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
         gave_up_workers: 0,
         idle_workers: 0,
         not_at_rest: None,
+        writeback_settle: None,
         open_loop: None,
     };
     // A real job's case, so the identity fields are what a run would write.

@@ -262,6 +262,7 @@ measure() { # TOOL SIZE THREADS DURABILITY OBJECTS PASSES REPEAT
     write_fio_job "${OUT}/jobs/${tag}-fio-get.fio" read "${size}" "${threads}" "${objects}" "${durability}" "${passes}"
     settle_before_put
     put="$(run_fio "${OUT}/jobs/${tag}-fio-put.fio" write $((objects * size)))"
+    settle_between_phases
     run_fio "${OUT}/jobs/${tag}-fio-warm.fio" read $((objects * size)) >/dev/null
     get="$(run_fio "${OUT}/jobs/${tag}-fio-get.fio" read $((passes * objects * size)))"
     rm -rf "${FIO_DIR}"

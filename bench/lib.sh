@@ -92,6 +92,11 @@ settle_before_put() {
   fi
 }
 
+# Between a reference tool's put and its reads: what stowbench does before each phase
+# (settle_writeback, on by default): write back the dirty pages, untimed, so the reads do not run
+# beside the writeback of the puts. Nothing is dropped, so no root is needed.
+settle_between_phases() { sync; }
+
 # What settle_before_put does on this machine, for conditions.txt.
 settle_description() {
   if ! is_root; then echo nothing; elif [[ ${DROP_CACHES} == true ]]; then echo 'sync + drop_caches'; else echo sync; fi

@@ -208,6 +208,9 @@ threads = [${conc}]
 objects = ${objects}
 verify = ${VERIFY}
 key_order = "${order}"
+# warp reads right after its own uploads, with no write-back between that a script could add:
+# stowbench's gets do the same.
+settle_writeback = false
 
 [[workload.phase]]
 mix = { ${op} = 1 }

@@ -144,6 +144,7 @@ measure_kvtest() { # MODE REPEAT TAG; prints get objects/s
   settle_before_put
   "${KVTEST}" init "${db}" --count "${COUNT}" --size "${SIZE}" --pagesize 4096 >"${OUT}/logs/${tag}-kvtest-init.log" 2>&1 ||
     die "kvtest init failed: $(tail -n 5 "${OUT}/logs/${tag}-kvtest-init.log")"
+  settle_between_phases
   [[ ${CACHE_STATE} == reread ]] && python3 "${BENCH_DIR}/reread-into-cache.py" "${db}"
   # The same settings as stowbench's sqlite backend defaults, spelled out (kvtest's own defaults
   # differ: cache_size 1000 pages, rollback journal, all reads in one transaction).

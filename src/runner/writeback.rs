@@ -12,7 +12,7 @@
 
 use crate::report::model::WritebackSettle;
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Which dirty pages are written back before a phase.
@@ -34,13 +34,9 @@ pub fn scope(data_paths: &[PathBuf], local_server: bool) -> Scope {
     } else if data_paths.is_empty() {
         Scope::Nothing
     } else {
-        Scope::Filesystems(data_paths.iter().map(|p| existing_ancestor(p).to_path_buf()).collect())
+        // A data path may not exist before the first put.
+        Scope::Filesystems(data_paths.iter().map(|p| super::existing_ancestor(p).to_path_buf()).collect())
     }
-}
-
-/// The deepest existing ancestor of a path (a data path may not exist before the first put).
-fn existing_ancestor(p: &Path) -> &Path {
-    p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"))
 }
 
 /// Writes back the dirty pages of `scope`, timing it. `None` for `Scope::Nothing`; a failure

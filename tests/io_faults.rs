@@ -404,11 +404,10 @@ fn check_failed_syncs(run: &Run, target: &Target) -> Vec<String> {
     }
     let settle_failed = run.trace.iter().filter(failed).any(|l| is_settle(&l));
     if let Some(case) = run.case().filter(|_| settle_failed) {
-        let phases = case["phases"].as_array().into_iter().flatten();
-        let told = phases.filter(|p| p["writeback_settle"]["error"].is_string()).all(|p| p["not_at_rest"].as_str().is_some_and(|w| w.contains("writing back")));
-        let any = case["phases"].as_array().into_iter().flatten().any(|p| p["writeback_settle"]["error"].is_string());
+        let unsettled: Vec<&Value> = case["phases"].as_array().into_iter().flatten().filter(|p| p["writeback_settle"]["error"].is_string()).collect();
+        let told = unsettled.iter().all(|p| p["not_at_rest"].as_str().is_some_and(|w| w.contains("writing back")));
         // A case that failed before its next phase began has no phase to tell it in.
-        if !told || (!any && case["failure"].is_null()) {
+        if !told || (unsettled.is_empty() && case["failure"].is_null()) {
             problems.push(format!("{}: a syncfs before a phase failed, and no phase says so: {}", run.label, case["phases"]));
         }
     }

@@ -43,16 +43,20 @@ pub fn scope(data_paths: &[PathBuf], local_server: bool) -> Scope {
 /// (a write-back error the filesystem reports: data the kernel could not write) is in the
 /// result's `error`, and the phase runs anyway.
 pub fn settle(scope: &Scope) -> Option<WritebackSettle> {
+    let dirs = match scope {
+        Scope::Nothing => return None,
+        Scope::All => None,
+        Scope::Filesystems(dirs) => Some(dirs),
+    };
     let dirty_bytes_before = dirty_bytes();
     let started = Instant::now();
-    let (scope_name, filesystems, error) = match scope {
-        Scope::Nothing => return None,
-        Scope::All => {
+    let (scope_name, filesystems, error) = match dirs {
+        None => {
             // SAFETY: sync(2) has no preconditions and cannot fail.
             unsafe { libc::sync() };
             ("all", Vec::new(), None)
         }
-        Scope::Filesystems(dirs) => {
+        Some(dirs) => {
             let (synced, error) = sync_filesystems(dirs);
             ("filesystems", synced, error)
         }

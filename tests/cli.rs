@@ -568,7 +568,8 @@ fn huge_objects_stream_through_the_runner_in_bounded_memory() {
     }
 }
 
-/// fio cases and blob cases land in one report, with fio's version and the exact job file.
+/// fio cases and blob cases land in one report, with fio's version and the exact job file; each
+/// fio case starts with the dirty pages written back unless its sweep says not to.
 #[test]
 fn fio_sweeps_in_a_job_file_land_in_the_same_report() {
     if std::process::Command::new("fio").arg("--version").output().is_err() {
@@ -578,7 +579,8 @@ fn fio_sweeps_in_a_job_file_land_in_the_same_report() {
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let job = format!(
-        "{SIM_JOB}[[fio]]\nname = \"tiny\"\ntarget = \"{}\"\nrw = [\"randread\"]\nbs = [\"4KiB\"]\niodepth = [1]\nnumjobs = [1]\nsize = [\"8MiB\"]\nruntime = \"500ms\"\nramp_time = \"0s\"\nioengine = \"psync\"\n",
+        "{SIM_JOB}[[fio]]\nname = \"tiny\"\ntarget = \"{0}\"\nrw = [\"randread\"]\nbs = [\"4KiB\"]\niodepth = [1]\nnumjobs = [1]\nsize = [\"8MiB\"]\nruntime = \"500ms\"\nramp_time = \"0s\"\nioengine = \"psync\"\n\
+         [[fio]]\nname = \"unsettled\"\ntarget = \"{0}\"\nrw = [\"write\"]\nbs = [\"4KiB\"]\nsize = [\"1MiB\"]\nruntime = \"300ms\"\nramp_time = \"0s\"\nioengine = \"psync\"\ndirect = false\nsettle_writeback = false\n",
         dir.path().display()
     );
     std::fs::write(dir.path().join("job.toml"), job).unwrap();
@@ -591,7 +593,16 @@ fn fio_sweeps_in_a_job_file_land_in_the_same_report() {
     assert!(fio["fio_version"].as_str().unwrap().starts_with("fio-"));
     assert!(fio["job_file"].as_str().unwrap().contains("bs=4096"), "plain integer byte counts: {}", fio["job_file"]);
     assert!(fio["iops"].as_f64().unwrap() > 0.0);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("fio cases (fio-"));
+    let settled = &fio["writeback_settle"];
+    assert_eq!(settled["scope"], "filesystems", "{fio}");
+    let synced = settled["filesystems"][0].as_str().unwrap();
+    assert!(synced.starts_with(&dir.path().display().to_string()) && fio["job_file"].as_str().unwrap().contains(synced), "{synced}: {fio}");
+    assert!(settled["error"].is_null(), "{settled}");
+    assert!(report["fio_cases"][1]["writeback_settle"].is_null(), "settle_writeback = false: {}", report["fio_cases"][1]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fio cases (fio-"));
+    assert!(stdout.contains("dirty pages written back before each case, untimed (settle_writeback)"), "{stdout}");
+    assert!(stdout.contains("sweep unsettled left the writeback as it was (settle_writeback = false)"), "{stdout}");
 }
 
 /// `stowbench fio` runs through the run's preflight: a refused device is bad input (exit 2)

@@ -59,6 +59,7 @@ fn null_engine_sweep_runs_fio_and_leaves_the_directory_as_found() {
         assert!(r.job_file.contains("ioengine=null\n") && r.job_file.contains("numjobs=2\n"));
         assert_eq!(r.target.kind, "dir");
         assert!(r.fio_jobs_json.is_some());
+        assert!(r.writeback_settle.is_none(), "the null engine writes nothing, so nothing is written back");
     }
     assert_eq!(results[1].iodepth, 8);
     assert_eq!(entries(tmp.path()), ["precious.txt"], "only our namespace was removed");
@@ -91,6 +92,8 @@ fn small_file_cases_do_real_io_and_reuse_or_replace_files() {
         assert!((derived / read.bw_bytes_per_s as f64 - 1.0).abs() < 0.01, "{derived} vs {}", read.bw_bytes_per_s);
         assert_eq!(r.job_file, render_job(&cases[if r.size_bytes == 8 << 20 { 0 } else { 1 }], &data));
         assert!(r.target.fs_type.is_some(), "the directory's filesystem is reported");
+        let settled = r.writeback_settle.as_ref().unwrap_or_else(|| panic!("{}: no write-back before it", r.case_id));
+        assert_eq!((settled.scope.as_str(), &settled.filesystems, &settled.error), ("filesystems", &vec![data.clone()], &None));
     }
     drop(target);
     assert!(entries(tmp.path()).is_empty(), "dropping the target removes its namespace");

@@ -115,6 +115,7 @@ fn result_from_fixture(name: &str, fs: FsKind, rw: &str, iodepth: u32, numjobs: 
         share_files: false,
         repeat: 1,
         extra: Default::default(),
+        settle_writeback: true,
     };
     let case: FioCase = expand(&sweep).remove(0);
     let facts = TargetFacts {
@@ -133,7 +134,7 @@ fn result_from_fixture(name: &str, fs: FsKind, rw: &str, iodepth: u32, numjobs: 
         size_bytes: Some(1 << 30),
         raw_device: None,
     };
-    let record = RunRecord { job_file: "; job".into(), command: "fio".into(), messages: String::new(), wall_ns: 1 };
+    let record = RunRecord { job_file: "; job".into(), command: "fio".into(), messages: String::new(), wall_ns: 1, writeback_settle: None };
     FioCaseResult::build(&case, &facts, parse_fio_json(&fixture(name)).unwrap(), record).unwrap()
 }
 

@@ -47,6 +47,8 @@ pub struct FioCase {
     pub extra: BTreeMap<String, String>,
     /// Which run of this combination (1-based; 1 when the sweep does not repeat).
     pub repeat_index: u32,
+    /// Write back the dirty pages before the case, untimed.
+    pub settle_writeback: bool,
 }
 
 impl FioCase {
@@ -129,5 +131,6 @@ fn make_case(sweep: &FioSweep, target: &TargetSpec, axes: Axes) -> FioCase {
         share_files: sweep.share_files,
         extra: sweep.extra.clone(),
         repeat_index,
+        settle_writeback: sweep.settle_writeback,
     }
 }

@@ -77,6 +77,10 @@ pub struct FioArgs {
     /// All threads share one set of files.
     #[arg(long)]
     pub share_files: bool,
+    /// Leave the dirty pages as they are before each case, instead of writing them back untimed
+    /// (what `sync` between fio runs does): a buffered case may then pay for the one before.
+    #[arg(long)]
+    pub no_settle_writeback: bool,
     /// Runs of every combination; charts show the mean and the range.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
@@ -223,6 +227,7 @@ impl FioArgs {
             share_files: self.share_files,
             repeat: self.repeat,
             extra: self.extra_options()?,
+            settle_writeback: !self.no_settle_writeback,
         })
     }
 

@@ -4,6 +4,7 @@
 use super::case::FioCase;
 use super::parse::{DirectionStats, DiskUtil, FioOutput};
 use super::target::TargetFacts;
+use crate::report::model::WritebackSettle;
 use serde::{Deserialize, Serialize};
 
 /// Largest raw `jobs` JSON (bytes, serialized) kept in a result; larger summaries are left out.
@@ -78,6 +79,11 @@ pub struct FioCaseResult {
     pub wall_ns: u64,
     /// The target's conditions (filesystem, mkfs command, mount options, device).
     pub target: TargetFacts,
+    /// The dirty pages written back just before fio started, untimed (the sweep's
+    /// `settle_writeback`). Absent when the sweep turned it off, for the `null` engine, and in
+    /// older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writeback_settle: Option<WritebackSettle>,
     /// fio's own `jobs` JSON without histogram bins, when under `RAW_JOBS_LIMIT_BYTES`.
     pub fio_jobs_json: Option<serde_json::Value>,
 }
@@ -92,6 +98,8 @@ pub struct RunRecord {
     pub messages: String,
     /// Wall time (nanoseconds).
     pub wall_ns: u64,
+    /// The write-back before fio started.
+    pub writeback_settle: Option<WritebackSettle>,
 }
 
 impl FioCaseResult {
@@ -141,6 +149,7 @@ impl FioCaseResult {
             fio_messages: record.messages,
             wall_ns: record.wall_ns,
             target: facts.clone(),
+            writeback_settle: record.writeback_settle,
             fio_jobs_json: (raw_size <= RAW_JOBS_LIMIT_BYTES).then_some(output.raw_jobs_without_bins),
         })
     }

@@ -94,6 +94,7 @@ pub fn run_case(case: &FioCase, target: &PreparedTarget, options: &RunOptions) -
     let command = format!("{} {}", options.fio_program.display(), args.join(" "));
     let log = std::fs::File::create(&log_path).map_err(|e| FioError::io(&log_path, e))?;
     let log_err = log.try_clone().map_err(|e| FioError::io(&log_path, e))?;
+    let writeback_settle = settle_writeback(case, target);
     let started = Instant::now();
     let child = Command::new(&options.fio_program)
         .args(&args)
@@ -124,8 +125,27 @@ pub fn run_case(case: &FioCase, target: &PreparedTarget, options: &RunOptions) -
     if output.fio_version == "unknown" {
         output.fio_version = version;
     }
-    let record = RunRecord { job_file, command, messages, wall_ns };
+    let record = RunRecord { job_file, command, messages, wall_ns, writeback_settle };
     FioCaseResult::build(case, &target.facts, output, record).map_err(|e| output_error(case, &out_path, e))
+}
+
+/// Writes back the dirty pages before the case, as `sync` between fio runs by hand: a buffered
+/// case would otherwise pay for the writes the case before it left. A failure is recorded and the
+/// case runs anyway, as a phase of `stowbench run` does.
+fn settle_writeback(case: &FioCase, target: &PreparedTarget) -> Option<crate::report::model::WritebackSettle> {
+    use crate::runner::writeback::{settle, Scope};
+    if !case.settle_writeback || case.ioengine == IoEngine::Null {
+        return None;
+    }
+    let scope = if target.facts.kind == "dir" {
+        Scope::Filesystems(vec![target.data_path().to_path_buf()])
+    } else {
+        // A made filesystem's loop device leaves its backing file's pages dirty in the filesystem
+        // below it, and a raw device's buffered writes sit in the block device's own cache:
+        // sync(2) writes back both.
+        Scope::All
+    };
+    settle(&scope)
 }
 
 fn output_error(case: &FioCase, path: &Path, message: impl std::fmt::Display) -> FioError {

@@ -64,6 +64,10 @@ pub struct FioSweep {
     /// Extra raw fio options, added to every job file as `key=value` and checked by `fio --parse-only`.
     #[serde(default, deserialize_with = "extra_map")]
     pub extra: BTreeMap<String, String>,
+    /// Write back the dirty pages before each case, untimed (as `sync` between fio runs by
+    /// hand), so a case does not pay for the writes the one before left. Default true.
+    #[serde(default = "default_true")]
+    pub settle_writeback: bool,
 }
 
 fn default_one_list() -> Vec<u32> {

@@ -557,7 +557,8 @@ pub struct PhaseResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WritebackSettle {
     /// "filesystems" (syncfs of each filesystem holding the case's data) or "all" (sync: a server
-    /// on this machine keeps its files where stowbench does not know).
+    /// on this machine keeps its files where stowbench does not know; a fio case on a made
+    /// filesystem or a raw device).
     pub scope: String,
     /// For "filesystems": one directory on each filesystem written back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -303,6 +303,10 @@ fn fio_section(report: &RunReport, out: &mut String) {
         let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);
         let _ = writeln!(out, "{}", series::render_charts(&series::iops_vs_iodepth(&report.fio_cases, threads)));
     }
+    let settles: Vec<&WritebackSettle> = report.fio_cases.iter().filter_map(|c| c.writeback_settle.as_ref()).collect();
+    if let Some(line) = settle_summary(&settles, "case", unsettled_names(report, "fio"), "sweep") {
+        let _ = writeln!(out, "  {line}");
+    }
     for f in &report.fio_failures {
         let _ = writeln!(out, "  fio case {} failed: {}", f.case_id, f.message);
     }
@@ -389,19 +393,29 @@ pub fn condition_lines(report: &RunReport) -> Vec<String> {
 /// that took: buffered writes left by one phase or case otherwise slow the next.
 fn writeback_line(report: &RunReport) -> Option<String> {
     let settles: Vec<&WritebackSettle> = report.cases.iter().flat_map(|c| &c.phases).filter_map(|p| p.writeback_settle.as_ref()).collect();
-    let workloads = report.plan.get("workloads").and_then(|w| w.as_array()).map_or(&[][..], Vec::as_slice);
-    let unsettled: Vec<&str> = workloads
+    settle_summary(&settles, "phase", unsettled_names(report, "workloads"), "workload")
+}
+
+/// The names of the plan's `section` entries (workloads, fio sweeps) with `settle_writeback = false`.
+fn unsettled_names<'a>(report: &'a RunReport, section: &str) -> Vec<&'a str> {
+    let entries = report.plan.get(section).and_then(|w| w.as_array()).map_or(&[][..], Vec::as_slice);
+    entries
         .iter()
         .filter(|w| w.get("settle_writeback").and_then(|s| s.as_bool()) == Some(false))
         .filter_map(|w| w.get("name").and_then(|n| n.as_str()))
-        .collect();
+        .collect()
+}
+
+/// One line: how long the write-backs before each `step` took and how much was dirty, and which
+/// `owner`s (workloads, sweeps) turned them off.
+fn settle_summary(settles: &[&WritebackSettle], step: &str, unsettled: Vec<&str>, owner: &str) -> Option<String> {
     let mut parts = Vec::new();
     if !settles.is_empty() {
         let mut ns: Vec<u64> = settles.iter().map(|s| s.ns).collect();
         ns.sort_unstable();
         let dirtiest = settles.iter().map(|s| s.dirty_bytes_before).max().unwrap_or(0);
         parts.push(format!(
-            "dirty pages written back before each phase, untimed (settle_writeback): {} median, {} at most, with up to {} dirty",
+            "dirty pages written back before each {step}, untimed (settle_writeback): {} median, {} at most, with up to {} dirty",
             format_nanos(ns[ns.len() / 2]),
             format_nanos(ns[ns.len() - 1]),
             format_bytes(dirtiest)
@@ -409,7 +423,7 @@ fn writeback_line(report: &RunReport) -> Option<String> {
     }
     if !unsettled.is_empty() {
         parts.push(format!(
-            "workload {} left the writeback as it was (settle_writeback = false): a phase may pay for the writes of the one before",
+            "{owner} {} left the writeback as it was (settle_writeback = false): a {step} may pay for the writes of the one before",
             unsettled.join(", ")
         ));
     }

@@ -134,6 +134,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(few_samples(report));
     warnings.extend(idle_threads(report));
     warnings.extend(not_at_rest(report));
+    warnings.extend(fio_not_at_rest(report));
     warnings.extend(read_recent_short(report));
     warnings.extend(high_spread(report));
     warnings.extend(margins_inside_spread(&report.headlines));
@@ -228,6 +229,22 @@ fn not_at_rest(report: &RunReport) -> Option<Warning> {
             "The phase's not_at_rest says why: a failing disk, or another connection holding the database; checkpoint_before_phases = false (sqlite) and settle_writeback = false (the workload) skip the steps",
         )
         .cases(ids(cases.into_iter())),
+    )
+}
+
+/// fio cases whose write-back before them failed: they ran anyway and may carry the writes the
+/// case before left.
+fn fio_not_at_rest(report: &RunReport) -> Option<Warning> {
+    let failed: Vec<(&str, &str)> =
+        report.fio_cases.iter().filter_map(|c| Some((c.case_id.as_str(), c.writeback_settle.as_ref()?.error.as_deref()?))).collect();
+    let (first, why) = *failed.first()?;
+    Some(
+        Warning::new(
+            WarningKind::StoreNotAtRest,
+            format!("{} fio case(s) ran without the dirty pages written back, e.g. {first}: {why}; such a case may carry the writes the one before it left", failed.len()),
+            "A failed write-back is the filesystem reporting data it could not write: check the device; settle_writeback = false in the [[fio]] table skips the step",
+        )
+        .cases(failed.iter().map(|(id, _)| id.to_string()).collect()),
     )
 }
 

@@ -314,6 +314,31 @@ fn misses_and_the_verification_outcome_are_stated_where_the_numbers_are() {
     assert!(render_report("html", &report).contains(failed));
 }
 
+/// A p99 from fewer than 100 samples is the largest sample: every format calls it max and says
+/// from how few, and a cell with enough samples keeps its p99.
+#[test]
+fn a_p99_of_too_few_samples_is_shown_as_the_max_it_is() {
+    let mut report = load("objects-a");
+    report.headlines.clear(); // computed again from the cases, as a run writes them
+    let row = stowbench::report::table::headlines(&report).into_iter().find(|h| h.phase == "put" && h.size_label == "4KiB").unwrap();
+    let fs = row.figures.iter().find(|f| f.target == "fs").unwrap();
+    assert_eq!(fs.p99_from_samples, Some(20), "{fs:?}");
+    let table = stowbench::report::table::render(&report);
+    assert!(table.contains("p99 latency (max where a repeat had fewer than 100 samples)") && table.contains(" op/s max 4.42 ms"), "{table}");
+    assert!(!table.contains(" op/s p99 "), "{table}");
+    assert!(render_report("html", &report).contains("<td class=\"num\">max 4.42 ms (20 samples)</td>"), "the HTML headline still calls it p99");
+
+    for case in &mut report.cases {
+        for op in case.phases.iter_mut().flat_map(|p| p.ops.values_mut()) {
+            op.latency.samples = 100;
+        }
+    }
+    let row = stowbench::report::table::headlines(&report).into_iter().find(|h| h.phase == "put" && h.size_label == "4KiB").unwrap();
+    assert!(row.figures.iter().all(|f| f.p99_from_samples.is_none()), "{row:?}");
+    let table = stowbench::report::table::render(&report);
+    assert!(table.contains(" op/s p99 4.42 ms") && !table.contains("max where"), "{table}");
+}
+
 /// A phase's `before` command is a condition of what the phase measured: the table and the page
 /// name it, quoted so that it can be pasted into a shell and run as it was.
 #[test]

@@ -646,6 +646,10 @@ pub struct HeadlineFigure {
     pub ci95_high: Option<f64>,
     /// Median of the repeats' p99 latencies, in nanoseconds (open loop: from intended starts).
     pub p99_ns_median: Option<f64>,
+    /// The fewest latency samples one repeat's p99 came from, when under `FEW_SAMPLES_FOR_P99`
+    /// (100): below that the p99 is the largest sample, and every format calls it "max".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_from_samples: Option<u64>,
     /// The share of the repeats' operations that found no object (misses: no errors, but no
     /// object read either), when any did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -657,6 +661,10 @@ pub struct HeadlineFigure {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub behind_schedule: usize,
 }
+
+/// Fewer latency samples than this make a p99 the largest sample (HDR's 99th percentile of n
+/// samples is the ⌈0.99 n⌉-th): the table then prints it as "max".
+pub const FEW_SAMPLES_FOR_P99: u64 = 100;
 
 /// For `skip_serializing_if`: a count or duration of zero is left out of the JSON.
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

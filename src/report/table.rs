@@ -4,7 +4,7 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport, WritebackSettle};
+use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport, WritebackSettle, FEW_SAMPLES_FOR_P99};
 use super::spread::{verdict, Spread, Verdict};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits, ByteSize};
 use std::collections::BTreeMap;
@@ -75,6 +75,8 @@ struct Cell {
     bytes_per_s: Vec<f64>,
     ops_per_s: Vec<f64>,
     p99_ns: Vec<f64>,
+    /// The latency samples each repeat's p99 came from.
+    p99_samples: Vec<u64>,
     /// Open-loop phases: p99 of the service time (from the actual start); `p99_ns` is then
     /// measured from the intended start.
     service_p99_ns: Vec<f64>,
@@ -97,7 +99,22 @@ struct Cell {
     test_tool: bool,
 }
 
+/// What a cell's p99 figure is called: "max" when a repeat had too few samples for a 99th
+/// percentile other than its largest sample.
+fn p99_word(from_samples: Option<u64>) -> &'static str {
+    if from_samples.is_some() {
+        "max"
+    } else {
+        "p99"
+    }
+}
+
 impl Cell {
+    /// The fewest samples a repeat's p99 came from, when too few for a percentile.
+    fn p99_from_few_samples(&self) -> Option<u64> {
+        self.p99_samples.iter().copied().filter(|&n| n > 0).min().filter(|&n| n < FEW_SAMPLES_FOR_P99)
+    }
+
     /// The share of the repeats' operations that missed, when any did.
     fn missed_share(&self) -> Option<f64> {
         (self.misses > 0).then(|| self.misses as f64 / self.attempted.max(1) as f64)
@@ -157,8 +174,9 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                     cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
                     cell.windows.push(p.throughput_all_active.as_ref().map(|t| (t.bytes_per_s, t.ops_per_s)));
                     cell.totals.push((p.throughput_total.bytes_per_s, p.throughput_total.ops_per_s));
-                    let p99 = p.ops.values().map(|op| op.response_latency.as_ref().unwrap_or(&op.latency).p99_ns).max().unwrap_or(0);
-                    cell.p99_ns.push(p99 as f64);
+                    let slowest = p.ops.values().map(|op| op.response_latency.as_ref().unwrap_or(&op.latency)).max_by_key(|l| l.p99_ns);
+                    cell.p99_ns.push(slowest.map_or(0, |l| l.p99_ns) as f64);
+                    cell.p99_samples.push(slowest.map_or(0, |l| l.samples));
                     if let Some(schedule) = &p.open_loop {
                         cell.service_p99_ns.push(p.ops.values().map(|op| op.latency.p99_ns).max().unwrap_or(0) as f64);
                         cell.behind += usize::from(!schedule.kept_up);
@@ -218,6 +236,7 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                         ci95_low: spread.and_then(|s| s.ci95).map(|c| c.0.max(0.0)),
                         ci95_high: spread.and_then(|s| s.ci95).map(|c| c.1),
                         p99_ns_median: median(&mut cell.p99_ns.clone()),
+                        p99_from_samples: cell.p99_from_few_samples(),
                         missed_share: cell.missed_share(),
                         without_success: cell.nothing_done,
                         behind_schedule: cell.behind,
@@ -265,9 +284,11 @@ pub fn render(report: &RunReport) -> String {
         } else {
             "p99 latency"
         };
+        let few = rows.values().flat_map(|by_target| by_target.values()).any(|c| c.p99_from_few_samples().is_some());
+        let max_instead = if few { format!(" (max where a repeat had fewer than {FEW_SAMPLES_FOR_P99} samples)") } else { String::new() };
         let _ = writeln!(
             out,
-            "\n{phase} · {threads} {thread_word} · workload {workload}   ({}: mean of repeats ±CV (95% CI of the mean); {latency}: median of repeats)",
+            "\n{phase} · {threads} {thread_word} · workload {workload}   ({}: mean of repeats ±CV (95% CI of the mean); {latency}{max_instead}: median of repeats)",
             measure_of(rows).said()
         );
         render_group(&targets, rows, &mut out);
@@ -709,7 +730,7 @@ fn cell_text(cell: &Cell, by_ops: bool) -> String {
         let _ = write!(text, " {} op/s", three_digits(ops));
     }
     let p99 = median(&mut cell.p99_ns.clone()).unwrap_or(0.0);
-    let _ = write!(text, " p99 {}", format_nanos(p99 as u64));
+    let _ = write!(text, " {} {}", p99_word(cell.p99_from_few_samples()), format_nanos(p99 as u64));
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
     }

@@ -3,7 +3,7 @@
 //! cases it concerns, and its advice, so the table, the CSV reader and the HTML page all say the
 //! same thing.
 
-use super::model::{CaseResult, CaseStatus, FilesystemInfo, Headline, RunReport};
+use super::model::{CaseResult, CaseStatus, FilesystemInfo, Headline, RunReport, FEW_SAMPLES_FOR_P99};
 use super::table::coefficient_of_variation;
 use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 /// p99 from fewer samples than this is one of the few largest samples, not a percentile: at 100
 /// samples the 99th percentile is the second largest.
-const FEW_SAMPLES_FOR_P99: u64 = 100;
 /// Spread across repeats above this (coefficient of variation) deserves a warning.
 const HIGH_CV: f64 = 0.10;
 /// A share of worker time in stowbench's own work above this deserves a warning.
@@ -178,12 +177,12 @@ fn few_samples(report: &RunReport) -> Option<Warning> {
         Warning::new(
             WarningKind::FewSamples,
             format!(
-                "{} case(s) have fewer than {FEW_SAMPLES_FOR_P99} latency samples for an operation (e.g. {}): their p99 is one of the \
-                 largest few samples, not a percentile",
+                "{} case(s) have fewer than {FEW_SAMPLES_FOR_P99} latency samples for an operation (e.g. {}): their p99 is the largest \
+                 sample, not a percentile, and the table shows it as max",
                 few.len(),
                 few[0]
             ),
-            "Raise objects or dataset, or read p50 and max instead",
+            "Raise objects or dataset for a p99 (the report keeps p50 and p99.9 of each operation)",
         )
         .cases(few)
     })

@@ -663,7 +663,8 @@ pub struct HeadlineFigure {
 }
 
 /// Fewer latency samples than this make a p99 the largest sample (HDR's 99th percentile of n
-/// samples is the ⌈0.99 n⌉-th): the table then prints it as "max".
+/// samples is the ⌈0.99 n⌉-th; at 100 it is the second largest): the table then prints it as
+/// "max".
 pub const FEW_SAMPLES_FOR_P99: u64 = 100;
 
 /// For `skip_serializing_if`: a count or duration of zero is left out of the JSON.

@@ -9,8 +9,6 @@ use crate::workload::op::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// p99 from fewer samples than this is one of the few largest samples, not a percentile: at 100
-/// samples the 99th percentile is the second largest.
 /// Spread across repeats above this (coefficient of variation) deserves a warning.
 const HIGH_CV: f64 = 0.10;
 /// A share of worker time in stowbench's own work above this deserves a warning.

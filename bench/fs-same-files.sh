@@ -8,10 +8,10 @@
 # fs-vs-fio.sh gives each tool its own files, so a cell's ratio also carries which set of pages
 # each tool drew. Here every trial: stowbench puts OBJECTS files and reads them (one untimed pass,
 # then PASSES timed ones, --keep), then fio reads exactly those files the same way twice, as two
-# processes (a and b: `opendir`, 256 KiB `read`s, one warm pass, then PASSES loops). It prints the
-# paired medians stowbench ÷ fio a and fio b ÷ fio a, each with the interval its order statistics
-# give: the second is what two runs of one reader on the same files differ by. Results:
-# OUT/raw.csv, OUT/summary.txt, OUT/jobs/.
+# processes (a and b: `opendir`, `read`s of min(size, 256 KiB), one warm pass, then PASSES
+# loops). It prints the paired medians stowbench ÷ fio a and fio b ÷ fio a, each with the
+# interval its order statistics give: the second is what two runs of one reader on the same files
+# differ by. Results: OUT/raw.csv, OUT/summary.txt, OUT/jobs/.
 set -euo pipefail
 BENCH_NAME=fs-same-files
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -49,7 +49,8 @@ JOB="${OUT}/jobs/stowbench.toml"
 # fio's read of every file in $1, LOOPS times: prints bytes per second over its runtime.
 fio_read() { # DIR LOOPS NAME
   local job="${OUT}/jobs/$3.fio"
-  printf '[global]\nopendir=%s\nioengine=sync\nthread=1\ndirect=0\ninvalidate=0\nbs=262144\n' "$1" >"${job}"
+  printf '[global]\nopendir=%s\nioengine=sync\nthread=1\ndirect=0\ninvalidate=0\nbs=%s\n' "$1" \
+    $((BYTES < COPY_BUFFER_BYTES ? BYTES : COPY_BUFFER_BYTES)) >"${job}"
   printf 'file_service_type=sequential\nopenfiles=1\n[obj]\nrw=read\nloops=%s\n' "$2" >>"${job}"
   fio --output-format=json --output="${job%.fio}.json" "${job}" >/dev/null 2>"${job%.fio}.err" || die "fio failed: ${job%.fio}.err"
   python3 -c '
@@ -67,7 +68,13 @@ for trial in $(seq 1 "${TRIALS}"); do
   mkdir -p "${data}"
   report="$(run_stowbench "${JOB}" "${OUT}/stowbench" "${OUT}/jobs/trial-${trial}" --keep --work-dir "${data}")"
   read -r _ _ _ sb _ <<<"$(sb_phase_throughput "${report}" get)"
-  files="$(dirname -- "$(find "${data}" -type f -size "+$((BYTES / 1024 - 1))k" -print -quit)")"
+  # The objects' directory: where a file of exactly the object size lies (`c`: bytes, so objects
+  # under 1 KiB are found too), holding exactly OBJECTS files, or fio would read other things.
+  object="$(find "${data}" -type f -size "${BYTES}c" -print -quit)"
+  [[ -n ${object} ]] || die "no file of ${BYTES} bytes under ${data}: did stowbench's layout change?"
+  files="$(dirname -- "${object}")"
+  count="$(find "${files}" -maxdepth 1 -type f | wc -l)"
+  ((count == OBJECTS)) || die "${files} holds ${count} files, not the ${OBJECTS} objects: fio would read other files too"
   fio_read "${files}" 1 "trial-${trial}-warm" >/dev/null
   a="$(fio_read "${files}" "${PASSES}" "trial-${trial}-a")"
   b="$(fio_read "${files}" "${PASSES}" "trial-${trial}-b")"

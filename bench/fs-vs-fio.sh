@@ -57,10 +57,6 @@ BENCH_NAME=fs-vs-fio
 # shellcheck source=bench/lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-# The fs backend streams through a buffer of this many bytes (src/backend/mod.rs): every read()
-# and write() it makes is at most this long, so fio's bs is min(object size, this).
-readonly COPY_BUFFER_BYTES=$((256 << 10))
-
 SIZES="4KiB,16KiB,64KiB,1MiB,16MiB,64MiB"
 THREADS="1,4"
 DURABILITY="buffered,fsync"

@@ -10,6 +10,9 @@ REPO_DIR="$(cd -- "${BENCH_DIR}/.." && pwd)"
 # Where built tools (kvtest, warp) are kept between runs; used by the scripts sourcing this file.
 # shellcheck disable=SC2034
 CACHE_DIR="${STOWBENCH_CACHE:-${HOME:-/root}/.cache/stowbench}"
+# The fs backend streams through a buffer of this many bytes (src/backend/mod.rs): every read()
+# and write() it makes is at most this long, so fio's bs is min(object size, this).
+readonly COPY_BUFFER_BYTES=$((256 << 10))
 
 log() { printf '[%s] %s\n' "${BENCH_NAME:-bench}" "$*" >&2; }
 die() {

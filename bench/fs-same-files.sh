@@ -48,9 +48,9 @@ JOB="${OUT}/jobs/stowbench.toml"
 
 # fio's read of every file in $1, LOOPS times: prints bytes per second over its runtime.
 fio_read() { # DIR LOOPS NAME
-  local job="${OUT}/jobs/$3.fio"
-  printf '[global]\nopendir=%s\nioengine=sync\nthread=1\ndirect=0\ninvalidate=0\nbs=%s\n' "$1" \
-    $((BYTES < COPY_BUFFER_BYTES ? BYTES : COPY_BUFFER_BYTES)) >"${job}"
+  local job="${OUT}/jobs/$3.fio" bs
+  bs="$(fs_call_bytes "${BYTES}")"
+  printf '[global]\nopendir=%s\nioengine=sync\nthread=1\ndirect=0\ninvalidate=0\nbs=%s\n' "$1" "${bs}" >"${job}"
   printf 'file_service_type=sequential\nopenfiles=1\n[obj]\nrw=read\nloops=%s\n' "$2" >>"${job}"
   fio --output-format=json --output="${job%.fio}.json" "${job}" >/dev/null 2>"${job%.fio}.err" || die "fio failed: ${job%.fio}.err"
   python3 -c '

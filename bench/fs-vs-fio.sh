@@ -181,7 +181,8 @@ fio_sync_options() {
 
 write_fio_job() { # FILE RW SIZE THREADS OBJECTS DURABILITY LOOPS
   local file=$1 rw=$2 size=$3 threads=$4 objects=$5 durability=$6 loops=$7
-  local bs=$((size < COPY_BUFFER_BYTES ? size : COPY_BUFFER_BYTES)) files=$((objects / threads))
+  local bs files=$((objects / threads))
+  bs="$(fs_call_bytes "${size}")"
   {
     printf '; %s: %s objects of %s bytes, %s thread(s), %s (written by bench/fs-vs-fio.sh)\n' \
       "${rw}" "${objects}" "${size}" "${threads}" "${durability}"

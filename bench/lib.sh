@@ -12,7 +12,10 @@ REPO_DIR="$(cd -- "${BENCH_DIR}/.." && pwd)"
 CACHE_DIR="${STOWBENCH_CACHE:-${HOME:-/root}/.cache/stowbench}"
 # The fs backend streams through a buffer of this many bytes (src/backend/mod.rs): every read()
 # and write() it makes is at most this long, so fio's bs is min(object size, this).
+# shellcheck disable=SC2034
 readonly COPY_BUFFER_BYTES=$((256 << 10))
+# fio's bs for objects of $1 bytes: the size of the fs backend's read() and write() calls.
+fs_call_bytes() { echo $(($1 < COPY_BUFFER_BYTES ? $1 : COPY_BUFFER_BYTES)); }
 
 log() { printf '[%s] %s\n' "${BENCH_NAME:-bench}" "$*" >&2; }
 die() {

@@ -32,9 +32,11 @@
 #   (rw=write, overwrite=1, pre_read=1, fdatasync=1, psync, one job and file per thread,
 #   N/threads writes each). Shown as "fio write+fdatasync IOPS", with pack/fio beside it, not a
 #   target: a closed-loop writer's durable put waits for one write and one flush of the device,
-#   so no format's one writer outruns this loop by much. Below the table, each put cell whose
-#   target asks more puts a second than fio's loop did is named: there the target lies above
-#   what this device does, not above what pack does.
+#   so no format's one writer outruns this loop by much. Beside it fio's floor for any durable
+#   write: the value alone (size bytes, sizes that are whole 4 KiB pages only), each write
+#   O_DIRECT|O_DSYNC straight to the device (direct=1, sync=dsync). Below the table, each put
+#   cell whose target asks more puts a second than the faster of the two did is named: there the
+#   target lies above what this device does, not above what pack does.
 # - large: each size × threads: pack and fs (both durable, as above) put --large-volume of data
 #   (at least 8 objects), then one untimed pass and timed passes reading --large-read-volume.
 #   The put figure is shown without a target (the issue sets none).
@@ -48,8 +50,8 @@
 # the get starts. Gets run warm, as in stowbench's default run (nothing dropped from the cache).
 #
 # Interleaving: within a repeat, cell by cell, the tools run one after the other, the order
-# rotated per repeat (small: pack sqlite fs fio, then sqlite fs fio pack, then fs fio pack
-# sqlite; large: pack fs, then fs pack), so a drift of the machine falls on every tool alike.
+# rotated per repeat (small: pack sqlite fs fio fio-direct, then sqlite fs fio fio-direct pack,
+# and so on; large: pack fs, then fs pack), so a drift of the machine falls on every tool alike.
 # `sync` runs before every step (as any user: it only writes back, it drops nothing), because a
 # step's figures swing with the writeback of whatever the previous step left dirty.
 #
@@ -225,23 +227,33 @@ EOF
   sb_put_then_get_workload durable "${size}" "${threads}" "${objects}" "${passes}" >>"${file}"
 }
 
-write_fio_job() { # FILE SIZE THREADS OBJECTS
-  local file=$1 size=$2 threads=$3 objects=$4
+write_fio_job() { # FILE SIZE THREADS OBJECTS MODE
+  local file=$1 size=$2 threads=$3 objects=$4 mode=$5
   local bs=$((size + PACK_RECORD_OVERHEAD)) per_job=$((objects / threads))
+  [[ ${mode} == direct ]] && bs=${size}
   {
-    printf '; the device ceiling beside durable pack: %s records of %s bytes, %s job(s), each one\n' "${objects}" "${bs}" "${threads}"
-    printf '; buffered pwrite + fdatasync, into a file laid out and synced first (written by bench/pack-durable.sh)\n'
+    if [[ ${mode} == direct ]]; then
+      printf '; the device floor beside durable pack: %s writes of the value alone (%s bytes, aligned), %s job(s),\n' "${objects}" "${bs}" "${threads}"
+      printf '; each O_DIRECT|O_DSYNC straight to the device, into a file laid out and synced first (written by bench/pack-durable.sh)\n'
+    else
+      printf '; the device ceiling beside durable pack: %s records of %s bytes, %s job(s), each one\n' "${objects}" "${bs}" "${threads}"
+      printf '; buffered pwrite + fdatasync, into a file laid out and synced first (written by bench/pack-durable.sh)\n'
+    fi
     printf '[global]\n'
     printf 'directory=%s\n' "${FIO_DIR}"
     printf 'ioengine=psync\nrw=write\nbs=%s\nsize=%s\n' "${bs}" $((per_job * bs))
-    printf 'overwrite=1\nfdatasync=1\nend_fsync=1\n'
-    # fio drops the pages of a file it has just laid out; without them in the cache, each write
-    # of a record that starts inside a page first reads that page from the device (2,883 device
-    # reads for 3,000 writes of 4,166 bytes, each pwrite 74–82 µs), and the column measured a
-    # read + write + flush a record. pack writes into zeros it has just written (cached), so fio
-    # reads its file into the cache first: each pwrite then takes 6–8 µs, 7 device reads in all.
-    printf 'pre_read=1\n'
-    printf 'direct=0\ninvalidate=0\nthread=1\ngroup_reporting=1\nnumjobs=%s\n' "${threads}"
+    if [[ ${mode} == direct ]]; then
+      printf 'overwrite=1\ndirect=1\nsync=dsync\n'
+    else
+      printf 'overwrite=1\nfdatasync=1\nend_fsync=1\n'
+      # fio drops the pages of a file it has just laid out; without them in the cache, each write
+      # of a record that starts inside a page first reads that page from the device (2,883 device
+      # reads for 3,000 writes of 4,166 bytes, each pwrite 74–82 µs), and the column measured a
+      # read + write + flush a record. pack writes into zeros it has just written (cached), so fio
+      # reads its file into the cache first: each pwrite then takes 6–8 µs, 7 device reads in all.
+      printf 'pre_read=1\ndirect=0\ninvalidate=0\n'
+    fi
+    printf 'thread=1\ngroup_reporting=1\nnumjobs=%s\n' "${threads}"
     printf '[rec]\n'
   } >"${file}"
 }
@@ -291,14 +303,20 @@ measure() { # KIND TOOL SIZE THREADS OBJECTS PASSES REPEAT
   large/fs) get_target=${TARGET_LARGE_GET_VS_FS} ;;
   esac
   sync
-  if [[ ${tool} == fio ]]; then
+  if [[ ${tool} == fio* ]]; then
+    local mode=buffered bs=$((size + PACK_RECORD_OVERHEAD))
+    if [[ ${tool} == fio-direct ]]; then
+      # O_DIRECT takes whole sectors only: a size that is not a multiple of 4 KiB gets no floor.
+      ((size % 4096 == 0)) || return 0
+      mode=direct bs=${size}
+    fi
     job="${OUT}/jobs/${tag}.fio"
     mkdir -p "${FIO_DIR}"
-    write_fio_job "${job}" "${size}" "${threads}" "${objects}"
-    line="$(run_fio "${job}" "${objects}" $((size + PACK_RECORD_OVERHEAD)))"
+    write_fio_job "${job}" "${size}" "${threads}" "${objects}" "${mode}"
+    line="$(run_fio "${job}" "${objects}" "${bs}")"
     rm -rf -- "${FIO_DIR}"
     read -r bps ops window <<<"${line}"
-    record put "${size}" "${threads}" "${repeat}" fio "" "${objects}" "${objects}" "${bps}" "${ops}" "${window}"
+    record put "${size}" "${threads}" "${repeat}" "${tool}" "" "${objects}" "${objects}" "${bps}" "${ops}" "${window}"
     return
   fi
   job="${OUT}/jobs/${tag}.toml"
@@ -318,13 +336,15 @@ measure() { # KIND TOOL SIZE THREADS OBJECTS PASSES REPEAT
 }
 
 # Names each put cell whose target, as puts a second (target × the other tool's figure), lies
-# above what fio's write + fdatasync loop did in the same run: a target this device cannot meet.
+# above the faster of fio's two durable-write loops in the same run: a target this device cannot meet.
 beyond_the_device() { # SUMMARY_JSON
   python3 - "$1" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 for cell in doc["cells"]:
-    fio = cell["tools"]["fio"]["median"]
+    # The device's best: the buffered loop of pack's records, or the value alone written
+    # straight to the device, whichever went faster.
+    fio = max((cell["tools"][t]["median"] or 0) for t in ("fio", "fio-direct"))
     if cell["op"] != "put" or not fio:
         continue
     for name, q in cell["ratios"].items():
@@ -335,7 +355,7 @@ for cell in doc["cells"]:
         needed = q["target"] * other
         if needed > fio:
             print(f"put {cell['size']} on {cell['threads']} thread(s): {q['target']:g}× {den} is {needed:,.0f} puts/s, "
-                  f"above this device's own write + fdatasync loop ({fio:,.0f}/s in the same run; pack did "
+                  f"above this device's own durable writes ({fio:,.0f}/s, fio's best in the same run; pack did "
                   f"{cell['tools']['pack']['median']:,.0f})")
 EOF
 }
@@ -398,7 +418,7 @@ main() {
   : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in
   csv_row "${OUT}/raw.csv" op size threads repeat tool value target size_bytes objects timed_ops bytes_per_s window
   local multiple sz size threads objects passes repeat tool small_tools=(pack sqlite fs)
-  [[ ${FIO} == true ]] && small_tools+=(fio)
+  [[ ${FIO} == true ]] && small_tools+=(fio fio-direct)
   multiple="$(lcm_of_threads)"
   LAST_REPORT=""
   local t0=${SECONDS}
@@ -431,9 +451,9 @@ main() {
     fi
     printf 'load average at end: %s\n' "$(load_average)"
   } >>"${OUT}/conditions.txt"
-  local fio_tool=""
   local fio_tool="" fio_ratio=()
-  [[ ${FIO} == true ]] && fio_tool=",fio=fio write+fdatasync IOPS" && fio_ratio=(--ratio pack/fio)
+  [[ ${FIO} == true ]] && fio_tool=",fio=fio write+fdatasync IOPS,fio-direct=fio O_DIRECT+O_DSYNC of the value IOPS" &&
+    fio_ratio=(--ratio pack/fio)
   python3 "${BENCH_DIR}/summarize.py" "${OUT}/raw.csv" --keys op,size,threads --unit op/s --out "${OUT}" \
     --tools "pack,sqlite,fs${fio_tool}" --ratio pack/sqlite --ratio pack/fs "${fio_ratio[@]}" \
     --title "durable pack (fsync=true) vs sqlite (synchronous=full) and fs (fsync=true); op/s, put = durable, get = warm; fio = the device's own durable-write rate, not a target" |

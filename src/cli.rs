@@ -28,7 +28,7 @@ pub const EXIT_CLEANUP_INCOMPLETE: i32 = EXIT_RUN_FAILED;
 
 /// Where should the files live? Measure it on your own machine.
 #[derive(Debug, Parser)]
-#[command(name = "stowbench", version, about, long_about = None)]
+#[command(name = "stowbench", version = crate::BUILD, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -45,3 +45,6 @@ pub mod suggest;
 pub mod threads;
 pub mod units;
 pub mod workload;
+
+/// This build: the package version and, when built from a git checkout, its commit (build.rs).
+pub const BUILD: &str = env!("STOWBENCH_BUILD");

@@ -1365,3 +1365,24 @@ fn a_test_tool_is_shown_but_never_ranked_against_a_real_backend() {
         assert_eq!(headline["winner"], "fs", "{headline}");
     }
 }
+
+/// `--version` (and so every report's `tool_version`) names the build: the package version and,
+/// built from a git checkout as CI's is, the commit checked out (build.rs).
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = stowbench(Path::new(dir), &["--version"]);
+    assert!(out.status.success());
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let package = format!("stowbench {}", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&package), "{line:?} does not start with {package:?}");
+    let head = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).current_dir(dir).output();
+    match head {
+        Ok(head) if head.status.success() => {
+            let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+            assert!(line.starts_with(&format!("{package} (commit {commit}")), "{line:?} does not name commit {commit}");
+        }
+        // A source archive: no commit to name, and none may be made up.
+        _ => assert_eq!(line, package),
+    }
+}

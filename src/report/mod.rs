@@ -29,7 +29,7 @@ pub fn new_report(plan: &Plan, run_id: &str, command: &[String], work_dir: &Path
     RunReport {
         schema_version: SCHEMA_VERSION,
         tool: "stowbench".into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
+        tool_version: crate::BUILD.into(),
         run_id: run_id.into(),
         status: RunStatus::Running,
         started_at: rfc3339(SystemTime::now()),

@@ -30,8 +30,9 @@ fn main() {
                     }
                 }
             }
-            let modified =
-                git(&["status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml", "Cargo.lock", "build.rs"]).is_some_and(|s| !s.is_empty());
+            // No optional locks: status must not rewrite the index (which would run this again).
+            let modified = git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml", "Cargo.lock", "build.rs"])
+                .is_some_and(|s| !s.is_empty());
             format!("{version} (commit {commit}{})", if modified { ", modified" } else { "" })
         }
         // Not a git checkout (a source archive), or no git: the package version alone.

@@ -260,7 +260,7 @@ measure() { # TOOL SIZE THREADS DURABILITY OBJECTS PASSES REPEAT
     settle_before_put
     # fio's directory is made after the settle, as stowbench makes its own directories during
     # its run: made before the sync and drop_caches, it gave fio's small-file creates a head
-    # start (session 38: 4 KiB puts 0.77 of fio in a 20-repeat matrix, 0.94 with this order).
+    # start (session 38, 20-repeat matrices: 4 KiB puts on one thread 0.77 of fio, 0.88 with this order).
     mkdir -p "${FIO_DIR}"
     put="$(run_fio "${OUT}/jobs/${tag}-fio-put.fio" write $((objects * size)))"
     settle_between_phases

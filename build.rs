@@ -6,6 +6,10 @@
 use std::path::Path;
 use std::process::Command;
 
+/// What the binary is built from: a change to any of them re-runs this script, and makes the
+/// build "modified" when it differs from the commit.
+const SOURCES: [&str; 4] = ["src", "Cargo.toml", "Cargo.lock", "build.rs"];
+
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git").args(args).output().ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
@@ -15,7 +19,7 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let version = env!("CARGO_PKG_VERSION");
     // Sources first: a changed source file re-runs this script, so "modified" follows the tree.
-    for path in ["src", "Cargo.toml", "Cargo.lock", "build.rs"] {
+    for path in SOURCES {
         println!("cargo:rerun-if-changed={path}");
     }
     let described = match git(&["rev-parse", "--short=12", "HEAD"]) {
@@ -31,8 +35,8 @@ fn main() {
                 }
             }
             // No optional locks: status must not rewrite the index (which would run this again).
-            let modified = git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--", "src", "Cargo.toml", "Cargo.lock", "build.rs"])
-                .is_some_and(|s| !s.is_empty());
+            let status = ["--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--"];
+            let modified = git(&[&status[..], &SOURCES[..]].concat()).is_some_and(|s| !s.is_empty());
             format!("{version} (commit {commit}{})", if modified { ", modified" } else { "" })
         }
         // Not a git checkout (a source archive), or no git: the package version alone.

@@ -227,10 +227,9 @@ EOF
   sb_put_then_get_workload durable "${size}" "${threads}" "${objects}" "${passes}" >>"${file}"
 }
 
-write_fio_job() { # FILE SIZE THREADS OBJECTS MODE
-  local file=$1 size=$2 threads=$3 objects=$4 mode=$5
-  local bs=$((size + PACK_RECORD_OVERHEAD)) per_job=$((objects / threads))
-  [[ ${mode} == direct ]] && bs=${size}
+write_fio_job() { # FILE BS THREADS OBJECTS MODE (BS: bytes per write, as measure chose them)
+  local file=$1 bs=$2 threads=$3 objects=$4 mode=$5
+  local per_job=$((objects / threads))
   {
     if [[ ${mode} == direct ]]; then
       printf '; the device floor beside durable pack: %s writes of the value alone (%s bytes, aligned), %s job(s),\n' "${objects}" "${bs}" "${threads}"
@@ -312,7 +311,7 @@ measure() { # KIND TOOL SIZE THREADS OBJECTS PASSES REPEAT
     fi
     job="${OUT}/jobs/${tag}.fio"
     mkdir -p "${FIO_DIR}"
-    write_fio_job "${job}" "${size}" "${threads}" "${objects}" "${mode}"
+    write_fio_job "${job}" "${bs}" "${threads}" "${objects}" "${mode}"
     line="$(run_fio "${job}" "${objects}" "${bs}")"
     rm -rf -- "${FIO_DIR}"
     read -r bps ops window <<<"${line}"

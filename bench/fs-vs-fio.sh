@@ -37,8 +37,10 @@
 # - objects: N files in total; fio numjobs = threads, each job its own N/threads files
 #   (nrfiles); stowbench's threads share one counter over the same N keys. N is the same for
 #   every thread count of a size, rounded up to a multiple of every thread count.
-# - directory: stowbench writes into its namespace under --work-dir, fio into a sibling
-#   directory: the same filesystem. stowbench runs with fanout_levels = 0 (--fanout changes it),
+# - directory: stowbench writes into its namespace under --work-dir (stowbench-<run id>/
+#   case-0000/objects), fio into fio-<cell>/case-0000/objects beside it: the same filesystem,
+#   the same parent and depth. Both tools' files of a cell stay until both have run, then go
+#   together (remove_cell_files says why). stowbench runs with fanout_levels = 0 (--fanout changes it),
 #   so both tools put all N files into one directory: fio cannot reproduce stowbench's hashed
 #   fan-out directories, and with the default of 2 levels of 256 almost every put would also make
 #   a directory — work fio never does.
@@ -244,7 +246,19 @@ EOF
   sb_put_then_get_workload fio-match "${size}" "${threads}" "${objects}" "${passes}" >>"${file}"
 }
 
-# One cell, one repeat, one tool; appends its put and get rows to raw.csv.
+# Both tools' files of one cell and repeat, removed together once both have run: the second
+# tool's put must not create its files over inodes the first has just freed. ext4 without a
+# journal (this machine's root) will not reuse an inode freed in the last 60 s (360 s while its
+# inode-table block is dirty) when the group has another free one, and checks every free inode
+# it passes on the way: a put right after another tool's delete spent up to 100 µs of kernel CPU
+# per file doing that (session 39, docs/performance.md). Removed together, both puts of a cell
+# find the same freed inodes, and the order (alternating per repeat) spreads what is left.
+remove_cell_files() {
+  rm -rf -- "${FILES_DIR:?}"/fio-* "${FILES_DIR:?}"/stowbench-*
+}
+
+# One cell, one repeat, one tool; appends its put and get rows to raw.csv. Its files stay until
+# remove_cell_files.
 measure() { # TOOL SIZE THREADS DURABILITY OBJECTS PASSES REPEAT
   local tool=$1 size=$2 threads=$3 durability=$4 objects=$5 passes=$6 repeat=$7
   local label tag put get target
@@ -253,7 +267,10 @@ measure() { # TOOL SIZE THREADS DURABILITY OBJECTS PASSES REPEAT
   target=0.90
   ((size >= 1 << 20)) && target=0.97
   if [[ ${tool} == ref ]]; then
-    rm -rf "${FIO_DIR}"
+    # As deep under the same parent as stowbench's objects directory (stowbench-<run id>/
+    # case-0000/objects): ext4 places each new directory from its parent's block group, and the
+    # files from their directory's, so both tools' files start from the same place.
+    FIO_DIR="${FILES_DIR}/fio-${tag}/case-0000/objects"
     write_fio_job "${OUT}/jobs/${tag}-fio-put.fio" write "${size}" "${threads}" "${objects}" "${durability}" 1
     write_fio_job "${OUT}/jobs/${tag}-fio-warm.fio" read "${size}" "${threads}" "${objects}" "${durability}" 1
     write_fio_job "${OUT}/jobs/${tag}-fio-get.fio" read "${size}" "${threads}" "${objects}" "${durability}" "${passes}"
@@ -266,12 +283,11 @@ measure() { # TOOL SIZE THREADS DURABILITY OBJECTS PASSES REPEAT
     settle_between_phases
     run_fio "${OUT}/jobs/${tag}-fio-warm.fio" read $((objects * size)) >/dev/null
     get="$(run_fio "${OUT}/jobs/${tag}-fio-get.fio" read $((passes * objects * size)))"
-    rm -rf "${FIO_DIR}"
   else
     local job="${OUT}/jobs/${tag}-stowbench.toml" report
     write_sb_job "${job}" "${size}" "${threads}" "${objects}" "${durability}" "${passes}"
     settle_before_put
-    report="$(run_stowbench "${job}" "${OUT}/stowbench" "${OUT}/jobs/${tag}-stowbench" --work-dir "${SB_DIR}")"
+    report="$(run_stowbench "${job}" "${OUT}/stowbench" "${OUT}/jobs/${tag}-stowbench" --work-dir "${FILES_DIR}" --keep)"
     put="$(sb_phase_throughput "${report}" put)" || die "bad report ${report}"
     get="$(sb_phase_throughput "${report}" get)" || die "bad report ${report}"
   fi
@@ -325,9 +341,8 @@ main() {
   mkdir -p "${WORK:=/var/tmp}"
   WORK="$(mktemp -d "${WORK}/stowbench-fs-vs-fio.XXXXXX")"
   trap 'rm -rf -- "${WORK}"' EXIT
-  FIO_DIR="${WORK}/fio"
-  SB_DIR="${WORK}/stowbench"
-  mkdir -p "${SB_DIR}"
+  FILES_DIR="${WORK}/files"
+  mkdir -p "${FILES_DIR}"
   write_conditions
   : >"${OUT}/raw.csv" # a fresh file: rows of an older run in the same --out must not mix in
   csv_row "${OUT}/raw.csv" size threads durability op repeat tool value target size_bytes objects passes ops_per_s window steady_value
@@ -344,6 +359,7 @@ main() {
         for threads in $(split_list "${THREADS}"); do
           measure "${first}" "${size}" "${threads}" "${durability}" "${objects}" "${passes}" "${repeat}"
           measure "${second}" "${size}" "${threads}" "${durability}" "${objects}" "${passes}" "${repeat}"
+          remove_cell_files
         done
       done
     done

@@ -14,23 +14,28 @@ A tool's figure is its median, balanced over the order the tools ran in. The scr
 which tool runs first from repeat to repeat, because running second is not the same: on ext4
 without a journal, for example, a put that creates files within a minute of the other tool
 deleting its own steps over every inode just freed, and a small-file put that ran second read
-0.67–0.76× the first (bench/fs-vs-fio.sh, docs/performance.md). With an odd number of repeats
-one order comes once more often, and a plain median leans its way. So when a tool ran more often in one
-position than in another, its figure is the geometric mean of its medians in each position
-(first, second, …); when it ran in each position equally often (an even number of repeats of two
-tools, or three repeats of three rotated tools), its plain median. summary.json keeps the name
-`median` for the figure, and `ratio_of_plain_medians` beside the ratio. The position is read
-from raw.csv's row order: a script appends each row as that measurement ends, so within a cell
-and repeat the rows follow the order the tools ran in.
+0.67–0.76× the first (bench/fs-vs-fio.sh, docs/performance.md). So a tool's figure is the
+geometric mean of its medians in each position it ran in (first, second, …): each position's
+median compares like with like, and an order that comes once more often (an odd number of
+repeats) weighs no more than the other. A plain median of all the values would do neither: when
+running second is much faster, the values form two clusters and the plain median of an even
+number of them falls between the clusters, wherever the values nearest the gap happen to lie
+(session 39: the 1 MiB buffered put on one thread, each tool within 4 % of the other in each
+position, read 0.909 by plain medians). A tool that ran in one position only keeps its plain
+median. summary.json keeps the name `median` for the figure, and `ratio_of_plain_medians`
+beside the ratio. The position is read from raw.csv's row order: a script appends each row as
+that measurement ends, so within a cell and repeat the rows follow the order the tools ran in.
 
 Each repeat runs the two tools back to back, so its own ratio (stowbench / reference of the same
 repeat) cancels the machine's slower drifts. The table also shows the median of those paired
 ratios, balanced the same way (the geometric mean of the median over the repeats the reference
-ran first and the median over those stowbench ran first, when the two counts differ), and a
-distribution-free confidence interval of the plain median (the order statistics a binomial(n,
-1/2) puts at ≥ 95 % coverage; with fewer than 6 pairs no such interval exists, and min–max, at
-1 − 2^(1−n), is shown). A target inside the interval means the repeats cannot tell the two apart
-from it.
+ran first and the median over those stowbench ran first), and a distribution-free confidence
+interval for it: in each order, the order statistics a binomial(n, 1/2) puts at ≥ 95 % coverage
+around that order's median (with fewer than 6 pairs no such interval exists, and min–max, at
+1 − 2^(1−n), is used), combined the same way, geometric mean of the lows and of the highs. Its
+coverage is the product of the two (both intervals holding their medians at once); with one
+order only, that order's interval. A target inside the interval means the repeats cannot tell
+the two apart from it.
 
 With --tools (bench/pack-durable.sh) the tools are named instead of `ref` and `sb`, any number
 of them, and each --ratio A/B is a column of its own: figure A / figure B. Its target is the
@@ -66,17 +71,33 @@ def positions(rows):
     return order
 
 
+def geometric_mean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def balanced(values_by_position):
-    """The plain median when every position holds as many values (no order leans the median, and
-    the median is the more robust); else the geometric mean of each position's median (see the
-    module's docstring). None without values."""
+    """The geometric mean of each position's median (see the module's docstring); the plain
+    median with one position only, or when a median is not positive. None without values."""
     groups = [v for _, v in sorted(values_by_position.items()) if v]
     if not groups:
         return None
     medians = [statistics.median(v) for v in groups]
-    if len({len(v) for v in groups}) == 1 or any(m <= 0 for m in medians):
+    if len(groups) == 1 or any(m <= 0 for m in medians):
         return statistics.median([x for v in groups for x in v])
-    return math.exp(sum(math.log(m) for m in medians) / len(medians))
+    return geometric_mean(medians)
+
+
+def balanced_interval(values_by_position):
+    """(low, high, coverage) for `balanced`: each position's median interval, combined as the
+    figure is (geometric means of the lows and of the highs), at the product of the coverages."""
+    groups = [v for _, v in sorted(values_by_position.items()) if v]
+    if not groups:
+        return None, None, None
+    intervals = [median_interval(v) for v in groups]
+    if len(groups) == 1 or any(low <= 0 for low, _, _ in intervals):
+        return median_interval([x for v in groups for x in v])
+    return (geometric_mean([i[0] for i in intervals]), geometric_mean([i[1] for i in intervals]),
+            math.prod(i[2] for i in intervals))
 
 
 def plain_median(values):
@@ -158,7 +179,7 @@ def main():
         by_first = {}
         for q, first in pairs:
             by_first.setdefault(first, []).append(q)
-        low, high, coverage = median_interval(paired)
+        low, high, coverage = balanced_interval({0: by_first.get("ref", []), 1: by_first.get("sb", [])})
         ref_plain, sb_plain = plain_median(cell["ref"]), plain_median(cell["sb"])
         results.append({
             **dict(zip(keys, key)),
@@ -197,8 +218,8 @@ def main():
     missed = sum(r["verdict"] == "MISS" for r in results)
     print(f"{passed} PASS, {missed} MISS (ratio = stowbench / {args.ref_name}, each a median balanced over which "
           f"tool ran first; min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); paired = median "
-          f"of each repeat's own ratio, balanced the same way, with the interval its order statistics give the plain "
-          f"median)")
+          f"of each repeat's own ratio, balanced the same way, with the interval each order's statistics give, combined "
+          f"alike; coverage: both at once)")
 
     with open(f"{args.out}/summary.csv", "w", newline="") as f:
         w = csv.writer(f)

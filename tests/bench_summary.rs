@@ -1,6 +1,7 @@
 //! bench/summarize.py, which turns every bench script's raw.csv into its verdicts: a tool's
-//! figure is balanced over the order the tools ran in, so that an odd number of repeats (one
-//! order once more often) cannot lean a verdict the way running second leans a measurement.
+//! figure is balanced over the order the tools ran in, so that neither an odd number of repeats
+//! (one order once more often) nor two clusters of values (running second much faster) can lean
+//! a verdict the way running second leans a measurement.
 
 use std::path::Path;
 use std::process::Command;
@@ -53,12 +54,26 @@ fn an_odd_number_of_repeats_does_not_lean_the_ratio_toward_one_order() {
 }
 
 #[test]
-fn with_each_order_equally_often_the_figure_is_the_plain_median() {
+fn with_each_order_equally_often_each_position_is_still_compared_with_its_own() {
+    // Two repeats in each order. A plain median of four values would pool the positions; the
+    // figure is the geometric mean of each position's median.
     let raw = raw_two_tools(&[[("ref", 100.0), ("sb", 80.0)], [("sb", 90.0), ("ref", 110.0)], [("ref", 120.0), ("sb", 70.0)], [("sb", 95.0), ("ref", 105.0)]]);
     let Some(summary) = summarize(&raw, &["--keys", "cell", "--ref-name", "ref", "--unit", "op/s"]) else { return };
     let cell = &summary["cells"][0];
-    assert_eq!((cell["ref_median"].as_f64(), cell["sb_median"].as_f64()), (Some(107.5), Some(85.0)), "{cell}");
-    assert!((cell["ratio"].as_f64().unwrap() - 85.0 / 107.5).abs() < 1e-9, "{cell}");
+    let close = |key: &str, want: f64| assert!((cell[key].as_f64().unwrap() - want).abs() < 1e-9, "{key}: {cell}");
+    // The reference: first 100, 120 (median 110), second 110, 105 (107.5); stowbench: first 90,
+    // 95 (92.5), second 80, 70 (75).
+    close("ref_median", (110.0f64 * 107.5).sqrt());
+    close("sb_median", (92.5f64 * 75.0).sqrt());
+    close("ratio_of_plain_medians", 85.0 / 107.5);
+    // Paired ratios with the reference first: 0.8, 0.583; with stowbench first: 0.818, 0.905.
+    // Each order's interval is its min–max at this count (coverage 1/2); combined alike, both
+    // holding at once: 1/4.
+    let (ref_first, sb_first): ([f64; 2], [f64; 2]) = ([80.0 / 100.0, 70.0 / 120.0], [90.0 / 110.0, 95.0 / 105.0]);
+    close("paired_median", ((ref_first[0] + ref_first[1]) / 2.0 * (sb_first[0] + sb_first[1]) / 2.0).sqrt());
+    close("paired_low", (ref_first[1] * sb_first[0]).sqrt());
+    close("paired_high", (ref_first[0] * sb_first[1]).sqrt());
+    close("paired_coverage", 0.25);
 }
 
 #[test]

@@ -40,10 +40,11 @@
 # - directory: stowbench writes into its namespace under --work-dir (stowbench-<run id>/
 #   case-0000/objects), fio into fio-<cell>/case-0000/objects beside it: the same filesystem,
 #   the same parent and depth. Both tools' files of a cell stay until both have run, then go
-#   together (remove_cell_files says why). stowbench runs with fanout_levels = 0 (--fanout changes it),
-#   so both tools put all N files into one directory: fio cannot reproduce stowbench's hashed
-#   fan-out directories, and with the default of 2 levels of 256 almost every put would also make
-#   a directory — work fio never does.
+#   together (remove_cell_files says why), so a cell holds both sets on disk at once (about
+#   2 GiB at most). stowbench runs with fanout_levels = 0 (--fanout changes it), so both tools
+#   put all N files into one directory: fio cannot reproduce stowbench's hashed fan-out
+#   directories, and with the default of 2 levels of 256 almost every put would also make a
+#   directory — work fio never does.
 # - gets are warm on both sides: one untimed read of every object first (fio: a read job whose
 #   result is discarded; stowbench: warmup_count = N), then `passes` timed reads of every object
 #   (fio loops, stowbench count = passes × N) so the measured read lasts long enough to time.

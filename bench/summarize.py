@@ -75,10 +75,15 @@ def geometric_mean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def position_groups(values_by_position):
+    """The non-empty value lists, in position order."""
+    return [v for _, v in sorted(values_by_position.items()) if v]
+
+
 def balanced(values_by_position):
     """The geometric mean of each position's median (see the module's docstring); the plain
     median with one position only, or when a median is not positive. None without values."""
-    groups = [v for _, v in sorted(values_by_position.items()) if v]
+    groups = position_groups(values_by_position)
     if not groups:
         return None
     medians = [statistics.median(v) for v in groups]
@@ -90,7 +95,7 @@ def balanced(values_by_position):
 def balanced_interval(values_by_position):
     """(low, high, coverage) for `balanced`: each position's median interval, combined as the
     figure is (geometric means of the lows and of the highs), at the product of the coverages."""
-    groups = [v for _, v in sorted(values_by_position.items()) if v]
+    groups = position_groups(values_by_position)
     if not groups:
         return None, None, None
     intervals = [median_interval(v) for v in groups]
@@ -179,7 +184,8 @@ def main():
         by_first = {}
         for q, first in pairs:
             by_first.setdefault(first, []).append(q)
-        low, high, coverage = balanced_interval({0: by_first.get("ref", []), 1: by_first.get("sb", [])})
+        paired_by_order = {0: by_first.get("ref", []), 1: by_first.get("sb", [])}
+        low, high, coverage = balanced_interval(paired_by_order)
         ref_plain, sb_plain = plain_median(cell["ref"]), plain_median(cell["sb"])
         results.append({
             **dict(zip(keys, key)),
@@ -188,7 +194,7 @@ def main():
             "repeats": min(len(cell["ref"]), len(cell["sb"])),
             "ratio": ratio, "target": target, "verdict": verdict,
             "ratio_of_plain_medians": sb_plain / ref_plain if ref_plain and sb_plain is not None else None,
-            "paired_ratios": paired, "paired_median": balanced({0: by_first.get("ref", []), 1: by_first.get("sb", [])}),
+            "paired_ratios": paired, "paired_median": balanced(paired_by_order),
             "paired_median_reference_first": plain_median(by_first.get("ref", [])),
             "paired_median_stowbench_first": plain_median(by_first.get("sb", [])),
             "paired_low": low, "paired_high": high, "paired_coverage": coverage,

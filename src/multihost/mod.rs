@@ -312,6 +312,8 @@ impl Ranks for MpiRanks {
                         if !self.virtual_clock.get() {
                             w.shift_clock(self.offset_of(rank));
                         }
+                        // Each rank's workers share its own index counter, not another rank's.
+                        w.pool = w.pool.map(|_| rank as u32);
                         Ok(w)
                     })
                     .collect()

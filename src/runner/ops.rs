@@ -72,6 +72,8 @@ pub struct Worker<'a, 'c> {
     /// The same moment on the worker's storage clock (its own work taken out): where the
     /// operation ends in the timeline, whatever bookkeeping follows before it is recorded.
     pub ended_ns: u64,
+    /// The own time booked by then (`ended_ns` plus this is the real time of that end).
+    pub ended_own_ns: u64,
     /// Whether the last put (or upload) was stored (acknowledged by the backend).
     pub last_put_stored: bool,
     /// Contents this worker uploaded first, which its duplicate uploads repeat.
@@ -345,7 +347,8 @@ impl Worker<'_, '_> {
                 Err(e) if !cut(dog) && self.retry.again(e.kind, retries, self.ctx.retries, clock) && !cut(dog) => retries += 1,
                 other => {
                     self.timed_end_ns = clock.now_ns();
-                    self.ended_ns = self.timed_end_ns - self.own.total();
+                    self.ended_own_ns = self.own.total();
+                    self.ended_ns = self.timed_end_ns - self.ended_own_ns;
                     self.mark_gap(self.timed_end_ns);
                     let was_cut = dog.is_some_and(|(dog, w)| dog.disarm(w));
                     let other = match other {
@@ -367,6 +370,7 @@ impl Worker<'_, '_> {
     pub(super) fn finish(&mut self, op: Op, index: u64, latency: u64, retries: u32, result: BResult<u64>) {
         let end = self.ended_ns;
         self.stats.end_ns = end;
+        self.stats.end_own_ns = self.ended_own_ns;
         match result {
             Ok(bytes) => {
                 // Only successes refill the retry budget: failures must drain it.

@@ -242,6 +242,7 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
         key: 0,
         timed_end_ns: 0,
         ended_ns: 0,
+        ended_own_ns: 0,
         last_put_stored: false,
         fresh: super::fileserver::FreshContents::new(ctx.seed, w),
         intended_ns: None,
@@ -268,6 +269,8 @@ fn worker(ctx: &PhaseContext, session: &mut dyn Session, catalog: Option<&mut dy
     // A fixed share per worker (w, w + workers, …): under simulated time so results never depend
     // on OS scheduling, and when the phase asks each thread for an even share of its count.
     let strided = ctx.clock.is_virtual() || (ctx.phase.even_split && ctx.stop.count.is_some());
+    // Closed loop on the shared counter: the workers end together, whatever own time each had.
+    worker.stats.pool = (schedule.is_none() && !strided).then_some(0);
     let mut batch = claim_batch(ctx.stop, workers);
     let mut claimed = 0..0;
     let mut recent = RecentPuts::new(ctx.phase.read_recent);

@@ -173,6 +173,13 @@ pub struct WorkerStats {
     pub start_ns: u64,
     /// When this worker stopped, in clock nanoseconds.
     pub end_ns: u64,
+    /// Its own time (generation, verification, bookkeeping) by the end of its last operation:
+    /// `end_ns` plus this is when that operation ended in real time.
+    pub end_own_ns: u64,
+    /// The closed-loop pool of operations it drew from (a process's shared index counter; a
+    /// multi-host merge numbers them by rank), or none when its share was fixed (strided) or
+    /// its operations ran on a schedule. Workers of one pool end together in real time.
+    pub pool: Option<u32>,
     /// Nanoseconds spent making put bodies (taken out of latencies and timestamps).
     pub generation_ns: u64,
     /// Nanoseconds spent hashing and checking gets (taken out of latencies and timestamps).
@@ -235,6 +242,8 @@ impl WorkerStats {
             recent_index_bucket: None,
             start_ns: origin_ns,
             end_ns: origin_ns,
+            end_own_ns: 0,
+            pool: None,
             generation_ns: 0,
             verification_ns: 0,
             bookkeeping_ns: 0,
@@ -416,6 +425,11 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
     let bookkeeping_ns = workers.iter().map(|w| w.bookkeeping_ns).sum();
     let open_loop = open_loop(&workers);
+    let workers_ends: Vec<WorkerEnd> = workers
+        .iter()
+        .filter(|w| w.ops.values().any(|s| s.count > 0 || !s.errors.is_empty()))
+        .map(|w| WorkerEnd { end_ns: w.end_ns, own_ns: w.end_own_ns, pool: w.pool })
+        .collect();
     let gave_up_workers = workers.iter().filter(|w| w.gave_up).count() as u32;
     // A worker that tried nothing (more threads than the phase had operations): the phase's
     // figures are those of fewer threads than the case names.
@@ -465,7 +479,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         by_index = coarsen(&by_index);
         index_width *= 2;
     }
-    let window_total_ns = end - start;
+    let window_total_ns = pooled_span(&workers_ends, start).unwrap_or(end - start);
     let window_all_active_ns = first_end.saturating_sub(last_start);
     PhaseResult {
         phase: label.to_string(),
@@ -506,6 +520,37 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         writeback_settle: None, // so does it
         open_loop,
     }
+}
+
+/// Where a worker that did something ended: on its storage clock, its own time by then, its pool.
+struct WorkerEnd {
+    end_ns: u64,
+    own_ns: u64,
+    pool: Option<u32>,
+}
+
+/// The phase's span with stowbench's own work taken out, for workers that drew their operations
+/// from shared pools; `None` when any did not (a fixed share, a schedule).
+///
+/// Each worker's timestamps are its real time less its own work, so with workers whose own
+/// time differs (on shared cores, one is descheduled while it hashes, another while it reads) the
+/// latest end on those clocks belongs to the worker with the least own time, and the span
+/// `max(end) − min(start)` takes out only that least. But workers of one pool end together in
+/// real time: without the own work, the pool's operations would have been shared out again and
+/// every worker would have ended earlier by the pool's **mean** own time. So a pool ends at its
+/// last real end less its workers' mean own time (its real tail, as fio's runtime keeps,
+/// included); the phase at the latest pool's end (docs/performance.md, session 40, has what the
+/// plain span did to four verifying workers on two cores). A lone worker's span is the same
+/// either way, and so is that of workers whose own times are equal.
+fn pooled_span(workers: &[WorkerEnd], start: u64) -> Option<u64> {
+    let mut pools: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new(); // (last real end, own sum, workers)
+    for w in workers {
+        let pool = pools.entry(w.pool?).or_insert((0, 0, 0));
+        pool.0 = pool.0.max(w.end_ns + w.own_ns);
+        pool.1 += w.own_ns;
+        pool.2 += 1;
+    }
+    pools.values().map(|&(real_end, own_sum, n)| (real_end - own_sum / n).saturating_sub(start)).max()
 }
 
 /// Slack before an open-loop phase counts as not keeping up: its workers' last starts may lag by
@@ -722,6 +767,49 @@ mod tests {
         assert!((put.latency.max_ns as f64 - 1e8).abs() / 1e8 < 0.001, "one slow op in the other worker shows in the max");
         assert_eq!(r.window_total_ns, 100_000_000);
         assert_eq!(r.window_all_active_ns, 99_000_000);
+    }
+
+    /// A worker of `pool` that started at 0 and did one 10 ms put ending at `real_end_ns` in real
+    /// time, with `own_ns` of its own work by then (so at `real_end_ns - own_ns` on its clock).
+    fn ended(pool: Option<u32>, real_end_ns: u64, own_ns: u64) -> WorkerStats {
+        let mut s = WorkerStats::new(0, 1);
+        let end = real_end_ns - own_ns;
+        s.success(Op::Get, 0, end, 10_000_000, 1 << 20, 0);
+        (s.end_ns, s.end_own_ns, s.pool) = (end, own_ns, pool);
+        s
+    }
+
+    /// Workers drawing from one counter end together in real time; with their own work out, they
+    /// would have shared the operations again and ended earlier by their mean own time, not by
+    /// the least of them (which the latest end on their clocks gives).
+    #[test]
+    fn a_pools_span_takes_out_its_workers_mean_own_time() {
+        let r = merge("get", vec![ended(Some(0), 200_000_000, 20_000_000), ended(Some(0), 199_000_000, 60_000_000)], 0);
+        assert_eq!(r.window_total_ns, 200_000_000 - 40_000_000, "last real end less the mean own time");
+        // The same workers with fixed shares: each one's clock is right on its own, and the
+        // phase lasts until the latest of them.
+        let r = merge("get", vec![ended(None, 200_000_000, 20_000_000), ended(None, 199_000_000, 60_000_000)], 0);
+        assert_eq!(r.window_total_ns, 180_000_000);
+        // A lone worker, or workers with equal own times: the same either way.
+        assert_eq!(merge("get", vec![ended(Some(0), 200_000_000, 30_000_000)], 0).window_total_ns, 170_000_000);
+        let even = |pool| merge("get", vec![ended(pool, 200_000_000, 30_000_000), ended(pool, 190_000_000, 30_000_000)], 0).window_total_ns;
+        assert_eq!(even(Some(0)), even(None));
+    }
+
+    /// Ranks of a multi-host run count their operations apart: each rank's workers are a pool,
+    /// and the phase lasts until the latest pool's end. A worker that did nothing is no part of it.
+    #[test]
+    fn pools_end_apart_and_idle_workers_do_not_count() {
+        let workers = vec![
+            ended(Some(0), 200_000_000, 20_000_000),
+            ended(Some(0), 200_000_000, 40_000_000),
+            ended(Some(1), 230_000_000, 50_000_000),
+            ended(Some(1), 225_000_000, 10_000_000),
+        ];
+        assert_eq!(merge("get", workers, 0).window_total_ns, 230_000_000 - 30_000_000);
+        let idle = WorkerStats { pool: Some(0), ..WorkerStats::new(0, 1) };
+        let r = merge("get", vec![ended(Some(0), 200_000_000, 20_000_000), ended(Some(0), 200_000_000, 40_000_000), idle], 0);
+        assert_eq!(r.window_total_ns, 170_000_000);
     }
 
     /// `workers` closed-loop workers, worker w starting at w × `stagger_ns`, each running `ops`

@@ -49,8 +49,9 @@
 #   result is discarded; stowbench: warmup_count = N), then `passes` timed reads of every object
 #   (fio loops, stowbench count = passes × N) so the measured read lasts long enough to time.
 # - the figure: fio's bytes over the slowest thread's runtime; stowbench's phase bytes over the
-#   phase's span, first start to last end (throughput_total). Its all-active window is kept in
-#   raw.csv as steady_value.
+#   phase's span, first start to last end (throughput_total), its threads' mean own work taken
+#   out (they share the operations and end together). Its all-active window is kept in raw.csv
+#   as steady_value.
 # Not matched by default (the two options above match them): the rename, the directory fsync
 # with fsync=true. Not matchable: stowbench's fstat per get, and payload generation and
 # verification (stowbench's own work, timed apart and taken out of its latencies and its

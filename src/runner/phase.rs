@@ -598,7 +598,16 @@ mod tests {
                 assert_eq!((stats.verified, stats.mismatches), (200, 0));
                 assert!(stats.verification_ns > 0);
             }
+            // It drew from the phase's counter, and its last end less its own time by then is
+            // where its clock says the phase ended (stats::merge takes a pool's mean own time).
+            assert_eq!(stats.pool, Some(0), "{op:?}");
+            let own = stats.generation_ns + stats.verification_ns + stats.bookkeeping_ns;
+            assert!(stats.end_own_ns > 0 && stats.end_own_ns <= own, "{op:?}: {} of {own}", stats.end_own_ns);
         }
+        // An even split gives each worker a fixed share: no pool.
+        let phase = PhasePlan { stop: Stop { count: Some(200), ..Stop::default() }, even_split: true, ..PhasePlan::single(Op::Get, KeyOrder::Sequential) };
+        let ctx = PhaseContext { objects: 50, keys: &keys, clock: &*clock, ..context(&phase, &keys, 1, &flag) };
+        assert_eq!(run(&ctx, &mut sessions, &mut [], || ()).unwrap().pop().unwrap().pool, None);
     }
 
     /// A get phase with a minimum duration reads every object (its count: one pass) and then

@@ -229,6 +229,11 @@ impl FileTally {
 }
 
 impl WorkerStats {
+    /// Whether it tried no operation at all (more threads than the phase had operations).
+    fn tried_nothing(&self) -> bool {
+        self.ops.values().all(|s| s.count == 0 && s.errors.is_empty())
+    }
+
     /// Stats for a worker whose phase began at `origin_ns`; `index_width` operations per index bucket.
     pub fn new(origin_ns: u64, index_width: u64) -> Self {
         WorkerStats {
@@ -425,15 +430,11 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     let verification_ns = workers.iter().map(|w| w.verification_ns).sum();
     let bookkeeping_ns = workers.iter().map(|w| w.bookkeeping_ns).sum();
     let open_loop = open_loop(&workers);
-    let workers_ends: Vec<WorkerEnd> = workers
-        .iter()
-        .filter(|w| w.ops.values().any(|s| s.count > 0 || !s.errors.is_empty()))
-        .map(|w| WorkerEnd { end_ns: w.end_ns, own_ns: w.end_own_ns, pool: w.pool })
-        .collect();
+    let window_total_ns = pooled_span(&workers, start).unwrap_or(end - start);
     let gave_up_workers = workers.iter().filter(|w| w.gave_up).count() as u32;
     // A worker that tried nothing (more threads than the phase had operations): the phase's
     // figures are those of fewer threads than the case names.
-    let idle_workers = workers.iter().filter(|w| w.ops.values().all(|s| s.count == 0 && s.errors.is_empty())).count() as u32;
+    let idle_workers = workers.iter().filter(|w| w.tried_nothing()).count() as u32;
 
     let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
     let mut timeline: Vec<Bucket> = Vec::new();
@@ -479,7 +480,6 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
         by_index = coarsen(&by_index);
         index_width *= 2;
     }
-    let window_total_ns = pooled_span(&workers_ends, start).unwrap_or(end - start);
     let window_all_active_ns = first_end.saturating_sub(last_start);
     PhaseResult {
         phase: label.to_string(),
@@ -522,13 +522,6 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
     }
 }
 
-/// Where a worker that did something ended: on its storage clock, its own time by then, its pool.
-struct WorkerEnd {
-    end_ns: u64,
-    own_ns: u64,
-    pool: Option<u32>,
-}
-
 /// The phase's span with stowbench's own work taken out, for workers that drew their operations
 /// from shared pools; `None` when any did not (a fixed share, a schedule).
 ///
@@ -542,12 +535,13 @@ struct WorkerEnd {
 /// included); the phase at the latest pool's end (docs/performance.md, session 40, has what the
 /// plain span did to four verifying workers on two cores). A lone worker's span is the same
 /// either way, and so is that of workers whose own times are equal.
-fn pooled_span(workers: &[WorkerEnd], start: u64) -> Option<u64> {
+/// Workers that tried nothing are no part of a pool.
+fn pooled_span(workers: &[WorkerStats], start: u64) -> Option<u64> {
     let mut pools: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new(); // (last real end, own sum, workers)
-    for w in workers {
+    for w in workers.iter().filter(|w| !w.tried_nothing()) {
         let pool = pools.entry(w.pool?).or_insert((0, 0, 0));
-        pool.0 = pool.0.max(w.end_ns + w.own_ns);
-        pool.1 += w.own_ns;
+        pool.0 = pool.0.max(w.end_ns + w.end_own_ns);
+        pool.1 += w.end_own_ns;
         pool.2 += 1;
     }
     pools.values().map(|&(real_end, own_sum, n)| (real_end - own_sum / n).saturating_sub(start)).max()

@@ -7,7 +7,7 @@ Maps each file read-only, touches every page (which maps the page cache's own pa
 disk only what is not cached), takes each page's frame number from /proc/self/pagemap and its
 flags from /proc/kpageflags (both need root), and counts runs of a compound head and its tails.
 Prints "64p:100%" when every page sits in a 64-page (256 KiB) folio. Copies out of small folios
-are slower (docs/performance.md, session 10), so two tools' figures on "the same" files are only
+are slower (docs/performance/pack-durable.md, session 10), so two tools' figures on "the same" files are only
 comparable when their files are held alike.
 """
 import collections

@@ -253,7 +253,7 @@ EOF
 # journal (this machine's root) will not reuse an inode freed in the last 60 s (360 s while its
 # inode-table block is dirty) when the group has another free one, and checks every free inode
 # it passes on the way: a put right after another tool's delete spent up to 100 µs of kernel CPU
-# per file doing that (session 39, docs/performance.md). Removed together, both puts of a cell
+# per file doing that (session 39, docs/performance/fs-vs-fio.md). Removed together, both puts of a cell
 # find the same freed inodes, and the order (alternating per repeat) spreads what is left.
 remove_cell_files() {
   rm -rf -- "${FILES_DIR:?}"/fio-* "${FILES_DIR:?}"/stowbench-*

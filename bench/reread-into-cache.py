@@ -10,7 +10,7 @@ holds a file in folios whose size follows the I/O that brought them in, and copy
 small folios that 4 KiB writes leave is slower than out of readahead's larger ones. kvtest's
 `init` and stowbench's puts write their databases differently (one bulk transaction against
 10,000 through the WAL), so without this step the two tools read the same layout of pages from
-caches in different states (docs/performance.md, "The page cache behind each database").
+caches in different states (docs/performance/sqlite-vs-kvtest.md, "The page cache behind each database").
 """
 import os
 import sys

@@ -24,7 +24,7 @@
 # for every row), but in different ways — kvtest in one bulk transaction, stowbench in N through
 # the WAL and its checkpoints — and the cache keeps the pages in folios shaped by those writes.
 # kvtest itself read its own database faster than one stowbench wrote, by 3–18 % in five pairs
-# of six (docs/performance.md, "The page cache behind each database"). So by default each
+# of six (docs/performance/sqlite-vs-kvtest.md, "The page cache behind each database"). So by default each
 # database is written back, dropped from the cache and read back in one sequential pass before
 # the untimed warm pass (bench/reread-into-cache.py; for stowbench, the get phase's `before`
 # command, after the WAL checkpoint): both tools then read from a cache in the same state.

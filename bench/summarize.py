@@ -14,7 +14,7 @@ A tool's figure is its median, balanced over the order the tools ran in. The scr
 which tool runs first from repeat to repeat, because running second is not the same: on ext4
 without a journal, for example, a put that creates files within a minute of the other tool
 deleting its own steps over every inode just freed, and a small-file put that ran second read
-0.67–0.76× the first (bench/fs-vs-fio.sh, docs/performance.md). So a tool's figure is the
+0.67–0.76× the first (bench/fs-vs-fio.sh, docs/performance/fs-vs-fio.md). So a tool's figure is the
 geometric mean of its medians in each position it ran in (first, second, …): each position's
 median compares like with like, and an order that comes once more often (an odd number of
 repeats) weighs no more than the other. A plain median of all the values would do neither: when

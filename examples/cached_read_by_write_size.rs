@@ -6,7 +6,7 @@
 //! created them (ext4 and XFS have large folios since Linux 6.x), and copying out of many small
 //! folios costs far more than out of a few large ones. pack once wrote each large value from an
 //! unaligned offset, its cache ended up in small folios, and its gets ran a fifth slower than fs's
-//! reads of the same bytes (docs/performance.md, "Where pack's pread gap came from").
+//! reads of the same bytes (docs/performance/pack-durable.md, "Where pack's pread gap came from").
 //!
 //! For each write size it writes 256 MiB into a new file under DIR (default: the current
 //! directory), reads it back twice with 256 KiB `pread`s from a buffer at a page-aligned address,

@@ -8,7 +8,7 @@
 //! lies a few bytes past the source modulo 4 KiB. A buffer from `malloc` sits wherever the
 //! allocator puts it (16 bytes past a page boundary when it was `mmap`ed), so stowbench copies
 //! through buffers that agree with the file offset instead (`src/backend/io_buffer.rs`;
-//! docs/performance.md, "Where a buffer sits").
+//! docs/performance/harness.md, "Where a buffer sits").
 //!
 //! It writes a 64 MiB file under DIR (default: the current directory), then, for each distance
 //! (the buffer's address minus the file offset, modulo 4096), reads the file with 256 KiB

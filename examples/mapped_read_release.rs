@@ -8,7 +8,7 @@
 //! Why this exists: pack's checked gets of large values hash a mapping of the data file in
 //! place (src/pack/view.rs), and the pages they touch count in the process's resident memory
 //! until released (`madvise(MADV_DONTNEED)`); every page released is faulted in again by the next
-//! read. This separates that cost from stowbench's runner (docs/performance.md, session 20).
+//! read. This separates that cost from stowbench's runner (docs/performance/pack-durable.md, session 20).
 //!
 //! It writes 512 MiB into a new file under DIR (default: the current directory) in 256 KiB
 //! writes, as pack does, and lays values out as pack's records do (a 64-byte file header, then

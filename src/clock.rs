@@ -97,7 +97,7 @@ pub struct MeasuringClock {
 impl MeasuringClock {
     /// Picks the clock for `choice`. A vDSO `clock_gettime` cost 40–50 ns on this project's
     /// machines and `rdtsc` 13–18 ns, and a verified get reads the clock five times
-    /// (docs/performance.md, "The clock"). Refused only when the TSC was asked for by name and
+    /// (docs/performance/sqlite-vs-kvtest.md, "The clock"). Refused only when the TSC was asked for by name and
     /// cannot be trusted.
     pub fn choose(choice: ClockChoice) -> Result<MeasuringClock, String> {
         let monotonic =

@@ -11,7 +11,7 @@
 //! across the loop depended on how the crate happened to be compiled. In stowbench's binary it
 //! did not (`perf annotate`: a load and a store of the accumulators per stripe), and a checked
 //! pack get of 1 MiB values hashed the page cache at about 60 % of the speed the same library
-//! reached in an example program built beside it (docs/performance.md, session 20). Here the
+//! reached in an example program built beside it (docs/performance/pack-durable.md, session 20). Here the
 //! loop loads the accumulators into two AVX2 registers once per call and stores them once at
 //! its end, so no compiler choice can put them back in memory.
 //!
@@ -211,7 +211,7 @@ mod avx2 {
     /// pages are 4 KiB apart in physical memory and each its own TLB entry; the CPU's own
     /// prefetchers do not run ahead across a page boundary, so without this each new page started
     /// cold. Asking a page ahead took 1 MiB checked pack gets from 0.87× fs's `pread` to 1.26×
-    /// (distances of 0, 512 B … 8 KiB measured: docs/performance.md, session 31).
+    /// (distances of 0, 512 B … 8 KiB measured: docs/performance/pack-durable.md, session 31).
     const PREFETCH_DISTANCE: usize = 4096;
 
     /// `super::accumulate_stripes` with the accumulators in two AVX2 registers throughout.

@@ -175,7 +175,7 @@ pub fn server_memory_bytes_of(pids: &[u32]) -> u64 {
 /// page table of the process under its memory-map lock: 7.5 ms for a MinIO holding 320 MiB, on
 /// the cores the measured work runs on, while any fault or mapping change of the server waits.
 /// Read every 50 ms, that took 15 % of a core and held one-stream s3 puts 5 % below warp's
-/// (docs/performance.md, session 34). The resident memory beside it is a counter the kernel
+/// (docs/performance/s3-vs-warp.md, session 34). The resident memory beside it is a counter the kernel
 /// keeps (statm, 17 µs), read every sample: a reading is due once a second, sooner when the
 /// resident memory has grown by an eighth since the last one (a peak on its way), and never so
 /// often that readings take more than 1 % of the time (5 % while memory grows).

@@ -7,7 +7,7 @@
 //! (`__fget_light`). fio's jobs are processes and SQLite's kvtest is one thread, so they never
 //! pay it; a stowbench worker sharing its table with idle helper threads did, on every call. A
 //! worker forked into a process of its own read 10,000-byte SQLite blobs 6 % faster (median of
-//! eight paired runs, docs/performance.md).
+//! eight paired runs, docs/performance/sqlite-vs-kvtest.md).
 //!
 //! A helper leaves the table by copying it (`unshare(CLONE_FILES)`) and closing, in its copy,
 //! every descriptor but the standard three and the ones it keeps. The closed copies never touch

@@ -6,7 +6,7 @@
 //! destination lies 1–31 bytes past the source, counted modulo 4 KiB: 256 KiB `pread`s of a cached
 //! file ran at 2.5 GB/s into a buffer 16 bytes past a page boundary and at 12–13 GB/s into one on
 //! it, and `pwrite`s from a buffer 16 bytes *before* one ran at 2 GB/s against 9 (`cargo run
-//! --release --example copy_distance -- /var/tmp`; docs/performance.md, "Where a buffer sits").
+//! --release --example copy_distance -- /var/tmp`; docs/performance/harness.md, "Where a buffer sits").
 //! glibc's `memcpy` steps around that case in user space; the kernel's copy does not.
 //!
 //! A buffer from `malloc` sits wherever the allocator's history puts it — 16 bytes past a page

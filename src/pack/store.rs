@@ -84,7 +84,7 @@ const ALIGNED_WRITE_BYTES: u64 = crate::backend::COPY_BUFFER_BYTES as u64;
 /// hashing the page cache in place instead of copying it first. Was 256 KiB until session 31:
 /// once the hash asked for its data a page ahead (src/hash.rs), mapped gets of 16 and 64 KiB
 /// values read 1.3–1.5× as many a second as `pread` and a hash; at 4 KiB the two were alike
-/// within the noise, and smaller values keep the one `pread` (docs/performance.md, session 31).
+/// within the noise, and smaller values keep the one `pread` (docs/performance/pack-durable.md, session 31).
 const MAPPED_READ_MIN_BYTES: u64 = 16 << 10;
 /// Pages a mapped get read stay mapped, and count in the process's resident memory, until they
 /// are taken out again. Once this many bytes have been read through the mappings since the last
@@ -92,7 +92,7 @@ const MAPPED_READ_MIN_BYTES: u64 = 16 << 10;
 /// the client's resident memory stays within about this much whatever it reads, a 1 GiB value
 /// included. One release per budget rather than one per get: each release is a system call that
 /// interrupts the other cores to flush their TLBs, and releasing after every 1 MiB value read
-/// 12–14 % slower (examples/mapped_read_release.rs; docs/performance.md, session 20). Every page
+/// 12–14 % slower (examples/mapped_read_release.rs; docs/performance/pack-durable.md, session 20). Every page
 /// is faulted in again after a release: that is the price of the bound.
 pub const MAPPED_RESIDENT_BUDGET_BYTES: u64 = 32 << 20;
 /// A mapped get counts what it read toward the budget after each window of this many bytes, so
@@ -530,7 +530,7 @@ impl StripeLease {
     /// already owns, by writing zeros ahead of the tail (and syncing them) once in a while. Then
     /// the fdatasync after each record flushes only data: appending to the end of a file would
     /// also commit the new size and block map to the filesystem journal on every put, which
-    /// measured at less than half the rate here (docs/performance.md). Large records are not
+    /// measured at less than half the rate here (docs/performance/pack-durable.md). Large records are not
     /// prepared: writing their blocks twice would cost more than the journal commit they save.
     fn prepare(&mut self, end: u64) -> BResult<()> {
         let file_bytes = self.stripe.file_bytes.load(Ordering::Acquire);
@@ -568,7 +568,7 @@ fn check_key(key: &str) -> BResult<()> {
 /// the header goes, the key and the value's first bytes): the page cache then holds the value in
 /// large folios, as it holds a file written from its start. Written from an unaligned offset,
 /// each 256 KiB write split the cache into small folios, and every later get copied out of them
-/// a fifth slower than fs read its files (docs/performance.md, "Where pack's pread gap came from").
+/// a fifth slower than fs read its files (docs/performance/pack-durable.md, "Where pack's pread gap came from").
 pub fn write_record(stripe: &Stripe, offset: u64, kind: RecordKind, seq: u64, key: &str, body: &mut dyn Read, len: u64) -> BResult<RecordHeader> {
     let mut hasher = Xxh3::new();
     hasher.update(key.as_bytes());

@@ -3,7 +3,7 @@
 //! A checked get must read every byte of a value to hash it. Through `pread`, that is two passes:
 //! the kernel copies the page cache into a buffer, then the hash reads the buffer. Through a
 //! mapping, the hash reads the page cache itself, one pass, and the value reaches the caller as
-//! the mapped bytes (as LMDB hands out values): measured in docs/performance.md. Unchecked gets
+//! the mapped bytes (as LMDB hands out values): measured in docs/performance/pack-durable.md. Unchecked gets
 //! keep `pread`, so that a get still moves every byte rather than just handing out an address.
 //! Pages read stay mapped until the store takes them out again (`release_pages`, every
 //! `MAPPED_RESIDENT_BUDGET_BYTES` read), which keeps the process's resident memory bounded.

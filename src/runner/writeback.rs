@@ -8,7 +8,7 @@
 //! allocator steps over every inode deleted in the last 60 s, 300 s while its block is still
 //! dirty (`recently_deleted()` in fs/ext4/ialloc.c): the next case's file creations crawl for
 //! minutes. In the quick default run on such a filesystem the fs 1 MiB puts read 0.3–0.9 GB/s
-//! without it and 1.8–2.1 GB/s with it (docs/performance.md, session 35).
+//! without it and 1.8–2.1 GB/s with it (docs/performance/harness.md, session 35).
 
 use crate::report::model::WritebackSettle;
 use std::os::unix::io::AsRawFd;

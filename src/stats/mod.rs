@@ -532,7 +532,7 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
 /// real time: without the own work, the pool's operations would have been shared out again and
 /// every worker would have ended earlier by the pool's **mean** own time. So a pool ends at its
 /// last real end less its workers' mean own time (its real tail, as fio's runtime keeps,
-/// included); the phase at the latest pool's end (docs/performance.md, session 40, has what the
+/// included); the phase at the latest pool's end (docs/performance/fs-vs-fio.md, session 40, has what the
 /// plain span did to four verifying workers on two cores). A lone worker's span is the same
 /// either way, and so is that of workers whose own times are equal.
 /// Workers that tried nothing are no part of a pool.

@@ -100,7 +100,7 @@ impl Tuning {
     /// every page up in the WAL's hash tables while the WAL holds frames not yet copied back, and
     /// how many it holds after a put phase depends on where SQLite's last automatic checkpoint
     /// fell (every 1,000 pages), not on the work being measured; kvtest's reads, like any reader
-    /// of a database whose last connection closed, find none (docs/performance.md, session 23).
+    /// of a database whose last connection closed, find none (docs/performance/sqlite-vs-kvtest.md, session 23).
     pub fn checkpoint(&self, db: &Path) -> BResult<()> {
         if self.journal_mode != "wal" || !self.checkpoint_before_phases {
             return Ok(());

@@ -120,14 +120,32 @@ def figure(rows, tool):
     return balanced(by_position)
 
 
-def paired_ratios(rows):
-    """[(stowbench / reference, which ran first)] of each repeat that has both, in repeat order."""
+def paired_ratios(rows, num="sb", den="ref"):
+    """[(num / den, which of the two ran first)] of each repeat that has both, in repeat order."""
     by_repeat = {}
     for row in rows:
         by_repeat.setdefault(row["repeat"], {})[row["tool"]] = float(row["value"])
     order = positions(rows)
-    pairs = [(r, v) for r, v in sorted(by_repeat.items(), key=lambda kv: int(kv[0])) if "ref" in v and "sb" in v]
-    return [(v["sb"] / v["ref"], min(order[r], key=order[r].get)) for r, v in pairs if v["ref"]]
+    pairs = [(r, v) for r, v in sorted(by_repeat.items(), key=lambda kv: int(kv[0])) if num in v and den in v]
+    return [(v[num] / v[den], num if order[r][num] < order[r][den] else den) for r, v in pairs if v[den]]
+
+
+def paired(rows, num="sb", den="ref"):
+    """Each repeat's own num / den, its median balanced over which of the two ran first, and the
+    interval each order's statistics give it (`balanced_interval`)."""
+    pairs = paired_ratios(rows, num, den)
+    by_first = {}
+    for q, first in pairs:
+        by_first.setdefault(first, []).append(q)
+    by_order = {0: by_first.get(den, []), 1: by_first.get(num, [])}
+    low, high, coverage = balanced_interval(by_order)
+    return {"ratios": [q for q, _ in pairs], "median": balanced(by_order), "by_first": by_first,
+            "low": low, "high": high, "coverage": coverage}
+
+
+def fmt_interval(p):
+    """A paired summary's interval as the tables print it."""
+    return f"{p['low']:.3f}–{p['high']:.3f}, {p['coverage'] * 100:.0f} %" if p["low"] is not None else "-"
 
 
 def median_interval(values):
@@ -179,13 +197,7 @@ def main():
         ratio = sb / ref if ref and sb is not None else None
         target = float(cell["target"])
         verdict = "-" if ratio is None else ("PASS" if ratio >= target else "MISS")
-        pairs = paired_ratios(cell["rows"])
-        paired = [q for q, _ in pairs]
-        by_first = {}
-        for q, first in pairs:
-            by_first.setdefault(first, []).append(q)
-        paired_by_order = {0: by_first.get("ref", []), 1: by_first.get("sb", [])}
-        low, high, coverage = balanced_interval(paired_by_order)
+        pair = paired(cell["rows"])
         ref_plain, sb_plain = plain_median(cell["ref"]), plain_median(cell["sb"])
         results.append({
             **dict(zip(keys, key)),
@@ -194,10 +206,10 @@ def main():
             "repeats": min(len(cell["ref"]), len(cell["sb"])),
             "ratio": ratio, "target": target, "verdict": verdict,
             "ratio_of_plain_medians": sb_plain / ref_plain if ref_plain and sb_plain is not None else None,
-            "paired_ratios": paired, "paired_median": balanced(paired_by_order),
-            "paired_median_reference_first": plain_median(by_first.get("ref", [])),
-            "paired_median_stowbench_first": plain_median(by_first.get("sb", [])),
-            "paired_low": low, "paired_high": high, "paired_coverage": coverage,
+            "paired_ratios": pair["ratios"], "paired_median": pair["median"],
+            "paired_median_reference_first": plain_median(pair["by_first"].get("ref", [])),
+            "paired_median_stowbench_first": plain_median(pair["by_first"].get("sb", [])),
+            "paired_low": pair["low"], "paired_high": pair["high"], "paired_coverage": pair["coverage"],
             "raw": cell["rows"],
         })
 
@@ -211,7 +223,7 @@ def main():
             fmt(r["sb_median"], args.scale), spread(cells_values(r, "sb"), args.scale),
             f"{r['ratio']:.3f}" if r["ratio"] is not None else "-", f"≥{r['target']:.2f}", r["verdict"],
             f"{r['paired_median']:.3f}" if r["paired_median"] is not None else "-",
-            f"{r['paired_low']:.3f}–{r['paired_high']:.3f}, {r['paired_coverage'] * 100:.0f} %" if r["paired_low"] is not None else "-",
+            fmt_interval({"low": r["paired_low"], "high": r["paired_high"], "coverage": r["paired_coverage"]}),
         ])
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     if args.title:
@@ -290,7 +302,11 @@ def main_tools(args, keys):
             ratio = a / b if a is not None and b else None
             target = cell["targets"].get(den)
             verdict = "-" if ratio is None or target is None else ("PASS" if ratio >= target else "MISS")
-            per_ratio[f"{num}/{den}"] = {"ratio": ratio, "target": target, "verdict": verdict}
+            pair = paired(cell["rows"], num, den)
+            per_ratio[f"{num}/{den}"] = {"ratio": ratio, "target": target, "verdict": verdict,
+                                         "paired_ratios": pair["ratios"], "paired_median": pair["median"],
+                                         "paired_low": pair["low"], "paired_high": pair["high"],
+                                         "paired_coverage": pair["coverage"]}
         present = [per_tool[t]["n"] for t in tools if per_tool[t]["n"]]
         results.append({**dict(zip(keys, key)), "tools": per_tool, "ratios": per_ratio,
                         "repeats": min(present, default=0), "raw": cell["rows"]})
@@ -301,7 +317,7 @@ def main_tools(args, keys):
     for t in shown:
         head += [headings[t], "(min–max)"]
     for num, den in ratios:
-        head += [f"{num}/{den}", "target", "verdict"]
+        head += [f"{num}/{den}", "target", "verdict", "paired", "(interval, coverage)"]
     table = [head]
     for r in results:
         line = [r[k] for k in keys]
@@ -311,7 +327,9 @@ def main_tools(args, keys):
         for num, den in ratios:
             q = r["ratios"][f"{num}/{den}"]
             line += [f"{q['ratio']:.3f}" if q["ratio"] is not None else "-",
-                     f"≥{q['target']:.2f}" if q["target"] is not None else "-", q["verdict"]]
+                     f"≥{q['target']:.2f}" if q["target"] is not None else "-", q["verdict"],
+                     f"{q['paired_median']:.3f}" if q["paired_median"] is not None else "-",
+                     fmt_interval({"low": q["paired_low"], "high": q["paired_high"], "coverage": q["paired_coverage"]})]
         table.append(line)
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     if args.title:
@@ -323,7 +341,9 @@ def main_tools(args, keys):
     verdicts = [q["verdict"] for r in results for q in r["ratios"].values()]
     print(f"{verdicts.count('PASS')} PASS, {verdicts.count('MISS')} MISS (each ratio = figure / figure, each figure a "
           f"median balanced over the order the tools ran in; "
-          f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); target '-': shown, not judged)")
+          f"min–max over {min((r['repeats'] for r in results), default=0)} repeat(s); target '-': shown, not judged; "
+          f"paired = median of each repeat's own ratio, balanced over which of its two tools ran first, with the "
+          f"interval each order's statistics give, combined alike; coverage: both at once)")
 
     with open(f"{args.out}/summary.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -331,14 +351,14 @@ def main_tools(args, keys):
         for t in tools:
             cols += [f"{t}_median", f"{t}_min", f"{t}_max", f"{t}_n"]
         for num, den in ratios:
-            cols += [f"{num}/{den}_ratio", f"{num}/{den}_target", f"{num}/{den}_verdict"]
+            cols += [f"{num}/{den}_{x}" for x in ("ratio", "target", "verdict", "paired_median", "paired_low", "paired_high", "paired_coverage")]
         w.writerow(cols)
         for r in results:
             line = [r[k] for k in keys]
             for t in tools:
                 line += [r["tools"][t][x] for x in ("median", "min", "max", "n")]
             for num, den in ratios:
-                line += [r["ratios"][f"{num}/{den}"][x] for x in ("ratio", "target", "verdict")]
+                line += [r["ratios"][f"{num}/{den}"][x] for x in ("ratio", "target", "verdict", "paired_median", "paired_low", "paired_high", "paired_coverage")]
             w.writerow(line)
     with open(f"{args.out}/summary.json", "w") as f:
         json.dump({"tools": tools, "headings": headings, "ratios": [f"{a}/{b}" for a, b in ratios],

@@ -92,3 +92,37 @@ fn named_tools_are_balanced_over_their_positions_too() {
     // Plain medians: 100 / 50 = 2. Balanced, each tool sqrt(100 x 50): 1.
     assert!((ratio["ratio"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{ratio}");
 }
+
+#[test]
+fn named_tools_get_paired_ratios_balanced_over_which_of_the_two_ran_first() {
+    // Three tools; `c` always runs first, so only the order of `a` and `b` between themselves
+    // may group the paired ratios a / b: 2.0 and 2.2 with a before b, 3.0 and 2.6 with b before a.
+    let mut raw = String::from("op,repeat,tool,value,target\n");
+    let repeats: [[(&str, f64); 3]; 4] = [
+        [("c", 1.0), ("a", 200.0), ("b", 100.0)],
+        [("c", 1.0), ("b", 100.0), ("a", 300.0)],
+        [("c", 1.0), ("a", 220.0), ("b", 100.0)],
+        [("c", 1.0), ("b", 100.0), ("a", 260.0)],
+    ];
+    for (i, repeat) in repeats.iter().enumerate() {
+        for (tool, value) in repeat {
+            let target = if *tool == "b" { "2.0" } else { "" };
+            raw += &format!("put,{},{tool},{value},{target}\n", i + 1);
+        }
+    }
+    let args = ["--keys", "op", "--unit", "op/s", "--tools", "a,b,c", "--ratio", "a/b"];
+    let Some(summary) = summarize(&raw, &args) else { return };
+    let ratio = &summary["cells"][0]["ratios"]["a/b"];
+    let close = |field: &str, expected: f64| {
+        let got = ratio[field].as_f64().unwrap_or_else(|| panic!("{field} missing: {ratio}"));
+        assert!((got - expected).abs() < 1e-9, "{field}: {got} against {expected}: {ratio}");
+    };
+    let ratios: Vec<f64> = ratio["paired_ratios"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(ratios, [2.0, 3.0, 2.2, 2.6]);
+    // Each order's median (2.1 and 2.8), combined as the figures are: their geometric mean.
+    close("paired_median", (2.1f64 * 2.8).sqrt());
+    // Two values an order: each interval is its min and max at 50 % coverage, combined alike.
+    close("paired_low", (2.0f64 * 2.6).sqrt());
+    close("paired_high", (2.2f64 * 3.0).sqrt());
+    close("paired_coverage", 0.25);
+}

@@ -143,9 +143,9 @@ def paired(rows, num="sb", den="ref"):
             "low": low, "high": high, "coverage": coverage}
 
 
-def fmt_interval(p):
-    """A paired summary's interval as the tables print it."""
-    return f"{p['low']:.3f}–{p['high']:.3f}, {p['coverage'] * 100:.0f} %" if p["low"] is not None else "-"
+def fmt_interval(low, high, coverage):
+    """A paired median's interval as the tables print it."""
+    return f"{low:.3f}–{high:.3f}, {coverage * 100:.0f} %" if low is not None else "-"
 
 
 def median_interval(values):
@@ -223,7 +223,7 @@ def main():
             fmt(r["sb_median"], args.scale), spread(cells_values(r, "sb"), args.scale),
             f"{r['ratio']:.3f}" if r["ratio"] is not None else "-", f"≥{r['target']:.2f}", r["verdict"],
             f"{r['paired_median']:.3f}" if r["paired_median"] is not None else "-",
-            fmt_interval({"low": r["paired_low"], "high": r["paired_high"], "coverage": r["paired_coverage"]}),
+            fmt_interval(r["paired_low"], r["paired_high"], r["paired_coverage"]),
         ])
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     if args.title:
@@ -329,7 +329,7 @@ def main_tools(args, keys):
             line += [f"{q['ratio']:.3f}" if q["ratio"] is not None else "-",
                      f"≥{q['target']:.2f}" if q["target"] is not None else "-", q["verdict"],
                      f"{q['paired_median']:.3f}" if q["paired_median"] is not None else "-",
-                     fmt_interval({"low": q["paired_low"], "high": q["paired_high"], "coverage": q["paired_coverage"]})]
+                     fmt_interval(q["paired_low"], q["paired_high"], q["paired_coverage"])]
         table.append(line)
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     if args.title:

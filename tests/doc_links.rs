@@ -28,45 +28,49 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The lines of `text` outside fenced code blocks, with inline code spans blanked out, so that
-/// examples of Markdown or shell inside code are not read as links.
-fn prose_lines(text: &str) -> Vec<(usize, String)> {
+/// `(line number, line)` of each line of `text` outside fenced code blocks (the fences too are
+/// left out): examples of Markdown or shell inside code are neither headings nor links.
+fn outside_fences(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let mut in_fence = false;
-    let mut lines = Vec::new();
-    for (n, line) in text.lines().enumerate() {
+    text.lines().enumerate().filter_map(move |(n, line)| {
         if line.trim_start().starts_with("```") {
             in_fence = !in_fence;
-            continue;
+            return None;
         }
-        if in_fence {
-            continue;
-        }
-        let mut prose = String::with_capacity(line.len());
-        let mut in_code = false;
-        for c in line.chars() {
-            if c == '`' {
-                in_code = !in_code;
-                prose.push(' ');
-            } else {
-                prose.push(if in_code { ' ' } else { c });
-            }
-        }
-        lines.push((n + 1, prose));
-    }
-    lines
+        (!in_fence).then_some((n + 1, line))
+    })
+}
+
+/// The lines of `text` outside fenced code blocks, with inline code spans blanked out, so that
+/// code inside prose is not read as a link either.
+fn prose_lines(text: &str) -> Vec<(usize, String)> {
+    outside_fences(text)
+        .map(|(n, line)| {
+            let mut in_code = false;
+            let prose = line
+                .chars()
+                .map(|c| {
+                    if c == '`' {
+                        in_code = !in_code;
+                        ' '
+                    } else if in_code {
+                        ' '
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            (n, prose)
+        })
+        .collect()
 }
 
 /// The anchor GitHub gives a heading: lower case, punctuation other than `-` and `_` dropped,
 /// spaces turned into hyphens; a repeated heading gets `-1`, `-2`, … in order.
 fn anchors(text: &str) -> HashSet<String> {
     let mut seen = HashSet::new();
-    let mut in_fence = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-            continue;
-        }
-        let Some(title) = (!in_fence).then(|| line.strip_prefix('#')).flatten() else { continue };
+    for (_, line) in outside_fences(text) {
+        let Some(title) = line.strip_prefix('#') else { continue };
         let title = title.trim_start_matches('#');
         if !title.starts_with(' ') {
             continue;

@@ -84,13 +84,13 @@ impl ClockChoice {
     }
 }
 
-/// The clock a run times real backends with, and what to say of it in the report.
+/// The clock a run times real backends with, and what to say of it in the report. Made only by
+/// `choose`, so `tsc` is set exactly when `clock` is the TSC.
 pub struct MeasuringClock {
-    /// The clock.
-    pub clock: std::sync::Arc<dyn Clock>,
+    clock: std::sync::Arc<dyn Clock>,
     /// Its rate and why it was chosen.
-    pub detail: String,
-    /// The same clock when it is the TSC, for the drift check.
+    detail: String,
+    /// The TSC itself when `clock` is it, for the drift check (`None` for `clock_gettime`).
     tsc: Option<std::sync::Arc<TscClock>>,
 }
 
@@ -100,24 +100,39 @@ impl MeasuringClock {
     /// (docs/performance/sqlite-vs-kvtest.md, "The clock"). Refused only when the TSC was asked for by name and
     /// cannot be trusted.
     pub fn choose(choice: ClockChoice) -> Result<MeasuringClock, String> {
-        let monotonic =
-            |why: String| MeasuringClock { clock: std::sync::Arc::new(MonotonicClock), detail: format!("clock_gettime(CLOCK_MONOTONIC); {why}"), tsc: None };
+        let monotonic = |why: String| MeasuringClock::monotonic(format!("clock_gettime(CLOCK_MONOTONIC); {why}"));
         if choice == ClockChoice::Monotonic {
             return Ok(monotonic("asked for with --clock monotonic".into()));
         }
         match TscClock::calibrated() {
-            Ok(tsc) => Ok(MeasuringClock {
-                clock: tsc.clone(),
-                detail: format!(
-                    "the CPU's invariant time-stamp counter read directly, at {:.3} GHz (calibrated against CLOCK_MONOTONIC over {} ms); the kernel's clocksource is tsc",
-                    tsc.ticks_per_ns(),
-                    CALIBRATION.as_millis()
-                ),
-                tsc: Some(tsc),
-            }),
+            Ok(tsc) => Ok(MeasuringClock::tsc(tsc)),
             Err(why) if choice == ClockChoice::Tsc => Err(format!("--clock tsc: the TSC cannot time this run: {why}; use --clock monotonic (or auto)")),
             Err(why) => Ok(monotonic(format!("the TSC is not used: {why}"))),
         }
+    }
+
+    fn monotonic(detail: String) -> MeasuringClock {
+        MeasuringClock { clock: std::sync::Arc::new(MonotonicClock), detail, tsc: None }
+    }
+
+    /// One `Arc` of the TSC serves both as the run's clock and for the drift check.
+    fn tsc(tsc: std::sync::Arc<TscClock>) -> MeasuringClock {
+        let detail = format!(
+            "the CPU's invariant time-stamp counter read directly, at {:.3} GHz (calibrated against CLOCK_MONOTONIC over {} ms); the kernel's clocksource is tsc",
+            tsc.ticks_per_ns(),
+            CALIBRATION.as_millis()
+        );
+        MeasuringClock { clock: tsc.clone(), detail, tsc: Some(tsc) }
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &std::sync::Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Its rate and why it was chosen, for the report.
+    pub fn detail(&self) -> &str {
+        &self.detail
     }
 
     /// "tsc" or "clock_gettime", as the report names it.

@@ -179,7 +179,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     let local = ranks.local_plan(plan).map_err(Error::bad_input)?;
     let clock = MeasuringClock::choose(opts.clock).map_err(Error::environment);
     // Ranks measure their clocks' offsets with the clock that will time them.
-    let run_id = ranks.start_run(new_run_id(), clock.as_ref().map_or(&MonotonicClock as &dyn Clock, |c| c.clock.as_ref()));
+    let run_id = ranks.start_run(new_run_id(), clock.as_ref().map_or(&MonotonicClock as &dyn Clock, |c| c.clock().as_ref()));
     let lead = ranks.is_lead();
     let parent = work_parent(opts.work_dir.as_deref(), local.work_dir.as_deref().map(|d| (d, local.work_dir_at.as_deref())));
     let parent_exists = parent.as_ref().map(|_| ()).map_err(Clone::clone);
@@ -202,7 +202,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
     ranks.describe(&mut report);
     // fio times its own sweeps: a run of nothing else names no clock of ours.
     if let (Ok(clock), false) = (&clock, plan.cases.is_empty()) {
-        report.environment.clock = Some(ClockInfo { source: clock.source().into(), detail: clock.detail.clone(), drift_ppm: None });
+        report.environment.clock = Some(ClockInfo { source: clock.source().into(), detail: clock.detail().to_string(), drift_ppm: None });
     }
     let checked = clock.as_ref().map(|_| ()).map_err(Clone::clone).and(root.clone()).and_then(|root| {
         ranks.refuse_sharing(&local).map_err(Error::bad_input)?;
@@ -234,7 +234,7 @@ fn run_cases(plan: &Plan, opts: &RunOptions, interrupted: &AtomicBool, timed_out
             break;
         }
         progress.start_case(case);
-        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks, owns_root, clock: &clock.clock });
+        let local_result = run_case(&local, share, &root, opts, &Running { interrupted, progress: &progress, ranks, owns_root, clock: clock.clock() });
         let here = Stops { interrupted: interrupted.load(Ordering::Relaxed), timed_out: timed_out.load(Ordering::Relaxed) };
         let mut result;
         (result, stops) = ranks.case_end(case, local_result, here);

@@ -341,55 +341,74 @@ fn per_candidate<T>(candidates: &[(&str, &RunReport)], differences: impl Fn(&Run
 
 /// The facts of the two environments that differ. A fact one report does not know (empty, zero,
 /// absent: a report from before it was recorded) is no difference. Left out: the data directory's
-/// path and mount point (the run's `work_dir` setting covers them), the clock's calibrated rate
-/// and drift (they differ from run to run on one machine), and memory within 1 % (a kernel build
-/// reserves a few pages more or less).
+/// path and mount point (the run's `work_dir` setting covers them), and the clock's calibrated
+/// rate and drift (they differ from run to run on one machine).
 fn environment_differences(baseline: &Environment, candidate: &Environment, index: usize) -> Vec<EnvironmentDifference> {
     let (ours, theirs) = (environment_facts(baseline), environment_facts(candidate));
     ours.into_iter()
         .zip(theirs)
-        .filter(|((_, a), (_, b))| known(a) && known(b) && a != b)
-        .filter(|((field, a), (_, b))| *field != "memory_bytes" || !within_one_percent(a, b))
-        .map(|((field, a), (_, b))| EnvironmentDifference {
+        .filter(|(a, b)| known(&a.value) && known(&b.value) && !a.same.holds(&a.value, &b.value))
+        .map(|(a, b)| EnvironmentDifference {
             candidate: index,
-            field: field.to_string(),
-            baseline: a.to_string(),
-            candidate_value: b.to_string(),
+            field: a.field.to_string(),
+            baseline: a.value.to_string(),
+            candidate_value: b.value.to_string(),
         })
         .collect()
 }
 
-/// The environment's facts that bear on the figures, by their path in the report.
-fn environment_facts(e: &Environment) -> Vec<(&'static str, Value)> {
+/// One fact of an environment, by its path in the report, and when two values of it count as
+/// the same.
+struct Fact {
+    field: &'static str,
+    value: Value,
+    same: Sameness,
+}
+
+enum Sameness {
+    Equal,
+    /// Within 1 % of the larger: a machine's memory as the kernel reports it (a kernel build
+    /// reserves a few pages more or less).
+    WithinOnePercent,
+}
+
+impl Sameness {
+    fn holds(&self, a: &Value, b: &Value) -> bool {
+        match self {
+            Sameness::Equal => a == b,
+            Sameness::WithinOnePercent => match (a.as_f64(), b.as_f64()) {
+                (Some(a), Some(b)) => (a - b).abs() <= 0.01 * a.max(b),
+                _ => a == b,
+            },
+        }
+    }
+}
+
+/// The environment's facts that bear on the figures.
+fn environment_facts(e: &Environment) -> Vec<Fact> {
     let fs = e.work_dir_filesystem.as_ref();
     let text = |s: Option<&String>| s.map_or(Value::Null, |s| Value::String(s.clone()));
+    let equal = |field, value| Fact { field, value, same: Sameness::Equal };
     vec![
-        ("hostname", Value::from(e.hostname.as_str())),
-        ("os", Value::from(e.os.as_str())),
-        ("kernel", Value::from(e.kernel.as_str())),
-        ("cpu_model", Value::from(e.cpu_model.as_str())),
-        ("cpu_count", Value::from(e.cpu_count)),
-        ("memory_bytes", Value::from(e.memory_bytes)),
-        ("is_root", Value::from(e.is_root)),
-        ("sqlite_version", Value::from(e.sqlite_version.as_str())),
-        ("work_dir_filesystem.fs_type", text(fs.map(|f| &f.fs_type))),
-        ("work_dir_filesystem.source", text(fs.map(|f| &f.source))),
-        ("work_dir_filesystem.mount_options", text(fs.map(|f| &f.mount_options))),
-        ("work_dir_filesystem.journal", fs.and_then(|f| f.journal).map_or(Value::Null, Value::from)),
-        ("page_cache_reclaim", text(e.page_cache_reclaim.as_ref())),
-        ("clock.source", text(e.clock.as_ref().map(|c| &c.source))),
+        equal("hostname", Value::from(e.hostname.as_str())),
+        equal("os", Value::from(e.os.as_str())),
+        equal("kernel", Value::from(e.kernel.as_str())),
+        equal("cpu_model", Value::from(e.cpu_model.as_str())),
+        equal("cpu_count", Value::from(e.cpu_count)),
+        Fact { field: "memory_bytes", value: Value::from(e.memory_bytes), same: Sameness::WithinOnePercent },
+        equal("is_root", Value::from(e.is_root)),
+        equal("sqlite_version", Value::from(e.sqlite_version.as_str())),
+        equal("work_dir_filesystem.fs_type", text(fs.map(|f| &f.fs_type))),
+        equal("work_dir_filesystem.source", text(fs.map(|f| &f.source))),
+        equal("work_dir_filesystem.mount_options", text(fs.map(|f| &f.mount_options))),
+        equal("work_dir_filesystem.journal", fs.and_then(|f| f.journal).map_or(Value::Null, Value::from)),
+        equal("page_cache_reclaim", text(e.page_cache_reclaim.as_ref())),
+        equal("clock.source", text(e.clock.as_ref().map(|c| &c.source))),
     ]
 }
 
 fn known(v: &Value) -> bool {
     !(v.is_null() || v == &Value::from("") || v == &Value::from(0))
-}
-
-fn within_one_percent(a: &Value, b: &Value) -> bool {
-    match (a.as_f64(), b.as_f64()) {
-        (Some(a), Some(b)) => (a - b).abs() <= 0.01 * a.max(b),
-        _ => false,
-    }
 }
 
 /// The phases, by workload and label, that both plans have but define differently (any field of

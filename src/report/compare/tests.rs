@@ -342,7 +342,7 @@ fn settings_given_differently_are_named_by_where_they_live() {
     assert_eq!(d, [("mmap", "null", "false")]);
 }
 
-/// Another kernel, CPU count, filesystem or clock is named above the rows; memory within 1 %, the
+/// Another kernel, CPU count, filesystem, clock or memory size is named above the rows; memory within 1 %, the
 /// data directory's path and a fact one report does not record (an older report) say nothing.
 #[test]
 fn an_environment_that_differs_is_named_above_the_rows() {
@@ -383,4 +383,9 @@ fn an_environment_that_differs_is_named_above_the_rows() {
     let same = run(&base, &again, &Options::default());
     assert!(same.environment_differences.is_empty(), "{:?}", same.environment_differences);
     assert!(!serde_json::to_string(&same).unwrap().contains("environment_differences"), "absent when there are none");
+
+    // Memory beyond 1 % is another machine's.
+    let larger = with(environment("6.1.0", 2, 32_000_000_000, "ext4", "/var/tmp/d", Some("tsc")));
+    let fields: Vec<String> = run(&base, &larger, &Options::default()).environment_differences.into_iter().map(|d| d.field).collect();
+    assert_eq!(fields, ["memory_bytes"]);
 }

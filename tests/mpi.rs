@@ -50,7 +50,12 @@ fn stowbench_run_args(job: &Path, dir: &Path) -> Vec<String> {
 /// Writes `job` to a fresh directory and runs it as `ranks` ranks: the directory (the report and
 /// the work directory are in it) and what mpirun returned.
 fn run_job(mpirun: &Path, job: &str, ranks: u32) -> (tempfile::TempDir, Output) {
-    let dir = tempfile::tempdir().unwrap();
+    run_job_in(&std::env::temp_dir(), mpirun, job, ranks)
+}
+
+/// `run_job` in a directory made under `parent`.
+fn run_job_in(parent: &Path, mpirun: &Path, job: &str, ranks: u32) -> (tempfile::TempDir, Output) {
+    let dir = tempfile::tempdir_in(parent).unwrap();
     let path = dir.path().join("job.toml");
     std::fs::write(&path, job).unwrap();
     let out = mpirun_command(mpirun, dir.path()).arg("-np").arg(ranks.to_string()).args(stowbench_run_args(&path, dir.path())).output().unwrap();
@@ -200,6 +205,31 @@ fn s3_four_ranks_merge_to_the_sum_of_their_shares() {
 /// A job whose get phase starts with a command that fails on rank 2 only (a real failure of that
 /// rank's case, as an unreachable store would be): every rank ends the case there, the report
 /// names rank 2 and its error, and nothing is left behind.
+/// A cold phase's `device_read_bytes` is every rank's (each reads its own share of the objects),
+/// so the cold-read check holds in a multi-host run as in one process.
+#[test]
+fn a_cold_phase_counts_every_ranks_device_reads() {
+    let Some(mpirun) = mpirun() else { return };
+    if !stowbench::host::is_root() {
+        assert!(!common::in_ci(), "cache = \"cold\" needs root, and CI=true");
+        eprintln!("SKIPPED: cache = \"cold\" needs root");
+        return;
+    }
+    let job = "version = 1\nname = \"mpi\"\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"256KiB\"]\nthreads = [2]\nobjects = 24\ncache = \"cold\"\n\
+               [[workload.phase]]\nmix = { put = 1 }\n[[workload.phase]]\nmix = { get = 1 }\ncount = 24\nkey_order = \"sequential\"\n";
+    // Under the target directory: on the disk the repository is on, not a tmpfs /tmp.
+    let (dir, out) = run_job_in(Path::new(env!("CARGO_TARGET_TMPDIR")), &mpirun, job, 2);
+    assert!(out.status.success(), "{}", text(&out));
+    let report = report(dir.path());
+    let get = &report["cases"][0]["phases"][1];
+    assert_eq!(get["cache_state"], "cold", "{get}");
+    let got = get["ops"]["get"]["bytes"].as_u64().unwrap();
+    let fetched = get["device_read_bytes"].as_u64().unwrap_or_else(|| panic!("no device_read_bytes in a multi-host run: {get}"));
+    assert!(fetched as f64 >= 0.9 * got as f64, "fetched {fetched} bytes from the storage layer for {got} read by both ranks");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(!warnings.iter().any(|w| w["kind"] == "cold_reads_from_memory"), "{warnings:?}");
+}
+
 #[test]
 fn a_rank_that_fails_ends_the_case_on_every_rank() {
     let Some(mpirun) = mpirun() else { return };
@@ -469,6 +499,35 @@ fn hosts_group_their_ranks() {
     assert_eq!((a.threads, a.resources.client_cpu_user_ns, a.resources.server_cpu_ns), (4, 20, Some(1000)), "server once, client summed");
     assert_eq!((a.phases[0].count, a.phases[0].bytes, a.phases[0].count_share, a.phases[0].bytes_share), (80, 800, 0.8, 0.8));
     assert_eq!(hosts[1].phases[0].count_share, 0.2);
+}
+
+/// A case's bytes fetched from the device are every rank's summed (each rank counts itself, and
+/// one rank of each host that host's servers); unknown when any rank could not count them.
+#[test]
+fn a_cases_device_reads_are_every_ranks_summed() {
+    use stowbench::report::model::{CaseResult, RankInfo};
+    let job = "version = 1\n[[target]]\nbackend = \"sim\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 10\n\
+               [[workload.phase]]\nmix = { put = 1 }\n[[workload.phase]]\nmix = { get = 1 }\n";
+    let plan = stowbench::job::load_text(job, "test.toml").unwrap();
+    let case = &plan.cases[0];
+    let result = |put_reads: Option<u64>, get_reads: Option<u64>| -> CaseResult {
+        let mut r = stowbench::report::empty_case(case, &plan);
+        r.phases = [("put", put_reads), ("get", get_reads)]
+            .into_iter()
+            .map(|(label, reads)| {
+                let mut p = stowbench::stats::merge(label, vec![WorkerStats::new(0, 1)], 0);
+                p.device_read_bytes = reads;
+                p
+            })
+            .collect();
+        r
+    };
+    let infos: Vec<RankInfo> = (0..3).map(|rank| RankInfo { rank, host: "a".into(), ..RankInfo::default() }).collect();
+    let reads = |results: Vec<CaseResult>| -> Vec<Option<u64>> {
+        stowbench::multihost::merge::case(case, results, &infos, Vec::new(), false).phases.iter().map(|p| p.device_read_bytes).collect()
+    };
+    assert_eq!(reads(vec![result(Some(0), Some(100)), result(Some(1), Some(20)), result(Some(2), Some(3))]), [Some(3), Some(123)]);
+    assert_eq!(reads(vec![result(Some(0), Some(100)), result(Some(1), None), result(Some(2), Some(3))]), [Some(3), None]);
 }
 
 #[test]

@@ -47,6 +47,9 @@ pub fn case(case: &CasePlan, results: Vec<CaseResult>, infos: &[RankInfo], phase
     // Every rank of a shared namespace measured the same store, and knows every key.
     merged.disk = if shared { results[0].disk.clone() } else { disk(results.iter().map(|r| &r.disk)) };
     merged.own_work_share = merged.compute_own_work_share();
+    for (at, phase) in merged.phases.iter_mut().enumerate() {
+        phase.device_read_bytes = device_read_bytes(&results, at, &phase.phase);
+    }
     let failures = failures(&results, infos);
     if !failures.is_empty() {
         merged.status = CaseStatus::Failed;
@@ -147,6 +150,13 @@ fn failures(results: &[CaseResult], infos: &[RankInfo]) -> Vec<String> {
     let told = if own.is_empty() { failed.iter().collect() } else { own };
     let host = |rank: usize| infos.get(rank).map(|i| i.host.as_str()).unwrap_or("?");
     told.iter().map(|(rank, f)| format!("rank {rank} ({}): {f}", host(*rank))).collect()
+}
+
+/// The bytes every rank (and each host's servers, counted by one rank of the host) fetched from
+/// the device in the case's phase `at`, labelled `label`; None when a rank could not count them
+/// or did not run that phase.
+fn device_read_bytes(results: &[CaseResult], at: usize, label: &str) -> Option<u64> {
+    results.iter().map(|r| r.phases.get(at).filter(|p| p.phase == label).and_then(|p| p.device_read_bytes)).sum()
 }
 
 /// Every rank's data together (each rank writes in a namespace of its own).

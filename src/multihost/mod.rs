@@ -351,6 +351,12 @@ impl Ranks for MpiRanks {
         report.ranks = Some(self.infos.borrow().clone());
     }
 
+    fn counts_host_servers(&self) -> bool {
+        let infos = self.infos.borrow();
+        let host = infos.get(self.rank).map(|i| &i.host);
+        infos.iter().find(|i| Some(&i.host) == host).is_none_or(|first| first.rank as usize == self.rank)
+    }
+
     fn shares_namespace(&self) -> bool {
         self.sharing.get() == KeySharing::Shared
     }

@@ -723,12 +723,12 @@ fn measure_case(plan: &Plan, case: &CasePlan, backend: &dyn Backend, case_dir: &
             (sessions, catalogs) = open_workers(backend, case, workload.file_server, case_dir, run.clock.as_ref(), &mut Vec::new())?;
         }
         let stop = phase::effective_stop(phase.stop, case.objects);
-        // One process's counters say nothing of the other ranks' reads.
-        let io_processes = (run.ranks.size() == 1).then(|| sampler.server_processes());
-        let reads_before = io_processes.as_deref().and_then(crate::sampler::device_read_bytes_of);
+        // This process and the servers it samples; with several ranks the case's result sums
+        // every rank's count (multihost::merge), so a host's servers are counted by one rank.
+        let io_processes = if run.ranks.counts_host_servers() { sampler.server_processes() } else { Vec::new() };
+        let reads_before = crate::sampler::device_read_bytes_of(&io_processes);
         let mut measured = run.phase(phase, stop, false, &mut sessions, &mut catalogs)?;
-        measured.device_read_bytes =
-            reads_before.zip(io_processes.as_deref().and_then(crate::sampler::device_read_bytes_of)).map(|(before, after)| after.saturating_sub(before));
+        measured.device_read_bytes = reads_before.zip(crate::sampler::device_read_bytes_of(&io_processes)).map(|(before, after)| after.saturating_sub(before));
         measured.cache_state = if direct {
             "direct"
         } else if dropped {

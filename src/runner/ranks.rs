@@ -84,6 +84,12 @@ pub trait Ranks {
     }
     /// Adds what the group knows about itself (ranks, hosts, clock offsets) to the report.
     fn describe(&self, _report: &mut RunReport) {}
+    /// Whether this rank counts its host's servers in figures summed over the ranks (the bytes
+    /// they fetch from the device): every rank on a host sees the same servers, so only the
+    /// host's first rank does.
+    fn counts_host_servers(&self) -> bool {
+        true
+    }
 
     // Shared keys (`[mpi] keys = "shared"`): one namespace and key space for every rank.
 

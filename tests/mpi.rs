@@ -202,9 +202,6 @@ fn s3_four_ranks_merge_to_the_sum_of_their_shares() {
     four_ranks_merge_to_the_sum_of_their_shares("[[target]]\nname = \"s3\"\nbackend = \"s3\"\n");
 }
 
-/// A job whose get phase starts with a command that fails on rank 2 only (a real failure of that
-/// rank's case, as an unreachable store would be): every rank ends the case there, the report
-/// names rank 2 and its error, and nothing is left behind.
 /// A cold phase's `device_read_bytes` is every rank's (each reads its own share of the objects),
 /// so the cold-read check holds in a multi-host run as in one process.
 #[test]
@@ -230,6 +227,9 @@ fn a_cold_phase_counts_every_ranks_device_reads() {
     assert!(!warnings.iter().any(|w| w["kind"] == "cold_reads_from_memory"), "{warnings:?}");
 }
 
+/// A job whose get phase starts with a command that fails on rank 2 only (a real failure of that
+/// rank's case, as an unreachable store would be): every rank ends the case there, the report
+/// names rank 2 and its error, and nothing is left behind.
 #[test]
 fn a_rank_that_fails_ends_the_case_on_every_rank() {
     let Some(mpirun) = mpirun() else { return };

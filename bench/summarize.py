@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Turns a bench script's raw.csv into the ratio table, summary.csv and summary.json.
 
+Given several raw.csv files of one bench (runs of the same command at different times), it
+pools them as one run: each file's repeats are numbered on from the last one's, so that twenty
+repeats in each of three runs read as sixty, and a repeat's two tools are still paired with each
+other only. Pool only runs of the same code and options.
+
 raw.csv has one row per tool per repeat per cell: the cell's key columns (named with --keys),
 then `repeat`, `tool` (`ref` for the reference tool, `sb` for stowbench), `value` (the figure
 compared: bytes/s or objects/s) and `target` (the least acceptable stowbench/reference ratio).
@@ -47,6 +52,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -163,9 +169,35 @@ def median_interval(values):
     return ordered[k - 1], ordered[n - k], 1 - 2 * tail(k)
 
 
+def read_runs(paths):
+    """The rows of one or more raw.csv files, as one run. Each file's repeats are renumbered to
+    follow the previous file's: positions and pairs are read per repeat, and repeat 1 of a
+    second run is another repeat than repeat 1 of the first."""
+    rows, offset, columns = [], 0, None
+    for path in paths:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            run = list(reader)
+        if columns is not None and reader.fieldnames != columns:
+            sys.exit(f"{path}: its columns ({','.join(reader.fieldnames or [])}) differ from {paths[0]}'s "
+                     f"({','.join(columns)}); pool only raw.csv files of one bench")
+        columns = reader.fieldnames
+        last = 0
+        for line, row in enumerate(run, start=2):
+            try:
+                repeat = int(row["repeat"])
+            except (KeyError, TypeError, ValueError):
+                sys.exit(f"{path}:{line}: column repeat must be a whole number, not {row.get('repeat')!r}")
+            last = max(last, repeat)
+            row["repeat"] = str(repeat + offset)
+        rows.extend(run)
+        offset += last
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("raw")
+    ap.add_argument("raw", nargs="+", help="raw.csv of a bench run; several are pooled as one run")
     ap.add_argument("--keys", required=True, help="comma-separated key columns, in table order")
     ap.add_argument("--ref-name", help="the reference tool's name in headings (required without --tools)")
     ap.add_argument("--unit", required=True, help="unit label of value/scale, e.g. MB/s")
@@ -177,14 +209,14 @@ def main():
     ap.add_argument("--ratio", action="append", default=[], metavar="A/B",
                     help="with --tools: a ratio column, median A / median B (repeatable)")
     args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     keys = args.keys.split(",")
     if args.tools:
         return main_tools(args, keys)
     if not args.ref_name:
         ap.error("the following arguments are required: --ref-name")
 
-    with open(args.raw, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_runs(args.raw)
     cells = {}
     for row in rows:
         cell = cells.setdefault(tuple(row[k] for k in keys), {"ref": [], "sb": [], "target": row["target"], "rows": []})
@@ -271,12 +303,11 @@ def main_tools(args, keys):
             sys.exit(f"--ratio {spec}: both sides must be among --tools ({', '.join(tools)})")
         ratios.append((num, den))
 
-    with open(args.raw, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_runs(args.raw)
     cells = {}
     for row in rows:
         if row["tool"] not in tools:
-            sys.exit(f"{args.raw}: tool {row['tool']!r} is not among --tools ({', '.join(tools)})")
+            sys.exit(f"{', '.join(args.raw)}: tool {row['tool']!r} is not among --tools ({', '.join(tools)})")
         cell = cells.setdefault(tuple(row[k] for k in keys), {"values": {t: [] for t in tools}, "targets": {}, "rows": []})
         cell["values"][row["tool"]].append(float(row["value"]))
         if row.get("target", "") != "":

@@ -10,6 +10,12 @@ mod common;
 
 /// Runs summarize.py on `raw` (CSV text) with `args`; returns summary.json.
 fn summarize(raw: &str, args: &[&str]) -> Option<serde_json::Value> {
+    summarize_runs(&[raw], args)
+}
+
+/// Runs summarize.py on several runs' raw.csv (CSV texts, one file each) with `args`; returns
+/// summary.json.
+fn summarize_runs(runs: &[&str], args: &[&str]) -> Option<serde_json::Value> {
     let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
     if !python {
         assert!(!common::in_ci(), "python3 is not installed and CI=true: scripts/services.sh install adds it");
@@ -17,12 +23,19 @@ fn summarize(raw: &str, args: &[&str]) -> Option<serde_json::Value> {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
-    let raw_path = dir.path().join("raw.csv");
-    std::fs::write(&raw_path, raw).unwrap();
+    let raw_paths: Vec<_> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let path = dir.path().join(format!("raw-{i}.csv"));
+            std::fs::write(&path, raw).unwrap();
+            path
+        })
+        .collect();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/summarize.py");
-    let out = Command::new("python3").arg(script).arg(&raw_path).args(args).arg("--out").arg(dir.path()).output().unwrap();
+    let out = Command::new("python3").arg(script).args(&raw_paths).args(args).arg("--out").arg(dir.path().join("out")).output().unwrap();
     assert!(out.status.success(), "summarize.py failed: {}", String::from_utf8_lossy(&out.stderr));
-    Some(serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap())
+    Some(serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap()).unwrap())
 }
 
 /// Rows of one cell: each repeat's `(first tool, value), (second tool, value)` in the order run.
@@ -74,6 +87,26 @@ fn with_each_order_equally_often_each_position_is_still_compared_with_its_own() 
     close("paired_low", (ref_first[1] * sb_first[0]).sqrt());
     close("paired_high", (ref_first[0] * sb_first[1]).sqrt());
     close("paired_coverage", 0.25);
+}
+
+#[test]
+fn runs_given_together_pool_as_one_with_each_repeat_paired_within_itself() {
+    // Two runs of two repeats each, both numbered 1 and 2. Pooled, they are four repeats; taken
+    // by their own numbers, repeat 1 of the second run would be paired with the first run's.
+    let first = raw_two_tools(&[[("ref", 100.0), ("sb", 90.0)], [("sb", 95.0), ("ref", 100.0)]]);
+    let second = raw_two_tools(&[[("ref", 100.0), ("sb", 50.0)], [("sb", 55.0), ("ref", 100.0)]]);
+    let args = ["--keys", "cell", "--ref-name", "ref", "--unit", "op/s"];
+    let Some(pooled) = summarize_runs(&[&first, &second], &args) else { return };
+    let cell = &pooled["cells"][0];
+    assert_eq!(cell["repeats"], 4, "{cell}");
+    // Paired ratios with the reference first: 0.90, 0.50 (median 0.70); with stowbench first:
+    // 0.95, 0.55 (0.75).
+    assert!((cell["paired_median"].as_f64().unwrap() - (0.70f64 * 0.75).sqrt()).abs() < 1e-9, "{cell}");
+    // The same as one run of the four repeats numbered 1 to 4.
+    let one_run =
+        raw_two_tools(&[[("ref", 100.0), ("sb", 90.0)], [("sb", 95.0), ("ref", 100.0)], [("ref", 100.0), ("sb", 50.0)], [("sb", 55.0), ("ref", 100.0)]]);
+    let Some(single) = summarize(&one_run, &args) else { return };
+    assert_eq!(pooled["cells"], single["cells"]);
 }
 
 #[test]

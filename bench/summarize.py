@@ -175,9 +175,12 @@ def read_runs(paths):
     second run is another repeat than repeat 1 of the first."""
     rows, offset, columns = [], 0, None
     for path in paths:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            run = list(reader)
+        try:
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                run = list(reader)
+        except OSError as e:
+            sys.exit(f"{path}: cannot read it: {e.strerror}")
         if columns is not None and reader.fieldnames != columns:
             sys.exit(f"{path}: its columns ({','.join(reader.fieldnames or [])}) differ from {paths[0]}'s "
                      f"({','.join(columns)}); pool only raw.csv files of one bench")

@@ -17,6 +17,11 @@ command -v go >/dev/null || { [ -x /usr/local/go/bin/go ] && export PATH="/usr/l
 echo "== cargo fmt --check (rustfmt.toml)"
 cargo fmt --check
 
+# A test refused for want of disk space names the free space it saw; this line says what the
+# whole run started with (the build alone takes about 5.5 GiB).
+echo "== free space where the build and the tests' data go"
+df -h . /tmp
+
 echo "== installing services and tools (skipped when present)"
 scripts/services.sh install
 

@@ -93,3 +93,41 @@ fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_
     assert_eq!(report["status"], "failed");
     assert_eq!(small.entries(), Vec::<String>::new(), "cleanup removed every file of the run, half-written ones included");
 }
+
+/// A made filesystem's loop image is sparse, but the filesystem in it can fill it: on a disk
+/// with less free space, mkfs or fio met I/O errors halfway ("mkfs.ext4: Input/output error" was
+/// all a user saw). Both ways of asking for one are refused first, and nothing is made: not the
+/// image, not `stowbench fio`'s default work directory.
+#[test]
+fn a_made_filesystem_whose_image_cannot_fit_is_refused_before_anything_is_made() {
+    if !stowbench::host::is_root() {
+        assert!(!common::in_ci(), "mounting a small tmpfs needs root, and CI=true");
+        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+        return;
+    }
+    let small = SmallFilesystem::mount("4m");
+    let stowbench = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(args).current_dir(&small.mount).output().unwrap();
+        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let refused = |text: &str, sweep: &str| {
+        let expected = format!("not enough disk space: fio sweep \"{sweep}\" makes its ext4 filesystem of 1.00 GiB on a loop image");
+        text.contains(&expected) && text.contains("which has 4.00 MiB free") && text.contains("--fs-size") && text.contains("--no-space-check")
+    };
+
+    let (code, text) = stowbench(&["fio", "--fs", "ext4", "--fs-size", "1GiB", "--runtime", "1s", "--ramp-time", "0s", "--no-progress"]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(refused(&text, "cli"), "{text}");
+    assert_eq!(small.entries(), Vec::<String>::new(), "the default --work-dir is not made for a refused run");
+
+    let job = "version = 1\n[[fio]]\nname = \"layout\"\ntarget = [{ fs = \"ext4\", size = \"1GiB\" }]\nrw = [\"read\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"\nruntime = \"1s\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let job_path = dir.path().join("job.toml");
+    std::fs::write(&job_path, job).unwrap();
+    let out = dir.path().join("out");
+    let (code, text) = stowbench(&["run", job_path.to_str().unwrap(), "--no-progress", "--out", out.to_str().unwrap(), "--work-dir", "."]);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(refused(&text, "layout"), "{text}");
+    assert!(!out.exists(), "a refused run writes no report: {text}");
+    assert_eq!(small.entries(), Vec::<String>::new(), "nothing written");
+}

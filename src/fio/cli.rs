@@ -113,6 +113,10 @@ pub struct FioArgs {
     /// Ask fio for plain json (no latency histogram bins).
     #[arg(long)]
     pub no_histogram: bool,
+    /// Run even when a made filesystem's loop image (as large as the filesystem) will not fit in
+    /// the free space of the filesystem holding --work-dir.
+    #[arg(long)]
+    pub no_space_check: bool,
     /// Time limit per case, e.g. 10m (default: ramp + runtime + 60 s + layout time).
     #[arg(long, allow_hyphen_values = true)]
     pub timeout: Option<String>,
@@ -176,11 +180,16 @@ pub fn run(args: &FioArgs, command: Vec<String>, interrupted: &AtomicBool) -> Re
                 crate::fio::target::check_target(target, &plan.fio[0].name)?;
             }
             let default = PathBuf::from(DEFAULT_WORK_DIR);
+            if !args.no_space_check {
+                // Absolute, so that the check finds the filesystem the directory will be made on.
+                let at = std::env::current_dir().map(|d| d.join(DEFAULT_WORK_DIR)).unwrap_or_else(|_| default.clone());
+                crate::runner::space::check(&crate::runner::space::fio_images(&plan, &at), false).map_err(Error::environment)?;
+            }
             std::fs::create_dir_all(&default).map_err(|e| Error::environment(format!("cannot create {DEFAULT_WORK_DIR} (the default --work-dir): {e}")))?;
             Some(default)
         }
     };
-    let opts = crate::runner::RunOptions { work_dir, command, fio, ..Default::default() };
+    let opts = crate::runner::RunOptions { work_dir, command, fio, skip_space_check: args.no_space_check, ..Default::default() };
     let outcome = crate::cli::run_and_print(&plan, &args.output, opts, interrupted)?;
     if let Some(path) = &args.csv {
         let cases = &outcome.report.fio_cases;

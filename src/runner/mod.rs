@@ -17,7 +17,7 @@ pub mod progress;
 pub mod ranks;
 pub mod retry;
 pub mod schedule;
-mod space;
+pub(crate) mod space;
 pub mod watchdog;
 pub mod writeback;
 
@@ -405,6 +405,7 @@ fn preflight(plan: &Plan, root: &Namespace, opts: &RunOptions, scratch: &str) ->
         }
         crate::fio::cli::check_raw_options(sweep, &fio.fio_program)?;
     }
+    needs.extend(space::fio_images(plan, &root.dir));
     if let Some(w) = plan.workloads.iter().find(|w| w.cold_cache) {
         if !crate::host::is_root() {
             return Err(Error::environment(format!(

@@ -5,8 +5,9 @@
 
 use super::existing_ancestor;
 use super::phase::effective_stop;
+use crate::fio::spec::{FsKind, TargetSpec};
 use crate::host::filesystem_space;
-use crate::job::{CasePlan, PhasePlan, Stop};
+use crate::job::{CasePlan, PhasePlan, Plan, Stop};
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -19,9 +20,10 @@ const BLOCK: u64 = 4096;
 /// zip's local header, name and directory entry): an allowance, not a format's exact figure.
 const RECORD_OVERHEAD: u64 = 128;
 
-/// Space one case will occupy under one path.
+/// Space one case (or one filesystem image a fio sweep makes) will occupy under one path.
 #[derive(Debug, Clone)]
 pub struct Need {
+    /// The case's id, or the fio sweep's name for an image.
     pub case_id: String,
     pub path: PathBuf,
     pub objects: u64,
@@ -30,6 +32,9 @@ pub struct Need {
     /// case writes, preload and warmups included; `Appended::Unbounded` when a phase's puts are
     /// bounded only by time.
     pub appended: Appended,
+    /// For a fio sweep's made filesystem: its type. The image is one "object" of the filesystem's
+    /// size, and it is removed after its sweep even with `--keep`.
+    pub image: Option<&'static str>,
 }
 
 /// How many values a store that keeps replaced values will hold.
@@ -49,7 +54,15 @@ impl Need {
     /// replaced values holds every value the case writes instead.
     pub fn of(case: &CasePlan, path: &Path, keeps_replaced_values: bool) -> Need {
         let appended = if keeps_replaced_values { values_written(case) } else { Appended::NotKept };
-        Need { case_id: case.id.clone(), path: path.to_path_buf(), objects: case.objects, object_bytes: case.size.mean_bytes(), appended }
+        Need { case_id: case.id.clone(), path: path.to_path_buf(), objects: case.objects, object_bytes: case.size.mean_bytes(), appended, image: None }
+    }
+
+    /// The loop image of a filesystem a fio sweep makes, under `path`. It is sparse, but the
+    /// filesystem in it can fill it (fio's files, its journal): on a disk with less free space the
+    /// loop device fails with I/O errors halfway ("mkfs.ext4: Input/output error" was all a user
+    /// saw), and whatever else lives on that disk runs out of space with it.
+    pub fn image(sweep: &str, fs: &'static str, bytes: u64, path: &Path) -> Need {
+        Need { case_id: sweep.to_string(), path: path.to_path_buf(), objects: 1, object_bytes: bytes, appended: Appended::NotKept, image: Some(fs) }
     }
 
     /// Saturating: a size near u64::MAX (accepted by the job file) must read as "too large",
@@ -67,6 +80,9 @@ impl Need {
 
     /// What to lower to make the case smaller.
     fn smaller(&self) -> &'static str {
+        if self.image.is_some() {
+            return "make the filesystem smaller (the target's size, or --fs-size)";
+        }
         match self.appended {
             Appended::Counted(values) if values > self.objects => "lower the count or bytes of the phases that put",
             _ => "lower objects or dataset",
@@ -76,7 +92,13 @@ impl Need {
     /// What the case stores, in words, for the refusal.
     fn said(&self) -> String {
         let size = format_bytes(self.object_bytes);
-        match self.appended {
+        if let Some(fs) = self.image {
+            return format!(
+                "fio sweep \"{}\" makes its {fs} filesystem of {size} on a loop image (sparse, but the filesystem in it can fill it)",
+                self.case_id
+            );
+        }
+        let stores = match self.appended {
             Appended::Counted(values) if values > self.objects => format!(
                 "about {} ({values} values of {size} written to {} keys: the store keeps every replaced value until it is compacted)",
                 format_bytes(self.bytes()),
@@ -89,8 +111,25 @@ impl Need {
                 self.objects
             ),
             _ => format!("about {} ({} objects of {size})", format_bytes(self.bytes()), self.objects),
+        };
+        format!("case {} stores {stores}", self.case_id)
+    }
+}
+
+/// The loop images `plan`'s fio sweeps make under `dir`, one sweep's targets after another
+/// (a tmpfs lives in memory: `fio::target` checks that against the memory available).
+pub fn fio_images(plan: &Plan, dir: &Path) -> Vec<Need> {
+    let mut images = Vec::new();
+    for sweep in &plan.fio {
+        for target in &sweep.target {
+            if let TargetSpec::Fs { fs, size, .. } = target {
+                if *fs != FsKind::Tmpfs {
+                    images.push(Need::image(&sweep.name, fs.name(), size.bytes(), dir));
+                }
+            }
         }
     }
+    images
 }
 
 /// How many values a case writes: the preload's, then each phase's puts (warmup included).
@@ -140,7 +179,7 @@ fn filesystem_name(p: &Path) -> String {
 
 /// Refuses a run whose cases will not fit. Cases run one after another and each removes its data
 /// when done, so a filesystem must hold its largest case; with `keep` every case's data stays, so
-/// it must hold them all.
+/// it must hold them all, and the largest fio image beside them (images go after their sweep).
 pub fn check(needs: &[Need], keep: bool) -> Result<(), String> {
     let mut by_device: BTreeMap<u64, Vec<&Need>> = BTreeMap::new();
     for need in needs {
@@ -150,12 +189,15 @@ pub fn check(needs: &[Need], keep: bool) -> Result<(), String> {
     for needs in by_device.values() {
         let Ok(space) = filesystem_space(existing_ancestor(&needs[0].path)) else { continue };
         let (required, what, smaller) = if keep {
-            let total = needs.iter().fold(0u64, |total, n| total.saturating_add(n.bytes()));
-            let what = format!("the run keeps every case's data (--keep): {} cases store about {} together", needs.len(), format_bytes(total));
+            let (images, cases): (Vec<&&Need>, Vec<&&Need>) = needs.iter().partition(|n| n.image.is_some());
+            let largest_image = images.iter().map(|n| n.bytes()).max().unwrap_or(0);
+            let total = cases.iter().fold(largest_image, |total, n| total.saturating_add(n.bytes()));
+            let image = if largest_image > 0 { format!(" and a fio filesystem image of {}", format_bytes(largest_image)) } else { String::new() };
+            let what = format!("the run keeps every case's data (--keep): {} cases{image} store about {} together", cases.len(), format_bytes(total));
             (total, what, "lower objects, dataset or the phases' counts")
         } else {
             let Some(largest) = needs.iter().max_by_key(|n| n.bytes()) else { continue };
-            (largest.bytes(), format!("case {} stores {}", largest.case_id, largest.said()), largest.smaller())
+            (largest.bytes(), largest.said(), largest.smaller())
         };
         if required > space.free_bytes {
             return Err(format!(
@@ -198,6 +240,7 @@ mod tests {
             objects,
             object_bytes,
             appended: Appended::NotKept,
+            image: None,
         };
         assert_eq!(need(10, u64::MAX).bytes(), u64::MAX);
         assert_eq!(need(1, u64::MAX - 1).bytes(), u64::MAX);
@@ -249,11 +292,33 @@ mod tests {
         assert_eq!(values_written(&bytes_too), Appended::Counted(6), "a bytes stop still bounds it");
     }
 
+    /// Each sweep's image is removed after its sweep, even with `--keep`: a kept run needs its
+    /// cases' data and the largest image, not every image at once.
+    #[test]
+    fn a_kept_run_needs_its_cases_and_the_largest_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let tib = 1u64 << 40;
+        let case = Need {
+            case_id: "fs/w/1MiB/t1/r1".into(),
+            path: dir.path().to_path_buf(),
+            objects: 1,
+            object_bytes: 1 << 20,
+            appended: Appended::NotKept,
+            image: None,
+        };
+        let needs = [case, Need::image("e3", "ext4", 200 * tib, dir.path()), Need::image("e3", "xfs", 100 * tib, dir.path())];
+        let kept = check(&needs, true).unwrap_err();
+        assert!(kept.contains("1 cases and a fio filesystem image of 200 TiB store about 200 TiB together"), "{kept}");
+        let one_at_a_time = check(&needs, false).unwrap_err();
+        assert!(one_at_a_time.contains("fio sweep \"e3\" makes its ext4 filesystem of 200 TiB on a loop image"), "{one_at_a_time}");
+    }
+
     /// Records of an appending store lie end to end: small values take their own size, not a
     /// block each, while one file per object does take a block.
     #[test]
     fn an_appending_store_needs_its_records_not_a_block_per_object() {
-        let need = |appended| Need { case_id: "pack/w/1KiB/t4/r1".into(), path: PathBuf::from("/"), objects: 1_000_000, object_bytes: 1024, appended };
+        let need =
+            |appended| Need { case_id: "pack/w/1KiB/t4/r1".into(), path: PathBuf::from("/"), objects: 1_000_000, object_bytes: 1024, appended, image: None };
         assert_eq!(need(Appended::Counted(1_000_000)).bytes(), 1_000_000 * (1024 + RECORD_OVERHEAD));
         assert_eq!(need(Appended::Counted(10)).bytes(), 10 * (1024 + RECORD_OVERHEAD), "only what was put is stored");
         assert_eq!(need(Appended::Unbounded).bytes(), 1_000_000 * (1024 + RECORD_OVERHEAD));

@@ -46,6 +46,16 @@ impl Drop for SmallFilesystem {
     }
 }
 
+/// Whether this process may mount the test's tmpfs (root); outside CI a test without it skips, saying so.
+fn can_mount() -> bool {
+    if stowbench::host::is_root() {
+        return true;
+    }
+    assert!(!common::in_ci(), "mounting a small tmpfs needs root, and CI=true");
+    eprintln!("SKIPPED: mounting a small tmpfs needs root");
+    false
+}
+
 /// 40 objects of 256 KiB (10 MiB) do not fit in 4 MiB; a second workload would.
 const JOB: &str = "version = 1\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n\
     [[workload]]\nname = \"big\"\nsizes = [\"256KiB\"]\nobjects = 40\nphases = [\"put\", \"get\"]\n\
@@ -64,9 +74,7 @@ fn run(dir: &Path, small: &SmallFilesystem, extra: &[&str]) -> (Option<i32>, Str
 
 #[test]
 fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_figures() {
-    if !stowbench::host::is_root() {
-        assert!(!common::in_ci(), "mounting a small tmpfs needs root, and CI=true");
-        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+    if !can_mount() {
         return;
     }
     let small = SmallFilesystem::mount("4m");
@@ -100,9 +108,7 @@ fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_
 /// image, not `stowbench fio`'s default work directory.
 #[test]
 fn a_made_filesystem_whose_image_cannot_fit_is_refused_before_anything_is_made() {
-    if !stowbench::host::is_root() {
-        assert!(!common::in_ci(), "mounting a small tmpfs needs root, and CI=true");
-        eprintln!("SKIPPED: mounting a small tmpfs needs root");
+    if !can_mount() {
         return;
     }
     let small = SmallFilesystem::mount("4m");

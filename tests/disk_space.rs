@@ -137,3 +137,26 @@ fn a_made_filesystem_whose_image_cannot_fit_is_refused_before_anything_is_made()
     assert!(!out.exists(), "a refused run writes no report: {text}");
     assert_eq!(small.entries(), Vec::<String>::new(), "nothing written");
 }
+
+/// When a file store fills the disk, its error names the file that could not grow, not only
+/// "No space left on device" (zip and cfb said nothing more), and the run leaves nothing behind.
+#[test]
+fn a_full_disk_names_the_file_the_store_could_not_write() {
+    if !can_mount() {
+        return;
+    }
+    let small = SmallFilesystem::mount("4m");
+    for backend in ["fs", "sqlite-file", "pack", "zip", "cfb"] {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JOB.replace("backend = \"fs\"", &format!("backend = \"{backend}\""));
+        std::fs::write(dir.path().join("job.toml"), job).unwrap();
+        let (code, text) = run(dir.path(), &small, &["--no-space-check"]);
+        assert_eq!(code, Some(1), "{backend}: {text}");
+        let report_path = walk(&dir.path().join("out")).into_iter().find(|p| p.ends_with("report.json")).expect("a report");
+        let report = common::assert_valid_report(&report_path);
+        let failure = report["cases"][0]["failure"].as_str().unwrap_or_default().to_string();
+        let store = format!("{}/stowbench-", small.mount.display());
+        assert!(failure.contains(&store) && failure.contains("No space left on device"), "{backend}: {failure}");
+        assert_eq!(small.entries(), Vec::<String>::new(), "{backend}: cleanup removed every file of the run");
+    }
+}

@@ -51,6 +51,8 @@ const CFB_CRATE_VERSION: &str = "0.16";
 struct Handle {
     file: CompoundFile<File>,
     sync_file: File,
+    /// The compound file's path, named in a failed write ("no space left" says where).
+    path: PathBuf,
 }
 
 type Shared = Arc<Mutex<Option<Handle>>>;
@@ -198,7 +200,7 @@ impl CfbBackend {
             created
         };
         let sync_file = fs::OpenOptions::new().read(true).write(true).open(&path)?;
-        Ok(Handle { file, sync_file })
+        Ok(Handle { file, sync_file, path })
     }
 }
 
@@ -318,7 +320,8 @@ impl Session for CfbSession {
                 Ok(()) => String::new(),
                 Err(r) => format!("; its partial stream could not be removed ({r}) and stays, marked uncommitted and ignored"),
             };
-            return Err(BackendError::new(e.kind, format!("{}; the old value is untouched{cleanup}", e.message)));
+            let at = handle.path.display();
+            return Err(BackendError::new(e.kind, format!("{at}, stream {}: {}; the old value is untouched{cleanup}", paths[target], e.message)));
         }
         let generation = next_generation(current.and_then(|i| slots[i]).map_or(0, |slot| slot.generation));
         handle.file.set_state_bits(&paths[target], generation)?;

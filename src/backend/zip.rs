@@ -67,6 +67,8 @@ struct Writer {
     /// directory) goes. The crate's `new_append` would append after the old central directory,
     /// leaving a dead copy of it per reopen, so we seek here instead.
     append_at: u64,
+    /// The archive's file, named in a failed write ("no space left" says where).
+    path: PathBuf,
 }
 
 /// State shared by all sessions of one open archive.
@@ -175,7 +177,13 @@ impl Archive {
         drop(archive);
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let zip = reopen_writer(file, append_at)?;
-        Ok(Archive { writer: Mutex::new(Writer { zip: Some(zip), append_at }), index: RwLock::new(index), reader, flush_per_put, fsync })
+        Ok(Archive {
+            writer: Mutex::new(Writer { zip: Some(zip), append_at, path: path.to_path_buf() }),
+            index: RwLock::new(index),
+            reader,
+            flush_per_put,
+            fsync,
+        })
     }
 }
 
@@ -238,8 +246,10 @@ impl Writer {
         let mut position: &File = zip.get_ref().ok_or_else(|| BackendError::new(ErrorKind::Other, "zip writer closed mid-entry"))?;
         let data_start = position.stream_position()?;
         let mut crc_writer = CrcWriter { inner: zip, crc: crc32fast::Hasher::new() };
-        copy_exact_at(body, &mut crc_writer, len, data_start)?;
-        Ok(Entry { data_start, len, crc32: crc_writer.crc.finalize() })
+        let copied = copy_exact_at(body, &mut crc_writer, len, data_start);
+        let crc32 = crc_writer.crc.finalize();
+        copied.map_err(|e| BackendError::new(e.kind, format!("{}, entry at offset {data_start}: {}", self.path.display(), e.message)))?;
+        Ok(Entry { data_start, len, crc32 })
     }
 
     /// Drops the entry being written (if any) and truncates the file to `append_at`, so neither

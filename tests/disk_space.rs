@@ -61,15 +61,31 @@ const JOB: &str = "version = 1\n[[target]]\nname = \"fs\"\nbackend = \"fs\"\n\
     [[workload]]\nname = \"big\"\nsizes = [\"256KiB\"]\nobjects = 40\nphases = [\"put\", \"get\"]\n\
     [[workload]]\nname = \"small\"\nsizes = [\"4KiB\"]\nobjects = 10\nphases = [\"put\", \"get\"]\n";
 
-fn run(dir: &Path, small: &SmallFilesystem, extra: &[&str]) -> (Option<i32>, String) {
+/// Writes `job` to job.toml in a fresh directory and runs it there, its work directory on
+/// `small`; returns the directory (the report goes to its `out/`), the exit code and the output.
+fn run_job(small: &SmallFilesystem, job: &str, extra: &[&str]) -> (tempfile::TempDir, Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
         .args(["run", "job.toml", "--no-progress", "--out", "out", "--work-dir"])
         .arg(&small.mount)
         .args(extra)
-        .current_dir(dir)
+        .current_dir(dir.path())
         .output()
         .unwrap();
+    let (code, text) = exit_and_text(&out);
+    (dir, code, text)
+}
+
+/// The exit code and everything printed.
+fn exit_and_text(out: &std::process::Output) -> (Option<i32>, String) {
     (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The valid report the run in `dir` wrote under `out/`.
+fn report_in(dir: &Path) -> serde_json::Value {
+    let report_path = walk(&dir.join("out")).into_iter().find(|p| p.ends_with("report.json")).expect("a report");
+    common::assert_valid_report(&report_path)
 }
 
 #[test]
@@ -78,10 +94,7 @@ fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_
         return;
     }
     let small = SmallFilesystem::mount("4m");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("job.toml"), JOB).unwrap();
-
-    let (code, text) = run(dir.path(), &small, &[]);
+    let (dir, code, text) = run_job(&small, JOB, &[]);
     // Not the job's mistake but this machine's: the environment's exit code.
     assert_eq!(code, Some(3), "{text}");
     let expected = "not enough disk space: case fs/big/256KiB/t1/r1 stores about 10.0 MiB (40 objects of 256 KiB) in the tmpfs filesystem mounted at";
@@ -89,10 +102,9 @@ fn a_job_that_cannot_fit_is_refused_and_a_disk_that_fills_ends_the_run_with_the_
     assert!(!dir.path().join("out").exists(), "a refused run writes no report: {text}");
     assert_eq!(small.entries(), Vec::<String>::new(), "nothing written");
 
-    let (code, text) = run(dir.path(), &small, &["--no-space-check"]);
+    let (dir, code, text) = run_job(&small, JOB, &["--no-space-check"]);
     assert_eq!(code, Some(1), "{text}");
-    let report_path = walk(&dir.path().join("out")).into_iter().find(|p| p.ends_with("report.json")).expect("a report");
-    let report = common::assert_valid_report(&report_path);
+    let report = report_in(dir.path());
     let cases = report["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 1, "the run stopped at the case that filled the disk: {text}");
     let failure = cases[0]["failure"].as_str().unwrap_or_default();
@@ -112,29 +124,27 @@ fn a_made_filesystem_whose_image_cannot_fit_is_refused_before_anything_is_made()
         return;
     }
     let small = SmallFilesystem::mount("4m");
-    let stowbench = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_stowbench")).args(args).current_dir(&small.mount).output().unwrap();
-        (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-    };
     let refused = |text: &str, sweep: &str| {
         let expected = format!("not enough disk space: fio sweep \"{sweep}\" makes its ext4 filesystem of 1.00 GiB on a loop image");
         text.contains(&expected) && text.contains("which has 4.00 MiB free") && text.contains("--fs-size") && text.contains("--no-space-check")
     };
 
-    let (code, text) = stowbench(&["fio", "--fs", "ext4", "--fs-size", "1GiB", "--runtime", "1s", "--ramp-time", "0s", "--no-progress"]);
+    // In the filesystem itself: without --work-dir, `stowbench fio` makes its default one there.
+    let out = Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["fio", "--fs", "ext4", "--fs-size", "1GiB", "--runtime", "1s", "--ramp-time", "0s", "--no-progress"])
+        .current_dir(&small.mount)
+        .output()
+        .unwrap();
+    let (code, text) = exit_and_text(&out);
     assert_eq!(code, Some(3), "{text}");
     assert!(refused(&text, "cli"), "{text}");
     assert_eq!(small.entries(), Vec::<String>::new(), "the default --work-dir is not made for a refused run");
 
     let job = "version = 1\n[[fio]]\nname = \"layout\"\ntarget = [{ fs = \"ext4\", size = \"1GiB\" }]\nrw = [\"read\"]\nbs = [\"4KiB\"]\nsize = \"1MiB\"\nruntime = \"1s\"\n";
-    let dir = tempfile::tempdir().unwrap();
-    let job_path = dir.path().join("job.toml");
-    std::fs::write(&job_path, job).unwrap();
-    let out = dir.path().join("out");
-    let (code, text) = stowbench(&["run", job_path.to_str().unwrap(), "--no-progress", "--out", out.to_str().unwrap(), "--work-dir", "."]);
+    let (dir, code, text) = run_job(&small, job, &[]);
     assert_eq!(code, Some(3), "{text}");
     assert!(refused(&text, "layout"), "{text}");
-    assert!(!out.exists(), "a refused run writes no report: {text}");
+    assert!(!dir.path().join("out").exists(), "a refused run writes no report: {text}");
     assert_eq!(small.entries(), Vec::<String>::new(), "nothing written");
 }
 
@@ -147,13 +157,10 @@ fn a_full_disk_names_the_file_the_store_could_not_write() {
     }
     let small = SmallFilesystem::mount("4m");
     for backend in ["fs", "sqlite-file", "pack", "zip", "cfb"] {
-        let dir = tempfile::tempdir().unwrap();
         let job = JOB.replace("backend = \"fs\"", &format!("backend = \"{backend}\""));
-        std::fs::write(dir.path().join("job.toml"), job).unwrap();
-        let (code, text) = run(dir.path(), &small, &["--no-space-check"]);
+        let (dir, code, text) = run_job(&small, &job, &["--no-space-check"]);
         assert_eq!(code, Some(1), "{backend}: {text}");
-        let report_path = walk(&dir.path().join("out")).into_iter().find(|p| p.ends_with("report.json")).expect("a report");
-        let report = common::assert_valid_report(&report_path);
+        let report = report_in(dir.path());
         let failure = report["cases"][0]["failure"].as_str().unwrap_or_default().to_string();
         let store = format!("{}/stowbench-", small.mount.display());
         assert!(failure.contains(&store) && failure.contains("No space left on device"), "{backend}: {failure}");

@@ -273,6 +273,48 @@ fn check_row_fits(key: &str, len: u64) -> BResult<()> {
 }
 
 impl SqliteSession {
+    /// Deletes `key`'s row in one transaction (a delete writes too: its WAL frames can fill a
+    /// disk); returns how many rows went.
+    fn delete_row(&mut self, row: RowKey, key: &str) -> BResult<usize> {
+        let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
+        let deleted = tx.execute(self.schema.delete(row), params![row.id, key]).context("delete")?;
+        tx.commit().context("delete: commit")?;
+        Ok(deleted)
+    }
+
+    /// Writes `key`'s row and value in one transaction.
+    fn put_row(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
+        check_row_fits(key, len)?;
+        self.release_snapshot();
+        let whole = len <= self.blob_io_threshold_bytes;
+        if whole {
+            // Read before taking the write lock, so the lock is held only for SQLite's own work.
+            self.small_value.clear();
+            super::copy_exact(body, &mut self.small_value, len)?;
+        }
+        let id = self.schema.row_key(key).id;
+        let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
+        let rowid: Option<i64> = {
+            let mut upsert = tx.prepare_cached(self.schema.upsert()).context("put: prepare")?;
+            if whole {
+                upsert.query_row(params![id, key, len as i64, &self.small_value[..]], |row| row.get(0))
+            } else {
+                upsert.query_row(params![id, key, len as i64, ZeroBlob(len)], |row| row.get(0))
+            }
+            .optional()
+            .context("put: insert row")?
+        };
+        // No row back: the rowid upsert found another key under this key's id and left it alone.
+        let rowid = rowid.ok_or_else(|| Schema::collision(&tx, key, id))?;
+        if !whole {
+            let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, false).context("put: open blob")?;
+            super::copy_exact(body, &mut blob, len)?;
+            blob.close().context("put: close blob")?;
+        }
+        // Any error above drops `tx`, which rolls back: the previous value stays as it was.
+        tx.commit().context("put: commit")
+    }
+
     /// Ends the read transaction a held BLOB handle keeps open. A write must not start inside it
     /// (in WAL an old snapshot cannot become a write transaction), and the session's next get must
     /// see what it wrote.
@@ -382,35 +424,7 @@ impl SqliteSession {
 
 impl Session for SqliteSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
-        check_row_fits(key, len)?;
-        self.release_snapshot();
-        let whole = len <= self.blob_io_threshold_bytes;
-        if whole {
-            // Read before taking the write lock, so the lock is held only for SQLite's own work.
-            self.small_value.clear();
-            super::copy_exact(body, &mut self.small_value, len)?;
-        }
-        let id = self.schema.row_key(key).id;
-        let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let rowid: Option<i64> = {
-            let mut upsert = tx.prepare_cached(self.schema.upsert()).context("put: prepare")?;
-            if whole {
-                upsert.query_row(params![id, key, len as i64, &self.small_value[..]], |row| row.get(0))
-            } else {
-                upsert.query_row(params![id, key, len as i64, ZeroBlob(len)], |row| row.get(0))
-            }
-            .optional()
-            .context("put: insert row")?
-        };
-        // No row back: the rowid upsert found another key under this key's id and left it alone.
-        let rowid = rowid.ok_or_else(|| Schema::collision(&tx, key, id))?;
-        if !whole {
-            let mut blob = tx.blob_open(MAIN_DB, "objects", "body", rowid, false).context("put: open blob")?;
-            super::copy_exact(body, &mut blob, len)?;
-            blob.close().context("put: close blob")?;
-        }
-        // Any error above drops `tx`, which rolls back: the previous value stays as it was.
-        tx.commit().context("put: commit")
+        self.put_row(key, body, len).map_err(|e| connection::naming_full_database(&self.conn, e))
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
@@ -440,9 +454,7 @@ impl Session for SqliteSession {
     fn delete(&mut self, key: &str) -> BResult<()> {
         self.release_snapshot();
         let row = self.schema.row_key(key);
-        let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let deleted = tx.execute(self.schema.delete(row), params![row.id, key]).context("delete")?;
-        tx.commit().context("delete: commit")?;
+        let deleted = self.delete_row(row, key).map_err(|e| connection::naming_full_database(&self.conn, e))?;
         if deleted == 0 {
             return Err(BackendError::not_found(key));
         }

@@ -21,7 +21,7 @@
 
 use super::options::{OptionDoc, Options};
 use super::row_file::{ContentFiles, Order, Row, RowFileSession, Rows};
-use super::sqlite::connection::{self, begin_write, database_files, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
+use super::sqlite::connection::{self, begin_write, database_files, naming_full_database, remove_database, unsigned, SqlContext, Tuning, DATABASE_FILE};
 use super::{BResult, Backend, BackendInfo, BackendKind, Capabilities, DiskUsage, Namespace, Session};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::PathBuf;
@@ -169,11 +169,16 @@ impl Rows for SqliteRows {
     }
 
     fn commit_row(&mut self, key: &str, row: &Row) -> BResult<Option<Row>> {
-        let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let old = read_row(&tx, key)?;
-        tx.prepare_cached(UPSERT).and_then(|mut stmt| stmt.execute(params![key, row.size_bytes as i64, row.path, row.created_ns])).context("put: write row")?;
-        tx.commit().context("put: commit")?;
-        Ok(old)
+        let commit = |conn: &mut Connection, wait_ns: &mut u64| -> BResult<Option<Row>> {
+            let tx = begin_write(conn, wait_ns)?;
+            let old = read_row(&tx, key)?;
+            tx.prepare_cached(UPSERT)
+                .and_then(|mut stmt| stmt.execute(params![key, row.size_bytes as i64, row.path, row.created_ns]))
+                .context("put: write row")?;
+            tx.commit().context("put: commit")?;
+            Ok(old)
+        };
+        commit(&mut self.conn, &mut self.wait_ns).map_err(|e| naming_full_database(&self.conn, e))
     }
 
     fn undo_row(&mut self, key: &str, ours: &Row, old: Option<Row>) {
@@ -194,13 +199,16 @@ impl Rows for SqliteRows {
     }
 
     fn delete_row(&mut self, key: &str) -> BResult<Option<String>> {
-        let tx = begin_write(&mut self.conn, &mut self.wait_ns)?;
-        let path: Option<String> = tx
-            .prepare_cached("DELETE FROM objects WHERE key = ?1 RETURNING path")
-            .and_then(|mut stmt| stmt.query_row([key], |r| r.get(0)).optional())
-            .context("delete")?;
-        tx.commit().context("delete: commit")?;
-        Ok(path)
+        let delete = |conn: &mut Connection, wait_ns: &mut u64| -> BResult<Option<String>> {
+            let tx = begin_write(conn, wait_ns)?;
+            let path: Option<String> = tx
+                .prepare_cached("DELETE FROM objects WHERE key = ?1 RETURNING path")
+                .and_then(|mut stmt| stmt.query_row([key], |r| r.get(0)).optional())
+                .context("delete")?;
+            tx.commit().context("delete: commit")?;
+            Ok(path)
+        };
+        delete(&mut self.conn, &mut self.wait_ns).map_err(|e| naming_full_database(&self.conn, e))
     }
 
     fn wait_ns(&self) -> u64 {

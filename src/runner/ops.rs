@@ -198,17 +198,22 @@ impl Worker<'_, '_> {
         if self.bytes_stop_reached(size) {
             return false;
         }
+        // A spare sink was reset when it was put back, outside the timed window; only a retry
+        // resets it inside, as the check covers what the last attempt sent.
         let mut sink = self.spare_sink.take().unwrap_or_default();
+        let mut retrying = false;
         let (result, latency, retries) = self.timed(|w| {
             if ctx.verify {
-                sink.reset(); // also before a retry: it checks only what the last attempt sent
+                if std::mem::replace(&mut retrying, true) {
+                    sink.reset();
+                }
                 w.session.get(name, &mut SelfTimed { inner: &mut *sink, clock: ctx.clock, own: &w.own.verification_ns })
             } else {
                 w.session.get(name, &mut std::io::sink())
             }
         });
         if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
-            self.spare_sink = Some(sink);
+            self.put_back(sink);
             return true;
         }
         let outcome = match &result {
@@ -228,8 +233,15 @@ impl Worker<'_, '_> {
             }
             None => self.finish(Op::Get, index, latency, retries, result),
         }
-        self.spare_sink = Some(sink);
+        self.put_back(sink);
         true
+    }
+
+    /// Keeps the sink for the next get, reset here, between operations, so that forgetting the
+    /// last object costs no time inside the next one's window.
+    fn put_back(&mut self, mut sink: Box<DigestSink>) {
+        sink.reset();
+        self.spare_sink = Some(sink);
     }
 
     /// The backend refused the object by its own check (pack's record checksum, which it checks

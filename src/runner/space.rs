@@ -81,7 +81,7 @@ impl Need {
     /// What to lower to make the case smaller.
     fn smaller(&self) -> &'static str {
         if self.image.is_some() {
-            return "make the filesystem smaller (the target's size, or --fs-size)";
+            return "make the filesystem smaller (the fio target's size in a job file, --fs-size with stowbench fio)";
         }
         match self.appended {
             Appended::Counted(values) if values > self.objects => "lower the count or bytes of the phases that put",

@@ -311,6 +311,17 @@ fn failing_call(extended_code: std::os::raw::c_int) -> Option<&'static str> {
     })
 }
 
+/// SQLite's "database or disk is full" names no file: a user with several disks needs to know
+/// which one filled, as the file stores' errors say.
+pub(crate) fn naming_full_database(conn: &Connection, mut e: BackendError) -> BackendError {
+    if e.kind == ErrorKind::NoSpace {
+        if let Some(path) = conn.path().filter(|p| !p.is_empty()) {
+            e.message = format!("{} (the database {path}, or its -wal file beside it)", e.message);
+        }
+    }
+    e
+}
+
 /// Attaches what was being done to a SQLite error and maps its kind.
 pub(crate) trait SqlContext<T> {
     /// The result with a `BackendError` that says what was being done.

@@ -229,8 +229,15 @@ impl FileTally {
 }
 
 impl WorkerStats {
-    /// Whether it tried no operation at all (more threads than the phase had operations).
+    /// Whether it tried no operation at all (more threads than the phase had operations). A
+    /// miss is an operation tried: a worker whose gets all found no object was not idle.
     fn tried_nothing(&self) -> bool {
+        self.ops.values().all(|s| s.count == 0 && s.errors.is_empty() && s.misses == 0)
+    }
+
+    /// Whether none of its operations ran on its clock: a miss's time is left out of the phase
+    /// (`runner::ops`), so a worker that only missed has no end of its own to pool.
+    fn timed_nothing(&self) -> bool {
         self.ops.values().all(|s| s.count == 0 && s.errors.is_empty())
     }
 
@@ -535,10 +542,10 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
 /// included); the phase at the latest pool's end (docs/performance/fs-vs-fio.md, session 40, has what the
 /// plain span did to four verifying workers on two cores). A lone worker's span is the same
 /// either way, and so is that of workers whose own times are equal.
-/// Workers that tried nothing are no part of a pool.
+/// Workers that timed nothing are no part of a pool.
 fn pooled_span(workers: &[WorkerStats], start: u64) -> Option<u64> {
     let mut pools: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new(); // (last real end, own sum, workers)
-    for w in workers.iter().filter(|w| !w.tried_nothing()) {
+    for w in workers.iter().filter(|w| !w.timed_nothing()) {
         let pool = pools.entry(w.pool?).or_insert((0, 0, 0));
         pool.0 = pool.0.max(w.end_ns + w.end_own_ns);
         pool.1 += w.end_own_ns;
@@ -804,6 +811,25 @@ mod tests {
         let idle = WorkerStats { pool: Some(0), ..WorkerStats::new(0, 1) };
         let r = merge("get", vec![ended(Some(0), 200_000_000, 20_000_000), ended(Some(0), 200_000_000, 40_000_000), idle], 0);
         assert_eq!(r.window_total_ns, 170_000_000);
+        assert_eq!(r.idle_workers, 1);
+    }
+
+    /// A worker whose gets all missed issued its share of the phase: it is not idle (it was
+    /// counted so, and the report warned the phase's figures were those of fewer threads).
+    #[test]
+    fn a_worker_whose_operations_all_missed_is_not_idle() {
+        let all_missed = || {
+            let mut s = WorkerStats::new(0, 1);
+            for _ in 0..200 {
+                s.miss(Op::Get, false);
+            }
+            s
+        };
+        let r = merge("get", vec![all_missed(), all_missed()], 0);
+        assert_eq!(r.idle_workers, 0);
+        assert_eq!(r.ops["get"].misses, 400);
+        let r = merge("get", vec![all_missed(), WorkerStats::new(0, 1)], 0);
+        assert_eq!(r.idle_workers, 1, "the worker that issued nothing still is");
     }
 
     /// `workers` closed-loop workers, worker w starting at w × `stagger_ns`, each running `ops`

@@ -1,15 +1,28 @@
 //! The `stowbench` binary: parse arguments, run, exit with the library's code.
 //! A first Ctrl-C (or SIGTERM, SIGHUP: what `timeout`, systemd, `docker stop` and CI
 //! cancellation send) stops the run after the current operation and keeps every finished case;
-//! a second one exits at once.
+//! a second one exits at once. A second signal within `SAME_REQUEST_NS` of the first is the same
+//! request delivered twice, not a second request: `timeout` sends its signal to its child and then
+//! to its whole process group, and a wrapper script may pass on a Ctrl-C the terminal also sent.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// How close behind the first a signal must arrive to count as that one again: far above the
+/// microseconds between `timeout`'s two sends, below a person's second Ctrl-C after reading the
+/// "Ctrl-C again to quit now" line.
+const SAME_REQUEST_NS: u64 = 250_000_000;
+
 fn main() {
     quiet_on_closed_stdout();
-    let _ = stowbench::signals::on_termination(|| {
+    let mut first_arrived_ns: Option<u64> = None;
+    let _ = stowbench::signals::on_termination(move |arrived_ns| {
+        match first_arrived_ns {
+            None => first_arrived_ns = Some(arrived_ns),
+            Some(first) if arrived_ns.saturating_sub(first) < SAME_REQUEST_NS => return,
+            Some(_) => {}
+        }
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             match stowbench::runner::left_behind_if_exiting_now() {
                 Some(left) => stowbench::say!("stowbench: interrupted twice, exiting now: {left}"),

@@ -387,10 +387,15 @@ fn sigint_exits_130_and_keeps_finished_cases() {
             .spawn()
             .unwrap();
         common::wait_for_finished_cases(&dir.path().join("res"), 1);
-        // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        // Twice back to back, as `timeout` sends it (to its child, then to its process group):
+        // one request, which ends the run as one signal does.
+        for _ in 0..2 {
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(child.id() as i32, signal) };
+        }
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(130), "signal {signal}: {}", text(&out));
+        assert!(!text(&out).contains("interrupted twice"), "signal {signal}: {}", text(&out));
         let run_dir = std::fs::read_dir(dir.path().join("res")).unwrap().next().unwrap().unwrap().path();
         let report = common::assert_valid_report(&run_dir.join("report.json"));
         assert_eq!(report["status"], "interrupted");
@@ -417,10 +422,11 @@ fn a_second_ctrl_c_names_the_data_it_leaves_and_the_cleanup() {
     // The first Ctrl-C must come once the stalled put is under way: before it, the run would end
     // at once with nothing to wait for.
     wait_for_the_stalled_put(child.id(), started);
+    // 600 ms apart: a second signal within 250 ms of the first counts as the same one.
     for _ in 0..2 {
         // SAFETY: sending a signal to our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(std::time::Duration::from_millis(600));
     }
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out));

@@ -287,7 +287,9 @@ impl DataNamespace {
                     ));
                 }
                 let dir = absolute.join(format!("stowbench-{}-{}", ns.run_id, ns.name));
-                Ok(DataNamespace { ns: Namespace::create(&dir, &ns.run_id, &ns.name)?, made_for_path: Some(dir) })
+                let made = Namespace::create(&dir, &ns.run_id, &ns.name)?;
+                lock_made_for_paths().push(dir.clone());
+                Ok(DataNamespace { ns: made, made_for_path: Some(dir) })
             }
             None => Ok(DataNamespace { ns: ns.clone(), made_for_path: None }),
         }
@@ -297,15 +299,52 @@ impl DataNamespace {
     /// run's own namespace is left to the runner.
     pub fn release(&self) -> super::BResult<()> {
         match &self.made_for_path {
-            Some(dir) => remove(dir).map_err(|e| super::BackendError::new(super::ErrorKind::Io, e)),
+            Some(dir) => {
+                remove(dir).map_err(|e| super::BackendError::new(super::ErrorKind::Io, e))?;
+                lock_made_for_paths().retain(|made| made != dir);
+                Ok(())
+            }
             None => Ok(()),
         }
     }
 }
 
+/// The directories `path` options made that are not removed yet: outside the run directory, so a
+/// process that exits at once (a second Ctrl-C) must name them beside it.
+static MADE_FOR_PATHS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn lock_made_for_paths() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    MADE_FOR_PATHS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The directories `path` options made that still exist, for the message of a hard exit; None
+/// when the list is being changed at that instant (the caller must not wait: it is exiting).
+pub fn made_for_paths_now() -> Option<Vec<PathBuf>> {
+    let made = MADE_FOR_PATHS.try_lock().ok()?;
+    Some(made.iter().filter(|d| d.exists()).cloned().collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hard exit (a second Ctrl-C) names the directories `path` made: cleaning the run
+    /// directory does not reach them.
+    #[test]
+    fn a_directory_made_for_a_path_is_listed_until_released() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = Namespace::create(&tmp.path().join("stowbench-r9"), "r9", "r9").unwrap();
+        let user = tmp.path().join("user");
+        fs::create_dir(&user).unwrap();
+        let toml = format!("path = {:?}", user.display().to_string());
+        let options = super::super::options::Options::new("fs", "test", toml::from_str(&toml).unwrap());
+        let data = DataNamespace::new(&options, &run.child("case").unwrap()).unwrap();
+        let made = data.made_for_path.clone().unwrap();
+        assert!(made.starts_with(&user) && made.is_dir());
+        assert!(made_for_paths_now().unwrap().contains(&made));
+        data.release().unwrap();
+        assert!(!made.exists() && !made_for_paths_now().unwrap().contains(&made));
+    }
 
     #[test]
     fn refuses_foreign_non_empty_directories() {

@@ -166,8 +166,15 @@ impl Drop for InProgress {
 pub fn left_behind_if_exiting_now() -> Option<String> {
     let guard = IN_PROGRESS.try_lock().ok()?;
     let (dir, report) = guard.as_ref()?;
+    // Data a target's `path` put elsewhere is named too, each with its own command: cleaning the
+    // run directory does not reach it.
+    let elsewhere: String = crate::backend::namespace::made_for_paths_now()
+        .unwrap_or_default()
+        .iter()
+        .map(|made| format!(", and in {} (stowbench cleanup {})", made.display(), made.display()))
+        .collect();
     Some(format!(
-        "the run's data stays in {} (remove it with: stowbench cleanup {}), and {} stays marked \"running\"",
+        "the run's data stays in {} (remove it with: stowbench cleanup {}){elsewhere}; {} stays marked \"running\"",
         dir.display(),
         dir.display(),
         report.display()

@@ -537,7 +537,7 @@ fn worker_statistics_survive_the_round_trip_and_merge_the_same() {
         w.success(Op::Put, i, 1_000 + i * 30_000, 10_000 + i * 997, 4096, (i % 3) as u32);
     }
     w.failure(Op::Get, 20_000_000, ErrorKind::Io, 2, || "get obj-3: broken".into());
-    w.miss(Op::Get, true);
+    w.miss(Op::Get, true, 70_000);
     w.end_ns = 16_000_000;
     let copy = WorkerStats::from_bytes(&w.to_bytes()).unwrap();
     let (a, b) = (stowbench::stats::merge("put", vec![w], 5), stowbench::stats::merge("put", vec![copy], 5));

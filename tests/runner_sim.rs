@@ -486,3 +486,24 @@ fn a_read_recent_beyond_the_puts_runs_and_is_warned_about() {
     let fits = run_job(&sim_job("latency = \"1ms\"", &workload("5"))).unwrap();
     assert!(!fits.report.warnings.iter().any(|w| w.kind == kind), "5 puts per worker reach the 5th newest");
 }
+
+/// A miss is work the storage did: its time counts in the phase's window as a success's does,
+/// and its latency is reported apart. (Misses after the last success once fell outside the window:
+/// 380 misses of 2 ms each after 20 hits read as a 40 ms phase.)
+#[test]
+fn misses_count_in_the_window_and_report_their_own_latency() {
+    let workload = "sizes = [100]\nthreads = [1]\nobjects = 400\n[[workload.phase]]\nmix = { put = 1 }\ncount = 20\n\
+                    [[workload.phase]]\nmix = { get = 1 }\nkey_order = \"sequential\"\ncount = 400";
+    let run = run_job(&sim_job("latency = \"2ms\"", workload)).unwrap();
+    assert_eq!(run.exit_code, 0);
+    let get = &run.report.cases[0].phases[1];
+    let op = &get.ops["get"];
+    assert_eq!((op.count, op.misses), (20, 380));
+    assert_eq!(get.window_total_ns, 400 * 2_000_000, "hits and misses alike");
+    assert!(close(get.throughput_total.ops_per_s, 20.0 / 0.8), "successes over the whole phase: {}", get.throughput_total.ops_per_s);
+    let missed = op.miss_latency.as_ref().expect("the misses' latency");
+    assert_eq!(missed.samples, 380);
+    assert!(close(missed.p50_ns as f64, 2e6), "{missed:?}");
+    assert_eq!(op.latency.samples, 20, "the successes' latency holds no miss");
+    assert!(get.idle_workers == 0);
+}

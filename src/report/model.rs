@@ -693,6 +693,11 @@ pub struct OpResult {
     /// Latency of successful operations (including retries), in nanoseconds: from the actual
     /// start (service time).
     pub latency: LatencySummary,
+    /// Latency of the misses (operations that found no object), in nanoseconds, apart from the
+    /// successes': their time counts in the phase's window like any operation's. Absent when
+    /// nothing missed, and from reports of earlier versions (which left the misses' time out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_latency: Option<LatencySummary>,
     /// Open-loop phases: latency of successful operations from their intended start, which
     /// includes the time an operation waited behind a late schedule (coordinated-omission safe).
     #[serde(default, skip_serializing_if = "Option::is_none")]

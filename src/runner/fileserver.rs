@@ -197,7 +197,7 @@ impl Worker<'_, '_> {
             me.download_attempt(&name, &mut sink, &mut times, &mut object_key)
         });
         let latency = times.catalog_ns + times.storage_ns;
-        if is_not_found(&result) && self.count_miss(Op::Download, ctx.keys.classify_read_miss(&snapshot)) {
+        if is_not_found(&result) && self.count_miss(Op::Download, ctx.keys.classify_read_miss(&snapshot), latency) {
             return true;
         }
         let result = match result {

@@ -137,14 +137,14 @@ impl Worker<'_, '_> {
             Op::Head => {
                 let snapshot = self.ctx.keys.snapshot(key);
                 let (result, latency, retries) = self.timed(|w| w.session.head(name).map(|_| 0));
-                if !(is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_read_miss(&snapshot))) {
+                if !(is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_read_miss(&snapshot), latency)) {
                     self.finish(op, index, latency, retries, result);
                 }
             }
             Op::Delete => {
                 let snapshot = self.ctx.keys.begin_delete(key);
                 let (result, latency, retries) = self.timed(|w| w.session.delete(name).map(|()| 0));
-                if is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_delete_miss(&snapshot)) {
+                if is_not_found(&result) && self.count_miss(op, self.ctx.keys.classify_delete_miss(&snapshot), latency) {
                     self.ctx.keys.end_delete(&snapshot, Some(false));
                 } else {
                     self.ctx.keys.end_delete(&snapshot, result.as_ref().ok().map(|_| true));
@@ -174,7 +174,7 @@ impl Worker<'_, '_> {
         });
         if is_not_found(&result) && ctx.keys.classify_put_miss(&ticket) == Miss::Raced {
             ctx.keys.end_put(ticket, None);
-            self.stats.miss(Op::Put, true);
+            self.count_miss(Op::Put, Miss::Raced, latency);
             return true;
         }
         let stored = result.as_ref().ok().map(|()| {
@@ -212,7 +212,7 @@ impl Worker<'_, '_> {
                 w.session.get(name, &mut std::io::sink())
             }
         });
-        if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot)) {
+        if is_not_found(&result) && self.count_miss(Op::Get, ctx.keys.classify_read_miss(&snapshot), latency) {
             self.put_back(sink);
             return true;
         }
@@ -308,14 +308,20 @@ impl Worker<'_, '_> {
         })
     }
 
-    /// Counts a `NotFound` that is a miss (of an absent key, or one a concurrent delete removed);
-    /// returns false for lost data, which stays an error.
-    pub(super) fn count_miss(&mut self, op: Op, miss: Miss) -> bool {
-        match miss {
-            Miss::Absent => self.stats.miss(op, false),
-            Miss::Raced => self.stats.miss(op, true),
+    /// Counts a `NotFound` that is a miss (of an absent key, or one a concurrent delete removed)
+    /// of the operation whose last timed call just ended, after `latency_ns`; returns false for
+    /// lost data, which stays an error. A miss is work the storage did (a lookup that found
+    /// nothing, as slow as an S3 404 may be): its time counts in the phase's window as any
+    /// operation's, and its latency is kept apart from the successes'.
+    pub(super) fn count_miss(&mut self, op: Op, miss: Miss, latency_ns: u64) -> bool {
+        let raced = match miss {
+            Miss::Absent => false,
+            Miss::Raced => true,
             Miss::Lost => return false,
-        }
+        };
+        self.stats.miss(op, raced, latency_ns);
+        self.stats.end_ns = self.ended_ns;
+        self.stats.end_own_ns = self.ended_own_ns;
         true
     }
 

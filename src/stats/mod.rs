@@ -38,6 +38,9 @@ pub struct OpStats {
     errors: BTreeMap<ErrorKind, u64>,
     misses: u64,
     raced_misses: u64,
+    /// The misses' latencies, apart from the successes' (a lookup that finds nothing may be far
+    /// faster or slower than a read); made on the first miss.
+    miss_hist: Option<Histogram<u64>>,
     retries: u64,
     /// The first failures' messages ("<op> <key>: <message>"), at most `ERRORS_LISTED`.
     first_errors: Vec<String>,
@@ -53,6 +56,7 @@ impl OpStats {
             errors: BTreeMap::new(),
             misses: 0,
             raced_misses: 0,
+            miss_hist: None,
             retries: 0,
             first_errors: Vec::new(),
         }
@@ -230,15 +234,10 @@ impl FileTally {
 
 impl WorkerStats {
     /// Whether it tried no operation at all (more threads than the phase had operations). A
-    /// miss is an operation tried: a worker whose gets all found no object was not idle.
+    /// miss is an operation tried: a worker whose gets all found no object was not idle, and its
+    /// misses' time ends its part of the phase as any operation's does.
     fn tried_nothing(&self) -> bool {
         self.ops.values().all(|s| s.count == 0 && s.errors.is_empty() && s.misses == 0)
-    }
-
-    /// Whether none of its operations ran on its clock: a miss's time is left out of the phase
-    /// (`runner::ops`), so a worker that only missed has no end of its own to pool.
-    fn timed_nothing(&self) -> bool {
-        self.ops.values().all(|s| s.count == 0 && s.errors.is_empty())
     }
 
     /// Stats for a worker whose phase began at `origin_ns`; `index_width` operations per index bucket.
@@ -385,12 +384,14 @@ impl WorkerStats {
         self.timeline[i].errors += 1;
     }
 
-    /// Records an operation that found no object: of a key known to be absent, or (`raced`) of
-    /// one a concurrent delete may have removed (see `runner::keytable`).
-    pub fn miss(&mut self, op: Op, raced: bool) {
+    /// Records an operation that found no object after `latency_ns`: of a key known to be
+    /// absent, or (`raced`) of one a concurrent delete may have removed (see `runner::keytable`).
+    /// The caller moves the worker's end to the miss's, as for any operation.
+    pub fn miss(&mut self, op: Op, raced: bool, latency_ns: u64) {
         let s = self.ops.of(op);
         s.misses += 1;
         s.raced_misses += raced as u64;
+        s.miss_hist.get_or_insert_with(new_histogram).saturating_record(latency_ns.max(1));
     }
 
     /// Reads of absent keys so far.
@@ -467,6 +468,9 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
             into.bytes += s.bytes;
             into.misses += s.misses;
             into.raced_misses += s.raced_misses;
+            if let Some(missed) = &s.miss_hist {
+                into.miss_hist.get_or_insert_with(new_histogram).add(missed).expect("histograms share bounds");
+            }
             into.retries += s.retries;
             if let Some(response) = &s.response {
                 into.response.get_or_insert_with(new_histogram).add(response).expect("histograms share bounds");
@@ -542,10 +546,10 @@ pub fn merge(label: &str, workers: Vec<WorkerStats>, lock_wait_ns: u64) -> Phase
 /// included); the phase at the latest pool's end (docs/performance/fs-vs-fio.md, session 40, has what the
 /// plain span did to four verifying workers on two cores). A lone worker's span is the same
 /// either way, and so is that of workers whose own times are equal.
-/// Workers that timed nothing are no part of a pool.
+/// Workers that tried nothing are no part of a pool.
 fn pooled_span(workers: &[WorkerStats], start: u64) -> Option<u64> {
     let mut pools: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new(); // (last real end, own sum, workers)
-    for w in workers.iter().filter(|w| !w.timed_nothing()) {
+    for w in workers.iter().filter(|w| !w.tried_nothing()) {
         let pool = pools.entry(w.pool?).or_insert((0, 0, 0));
         pool.0 = pool.0.max(w.end_ns + w.end_own_ns);
         pool.1 += w.end_own_ns;
@@ -673,6 +677,7 @@ fn op_result(s: &OpStats) -> OpResult {
         raced_misses: s.raced_misses,
         retries: s.retries,
         latency: summarize(&s.hist),
+        miss_latency: s.miss_hist.as_ref().map(summarize),
         response_latency: s.response.as_ref().map(summarize),
         first_errors: s.first_errors.clone(),
     }
@@ -821,13 +826,14 @@ mod tests {
         let all_missed = || {
             let mut s = WorkerStats::new(0, 1);
             for _ in 0..200 {
-                s.miss(Op::Get, false);
+                s.miss(Op::Get, false, 1_000);
             }
             s
         };
         let r = merge("get", vec![all_missed(), all_missed()], 0);
         assert_eq!(r.idle_workers, 0);
         assert_eq!(r.ops["get"].misses, 400);
+        assert_eq!(r.ops["get"].miss_latency.as_ref().map(|l| l.samples), Some(400));
         let r = merge("get", vec![all_missed(), WorkerStats::new(0, 1)], 0);
         assert_eq!(r.idle_workers, 1, "the worker that issued nothing still is");
     }

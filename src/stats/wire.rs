@@ -47,6 +47,7 @@ struct WireOp {
     errors: Vec<(ErrorKind, u64)>,
     misses: u64,
     raced_misses: u64,
+    miss_hist: Option<Vec<u8>>,
     retries: u64,
     first_errors: Vec<String>,
 }
@@ -124,6 +125,7 @@ impl WorkerStats {
                     errors: s.errors.iter().map(|(k, n)| (*k, *n)).collect(),
                     misses: s.misses,
                     raced_misses: s.raced_misses,
+                    miss_hist: s.miss_hist.as_ref().map(histogram_bytes),
                     retries: s.retries,
                     first_errors: s.first_errors.clone(),
                 })
@@ -170,6 +172,7 @@ impl WorkerStats {
                 errors: o.errors.into_iter().collect(),
                 misses: o.misses,
                 raced_misses: o.raced_misses,
+                miss_hist: o.miss_hist.as_deref().map(histogram_from).transpose()?,
                 retries: o.retries,
                 first_errors: o.first_errors,
             };

@@ -17,6 +17,7 @@ fn case(target: &str, repeat: u32, ops_per_s: f64) -> CaseResult {
         raced_misses: 0,
         retries: 0,
         latency,
+        miss_latency: None,
         response_latency: None,
         first_errors: Vec::new(),
     };

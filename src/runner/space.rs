@@ -89,6 +89,15 @@ impl Need {
         }
     }
 
+    /// The bytes stored, in words: `bytes` stops at u64::MAX (16 EiB), which a job can pass
+    /// (10^8 objects of 1 TiB), and is then a floor, not an estimate.
+    fn amount(&self) -> String {
+        match self.bytes() {
+            u64::MAX => format!("more than {}", format_bytes(u64::MAX)),
+            bytes => format!("about {}", format_bytes(bytes)),
+        }
+    }
+
     /// What the case stores, in words, for the refusal.
     fn said(&self) -> String {
         let size = format_bytes(self.object_bytes);
@@ -100,8 +109,8 @@ impl Need {
         }
         let stores = match self.appended {
             Appended::Counted(values) if values > self.objects => format!(
-                "about {} ({values} values of {size} written to {} keys: the store keeps every replaced value until it is compacted)",
-                format_bytes(self.bytes()),
+                "{} ({values} values of {size} written to {} keys: the store keeps every replaced value until it is compacted)",
+                self.amount(),
                 self.objects
             ),
             Appended::Unbounded => format!(
@@ -110,7 +119,7 @@ impl Need {
                 format_bytes(self.bytes()),
                 self.objects
             ),
-            _ => format!("about {} ({} objects of {size})", format_bytes(self.bytes()), self.objects),
+            _ => format!("{} ({} objects of {size})", self.amount(), self.objects),
         };
         format!("case {} stores {stores}", self.case_id)
     }
@@ -248,6 +257,9 @@ mod tests {
             let refused = check(&[need(10, u64::MAX), need(10, u64::MAX)], keep).unwrap_err();
             assert!(refused.starts_with("not enough disk space"), "{refused}");
         }
+        // 10^8 objects of 1 TiB are about 95 EiB: the figure says it is past what it can count.
+        let said = need(100_000_000, 1 << 40).said();
+        assert!(said.contains("stores more than 16.0 EiB (100000000 objects of"), "{said}");
         check(&[need(1, 4096)], false).unwrap();
     }
 

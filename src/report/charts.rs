@@ -95,6 +95,7 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
             Series { name: t.to_string(), points, look: Some((colour_of(&colours, t), 0)) }
         });
+        let measure = measure_plotted(&sizes);
         figures.push(Figure {
             chart: Chart {
                 title: format!("{phase} throughput against object size · {} · workload {workload}", threads_text(threads)),
@@ -104,7 +105,7 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
                 kind: Kind::Lines,
             },
             caption: format!(
-                "Steady-state window; each point is the mean of a target's repeats{}.",
+                "{measure}; each point is the mean of a target's repeats{}.",
                 if with_bars {
                     format!("; {INTERVAL_NOTE} (an interval reaching zero is cut at the axis' bottom)")
                 } else {
@@ -120,6 +121,22 @@ fn throughput_by_size(report: &RunReport) -> ChartGroup {
     );
     group.notes = notes;
     group
+}
+
+/// The throughput a chart's rows hold, in words: the table's block (workload, phase, threads)
+/// compares one measure at every size, and its rows say which.
+fn measure_plotted(rows: &[&Headline]) -> &'static str {
+    use super::table::Measure;
+    let named = |m: Measure| rows.iter().all(|h| h.measure == m.name());
+    if named(Measure::SteadyState) {
+        "Throughput in the steady-state window"
+    } else if named(Measure::WholePhase) {
+        "Throughput over the whole phase (some phase here was too short for a steady-state window)"
+    } else {
+        // Reports from before `measure` was recorded: each figure was its phase's window where it
+        // had one, else its whole phase.
+        "Throughput in each phase's steady-state window, or over the whole phase where it was too short for one"
+    }
 }
 
 /// (workload, phase label, threads) → the ok cases with that phase, and the phase's index in each.
@@ -473,5 +490,28 @@ mod tests {
         report.headlines.clear();
         let fs_only = colour(&report);
         assert!(!fs_only.is_empty() && fs_only.iter().all(|(t, c)| t == "fs" && *c == 1), "{fs_only:?}");
+    }
+
+    /// The caption names the measure the table's block compares: the fixture's phases were too
+    /// short for a steady-state window, so its blocks plot their whole phases (the caption said
+    /// "Steady-state window" whatever was plotted). Its stored headlines, older than `measure`,
+    /// mixed the two, and the caption says so.
+    #[test]
+    fn the_throughput_caption_names_the_measure_plotted() {
+        let mut report: RunReport = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap();
+        let captions = |report: &RunReport| -> Vec<String> { throughput_by_size(report).figures.into_iter().map(|f| f.caption).collect() };
+        let stored = captions(&report);
+        assert!(
+            !stored.is_empty() && stored.iter().all(|c| c.starts_with("Throughput in each phase's steady-state window, or over the whole phase")),
+            "{stored:?}"
+        );
+        report.headlines.clear();
+        let whole = captions(&report);
+        assert!(!whole.is_empty() && whole.iter().all(|c| c.starts_with("Throughput over the whole phase")), "{whole:?}");
+        for phase in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()) {
+            phase.throughput_all_active = Some(phase.throughput_total.clone());
+        }
+        let windows = captions(&report);
+        assert!(!windows.is_empty() && windows.iter().all(|c| c.starts_with("Throughput in the steady-state window;")), "{windows:?}");
     }
 }

@@ -267,6 +267,9 @@ impl DataNamespace {
     /// Resolves the `path` option.
     pub fn new(options: &super::options::Options, ns: &Namespace) -> Result<DataNamespace, String> {
         match DataPath::read(options)?.path {
+            Some(path) if path.is_empty() => {
+                Err(options.bad("path", "is empty: give an existing directory, or leave path out to write inside the run's own directory"))
+            }
             Some(path) => {
                 // A relative path is taken from the current directory, as fio's `directory`; made
                 // absolute here so that the report says where the data lived.
@@ -287,7 +290,9 @@ impl DataNamespace {
                     ));
                 }
                 let dir = absolute.join(format!("stowbench-{}-{}", ns.run_id, ns.name));
-                let made = Namespace::create(&dir, &ns.run_id, &ns.name)?;
+                let made = Namespace::create(&dir, &ns.run_id, &ns.name).map_err(|e| {
+                    options.bad("path", format!("{e}. Give a directory stowbench may create its own directory in (not /proc or /sys, not read-only)"))
+                })?;
                 lock_made_for_paths().push(dir.clone());
                 Ok(DataNamespace { ns: made, made_for_path: Some(dir) })
             }
@@ -327,6 +332,19 @@ pub fn made_for_paths_now() -> Option<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path that cannot hold the run's directory is refused at the `path` option, with what to
+    /// give instead (it was refused at the target, with mkdir's words alone).
+    #[test]
+    fn an_unusable_path_is_refused_at_its_option() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = Namespace::create(&tmp.path().join("stowbench-r8"), "r8", "r8").unwrap();
+        for (path, says) in [("", "is empty"), ("/proc", "not /proc or /sys")] {
+            let options = super::super::options::Options::new("fs", "test", toml::from_str(&format!("path = {path:?}")).unwrap());
+            let refused = DataNamespace::new(&options, &run).err().unwrap_or_else(|| panic!("{path:?} was taken"));
+            assert!(refused.contains("option \"path\"") && refused.contains(says), "{refused}");
+        }
+    }
 
     /// A hard exit (a second Ctrl-C) names the directories `path` made: cleaning the run
     /// directory does not reach them.

@@ -339,6 +339,45 @@ fn a_p99_of_too_few_samples_is_shown_as_the_max_it_is() {
     assert!(table.contains(" op/s p99 4.42 ms") && !table.contains("max where"), "{table}");
 }
 
+/// A mixed open-loop phase's p99 is its slowest operation's, and the cell names it; the service
+/// time beside it is that operation's, not the slowest service time of any (which was another
+/// operation's: a p99 of one and an svc of the other, with nothing said). The HTML headline says
+/// the same.
+#[test]
+fn a_mixed_phases_p99_names_its_operation_and_its_service_time_is_the_same_ones() {
+    use stowbench::report::model::OpenLoop;
+    let mut report = load("objects-a");
+    report.headlines.clear();
+    let ms = |n: u64| n * 1_000_000;
+    for phase in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()).filter(|p| p.phase == "get") {
+        phase.phase = "mix get90 put10 @ 3k/s".into();
+        phase.open_loop =
+            Some(OpenLoop { rate_per_s: 3000.0, arrivals: "uniform".into(), started: 200, mean_lag_ns: 0.0, max_lag_ns: 0, end_lag_ns: 0, kept_up: true });
+        let get = phase.ops.get_mut("get").unwrap();
+        get.latency.samples = 1000;
+        get.latency.p99_ns = ms(1);
+        get.response_latency = Some(stowbench::report::model::LatencySummary { p99_ns: ms(50), ..get.latency.clone() });
+        let mut put = get.clone();
+        put.latency.p99_ns = ms(9);
+        put.response_latency = Some(stowbench::report::model::LatencySummary { p99_ns: ms(40), ..put.latency.clone() });
+        phase.ops.insert("put".into(), put);
+    }
+    let row = stowbench::report::table::headlines(&report).into_iter().find(|h| h.phase.starts_with("mix ") && h.size_label == "4KiB").unwrap();
+    let fs = row.figures.iter().find(|f| f.target == "fs").unwrap();
+    assert_eq!((fs.p99_op.as_deref(), fs.p99_ns_median, fs.service_p99_ns_median), (Some("get"), Some(ms(50) as f64), Some(ms(1) as f64)), "{fs:?}");
+    let table = stowbench::report::table::render(&report);
+    assert!(table.contains("p99 get 50.0 ms svc 1.00 ms") && table.contains("; in this mix, each p99 that of the slowest operation, named"), "{table}");
+    assert!(!table.contains("svc 9.00 ms"), "{table}");
+    assert!(
+        render_report("html", &report).contains("<td class=\"num\">get 50.0 ms svc 1.00 ms</td>"),
+        "the HTML headline names the operation and its service time"
+    );
+
+    // A phase of one kind of operation names none.
+    let put = stowbench::report::table::headlines(&report).into_iter().find(|h| h.phase == "put").unwrap();
+    assert!(put.figures.iter().all(|f| f.p99_op.is_none() && f.service_p99_ns_median.is_none()), "{put:?}");
+}
+
 /// A phase's `before` command is a condition of what the phase measured: the table and the page
 /// name it, quoted so that it can be pasted into a shell and run as it was.
 #[test]

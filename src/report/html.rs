@@ -156,17 +156,24 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
             .map(|(low, high)| format!("{} – {}", if low > 0.0 { headline_value(h, low) } else { "0".into() }, headline_value(h, high)))
             .unwrap_or_else(dash),
         repeats,
-        f.p99_ns_median.map(|p| p99_text(f.p99_from_samples, p)).unwrap_or_else(dash),
+        f.p99_ns_median.map(|p| p99_text(f, p)).unwrap_or_else(dash),
         notes,
     ]
 }
 
-/// A headline's p99, or its largest sample where a repeat had too few samples for a percentile.
-fn p99_text(from_samples: Option<u64>, p99_ns: f64) -> String {
-    match from_samples {
-        Some(n) => format!("max {} ({n} samples)", format_nanos(p99_ns as u64)),
-        None => format_nanos(p99_ns as u64),
+/// A headline's p99, or its largest sample where a repeat had too few samples for a percentile;
+/// in a mix, named with the operation it is of; in an open loop, with that operation's service
+/// time, as the terminal table gives them.
+fn p99_text(f: &HeadlineFigure, p99_ns: f64) -> String {
+    let op = f.p99_op.as_ref().map(|op| format!("{op} ")).unwrap_or_default();
+    let mut text = match f.p99_from_samples {
+        Some(n) => format!("max {op}{} ({n} samples)", format_nanos(p99_ns as u64)),
+        None => format!("{op}{}", format_nanos(p99_ns as u64)),
+    };
+    if let Some(service) = f.service_p99_ns_median {
+        let _ = write!(text, " svc {}", format_nanos(service as u64));
     }
+    text
 }
 
 fn headlines_section(report: &RunReport) -> String {
@@ -175,7 +182,7 @@ fn headlines_section(report: &RunReport) -> String {
     if rows.is_empty() {
         return out + "<p class=\"absent\">No object-store case in this run.</p>\n";
     }
-    out += "<p>Throughput in each case's steady-state window, or over the whole phase in the groups marked so, where some phase was too short for a window (bytes per second; operations per second for empty objects): the mean over the repeats, its coefficient of variation, and the 95 % confidence interval of the mean (Student's t). The winner stands clear only when its interval lies above the runner-up's; overlapping intervals are a tie. p99: the median of the repeats' p99 latencies (open loop: from each operation's intended start); &ldquo;max&rdquo; where a repeat had fewer than 100 samples, whose 99th percentile is its largest sample.</p>\n";
+    out += "<p>Throughput in each case's steady-state window, or over the whole phase in the groups marked so, where some phase was too short for a window (bytes per second; operations per second for empty objects): the mean over the repeats, its coefficient of variation, and the 95 % confidence interval of the mean (Student's t). The winner stands clear only when its interval lies above the runner-up's; overlapping intervals are a tie. p99: the median of the repeats' p99 latencies (open loop: from each operation's intended start, and svc from its actual start: the service time); in a phase that mixes operations, of its slowest operation, named; &ldquo;max&rdquo; where a repeat had fewer than 100 samples, whose 99th percentile is its largest sample.</p>\n";
     out += "<div class=\"scroll\"><table class=\"headlines\">\n<thead><tr><th>workload · phase · threads</th><th>size</th><th>target</th><th>mean</th><th>CV</th><th>95 % CI of the mean</th><th>repeats</th><th>p99</th><th>notes</th><th>verdict</th></tr></thead>\n<tbody>\n";
     for h in &rows {
         let span = h.figures.len().max(1);

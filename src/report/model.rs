@@ -650,6 +650,15 @@ pub struct HeadlineFigure {
     /// (100): below that the p99 is the largest sample, and every format calls it "max".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_from_samples: Option<u64>,
+    /// In a phase of more than one kind of operation (a mix), the operation whose p99 that is:
+    /// each repeat's slowest by p99; several joined by "/" when the slowest differed between
+    /// repeats. Absent in a phase of one kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_op: Option<String>,
+    /// Open loop: the median of the repeats' p99 service times (from each operation's actual
+    /// start) of the same operation as `p99_ns_median`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_p99_ns_median: Option<f64>,
     /// The share of the repeats' operations that found no object (misses: no errors, but no
     /// object read either), when any did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

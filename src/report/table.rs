@@ -4,7 +4,7 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, PhaseResult, RunReport, WritebackSettle, FEW_SAMPLES_FOR_P99};
+use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, LatencySummary, OpResult, PhaseResult, RunReport, WritebackSettle, FEW_SAMPLES_FOR_P99};
 use super::spread::{verdict, Spread, Verdict};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits, ByteSize};
 use std::collections::BTreeMap;
@@ -77,6 +77,9 @@ struct Cell {
     p99_ns: Vec<f64>,
     /// The latency samples each repeat's p99 came from.
     p99_samples: Vec<u64>,
+    /// In a phase of more than one kind of operation, the operation each repeat's p99 is of (its
+    /// slowest): a mix's p99 names it, and its service time is that operation's.
+    p99_ops: Vec<String>,
     /// Open-loop phases: p99 of the service time (from the actual start); `p99_ns` is then
     /// measured from the intended start.
     service_p99_ns: Vec<f64>,
@@ -115,6 +118,15 @@ impl Cell {
         self.p99_samples.iter().copied().filter(|&n| n > 0).min().filter(|&n| n < FEW_SAMPLES_FOR_P99)
     }
 
+    /// The operation a mixed phase's p99 is of; several joined by "/" when the repeats' slowest
+    /// differed.
+    fn p99_op(&self) -> Option<String> {
+        let mut ops = self.p99_ops.clone();
+        ops.sort();
+        ops.dedup();
+        (!ops.is_empty()).then(|| ops.join("/"))
+    }
+
     /// The share of the repeats' operations that missed, when any did.
     fn missed_share(&self) -> Option<f64> {
         (self.misses > 0).then(|| self.misses as f64 / self.attempted.max(1) as f64)
@@ -130,6 +142,11 @@ impl Cell {
 type GroupKey = (String, String, u32); // workload, phase, threads
 /// Rows of one group: (size in bytes, size label) → target → cell.
 type Rows = BTreeMap<(u64, String), BTreeMap<String, Cell>>;
+
+/// An operation's latency as its p99 is shown: from the intended start in an open-loop phase.
+fn response(op: &OpResult) -> &LatencySummary {
+    op.response_latency.as_ref().unwrap_or(&op.latency)
+}
 
 /// The table's groups, in the order they first appear: (workload, phase, threads) → rows.
 fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
@@ -174,11 +191,16 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                     cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
                     cell.windows.push(p.throughput_all_active.as_ref().map(|t| (t.bytes_per_s, t.ops_per_s)));
                     cell.totals.push((p.throughput_total.bytes_per_s, p.throughput_total.ops_per_s));
-                    let slowest = p.ops.values().map(|op| op.response_latency.as_ref().unwrap_or(&op.latency)).max_by_key(|l| l.p99_ns);
-                    cell.p99_ns.push(slowest.map_or(0, |l| l.p99_ns) as f64);
-                    cell.p99_samples.push(slowest.map_or(0, |l| l.samples));
+                    let slowest = p.ops.iter().max_by_key(|(_, op)| response(op).p99_ns);
+                    cell.p99_ns.push(slowest.map_or(0, |(_, op)| response(op).p99_ns) as f64);
+                    cell.p99_samples.push(slowest.map_or(0, |(_, op)| response(op).samples));
+                    if let Some((name, _)) = slowest.filter(|_| p.ops.len() > 1) {
+                        cell.p99_ops.push(name.clone());
+                    }
                     if let Some(schedule) = &p.open_loop {
-                        cell.service_p99_ns.push(p.ops.values().map(|op| op.latency.p99_ns).max().unwrap_or(0) as f64);
+                        // The service time of the operation the p99 is of, not the slowest
+                        // service time of any (which may be another operation's).
+                        cell.service_p99_ns.push(slowest.map_or(0, |(_, op)| op.latency.p99_ns) as f64);
                         cell.behind += usize::from(!schedule.kept_up);
                     }
                 }
@@ -237,6 +259,8 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                         ci95_high: spread.and_then(|s| s.ci95).map(|c| c.1),
                         p99_ns_median: median(&mut cell.p99_ns.clone()),
                         p99_from_samples: cell.p99_from_few_samples(),
+                        p99_op: cell.p99_op(),
+                        service_p99_ns_median: median(&mut cell.service_p99_ns.clone()),
                         missed_share: cell.missed_share(),
                         without_success: cell.nothing_done,
                         behind_schedule: cell.behind,
@@ -286,9 +310,11 @@ pub fn render(report: &RunReport) -> String {
         };
         let few = rows.values().flat_map(|by_target| by_target.values()).any(|c| c.p99_from_few_samples().is_some());
         let max_instead = if few { format!(" (max where a repeat had fewer than {FEW_SAMPLES_FOR_P99} samples)") } else { String::new() };
+        let mixed = rows.values().flat_map(|by_target| by_target.values()).any(|c| c.p99_op().is_some());
+        let of_which = if mixed { "; in this mix, each p99 that of the slowest operation, named" } else { "" };
         let _ = writeln!(
             out,
-            "\n{phase} · {threads} {thread_word} · workload {workload}   ({}: mean of repeats ±CV (95% CI of the mean); {latency}{max_instead}: median of repeats)",
+            "\n{phase} · {threads} {thread_word} · workload {workload}   ({}: mean of repeats ±CV (95% CI of the mean); {latency}{of_which}{max_instead}: median of repeats)",
             measure_of(rows).said()
         );
         render_group(&targets, rows, &mut out);
@@ -730,7 +756,8 @@ fn cell_text(cell: &Cell, by_ops: bool) -> String {
         let _ = write!(text, " {} op/s", three_digits(ops));
     }
     let p99 = median(&mut cell.p99_ns.clone()).unwrap_or(0.0);
-    let _ = write!(text, " {} {}", p99_word(cell.p99_from_few_samples()), format_nanos(p99 as u64));
+    let op = cell.p99_op().map(|op| format!(" {op}")).unwrap_or_default();
+    let _ = write!(text, " {}{op} {}", p99_word(cell.p99_from_few_samples()), format_nanos(p99 as u64));
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
     }

@@ -314,6 +314,24 @@ fn misses_and_the_verification_outcome_are_stated_where_the_numbers_are() {
     assert!(render_report("html", &report).contains(failed));
 }
 
+/// A healthy case whose gets all missed has nothing to rank, and the HTML headline says so in the
+/// terminal's words (it said "failed").
+#[test]
+fn a_target_whose_gets_all_missed_reads_no_successful_operation_not_failed() {
+    let mut report = load("objects-a");
+    for case in report.cases.iter_mut().filter(|c| c.case_id.starts_with("fs/small/4KiB/")) {
+        let op = case.phases.iter_mut().find(|p| p.phase == "get").unwrap().ops.get_mut("get").unwrap();
+        (op.misses, op.count, op.bytes) = (op.count, 0, 0);
+    }
+    report.headlines.clear();
+    assert!(stowbench::report::table::render(&report).contains("no successful operation ("));
+    let html = render_report("html", &report);
+    let headlines = &html[html.find("id=\"headlines\"").unwrap()..];
+    let headlines = &headlines[..headlines.find("</table>").unwrap()];
+    assert!(headlines.contains("<td>fs</td><td class=\"num\">no successful operation</td>"), "{headlines}");
+    assert!(!headlines.contains(">failed<"), "{headlines}");
+}
+
 /// A p99 from fewer than 100 samples is the largest sample: every format calls it max and says
 /// from how few, and a cell with enough samples keeps its p99.
 #[test]

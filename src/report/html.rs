@@ -149,7 +149,7 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
     let notes = super::table::figure_notes(f.missed_share, f.without_success, 0, (f.behind_schedule, f.repeats)).join("; ");
     vec![
         f.target.clone(),
-        f.mean.map(|m| headline_value(h, m)).unwrap_or_else(|| "failed".into()),
+        f.mean.map(|m| headline_value(h, m)).unwrap_or_else(|| no_figure(f)),
         f.cv.map(|cv| format!("±{}%", three_digits(cv * 100.0))).unwrap_or_else(dash),
         f.ci95_low
             .zip(f.ci95_high)
@@ -159,6 +159,16 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
         f.p99_ns_median.map(|p| p99_text(f, p)).unwrap_or_else(dash),
         notes,
     ]
+}
+
+/// Why a figure has no mean, in the terminal table's words: its repeats found no object (every
+/// operation a miss: a healthy case with nothing to rank), or failed.
+fn no_figure(f: &HeadlineFigure) -> String {
+    if f.without_success > 0 {
+        "no successful operation".into()
+    } else {
+        "failed".into()
+    }
 }
 
 /// A headline's p99, or its largest sample where a repeat had too few samples for a percentile;

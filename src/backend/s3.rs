@@ -170,6 +170,9 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     )?;
     options.check_known("s3", OPTIONS)?;
     let mut endpoint = server::endpoint(options, "s3", &SERVER)?;
+    if let Some(why) = endpoint_problem(&endpoint.uri) {
+        return Err(endpoint.unusable(options, why));
+    }
     let own = S3Options::read(options)?;
     let (key_env, secret_env) = (&own.access_key_env, &own.secret_key_env);
     let missing = |name: &str| {
@@ -217,6 +220,52 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         open_uploads: Default::default(),
         other_writers: Default::default(),
     }))
+}
+
+/// Why `uri` cannot serve as an S3 endpoint, found before object_store reads it: object_store
+/// panics on some (a port over 65535, a host it cannot parse), and it sends a user-info part
+/// on as a malformed Host header (every request then fails, cleanup included). An endpoint is
+/// `http(s)://HOST[:PORT][/path]`, credentials come only from the environment.
+fn endpoint_problem(uri: &str) -> Option<String> {
+    const FORM: &str = "give http://HOST:PORT or https://HOST:PORT";
+    if uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some(format!("it holds a space or a control character; {FORM}"));
+    }
+    let Some(rest) = uri.strip_prefix("http://").or_else(|| uri.strip_prefix("https://")) else {
+        return Some(format!("an S3 endpoint starts with http:// or https://; {FORM}"));
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if authority.contains('@') {
+        return Some(format!(
+            "it holds user info (USER:PASSWORD@), which S3 endpoints do not take: credentials come from the environment \
+             (options access_key_env and secret_key_env); {FORM}"
+        ));
+    }
+    if rest.contains(['?', '#']) {
+        return Some(format!("it holds a query or fragment (? or #), which an S3 endpoint does not take; {FORM}"));
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, after)) if host.parse::<std::net::Ipv6Addr>().is_ok() && (after.is_empty() || after.starts_with(':')) => {
+                (host, after.strip_prefix(':'))
+            }
+            _ => return Some(format!("its IPv6 host cannot be read (an IPv6 address goes in brackets: http://[::1]:9000); {FORM}")),
+        },
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() {
+        return Some(format!("it names no host; {FORM}"));
+    }
+    if !host.contains(':') && !host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_') {
+        return Some(format!("its host \"{host}\" is not a host name or IP address; {FORM}"));
+    }
+    match port.map(|p| p.parse::<u16>()) {
+        None | Some(Ok(1..)) => None,
+        Some(_) => Some(format!("its port \"{}\" is not a port number from 1 to 65535; {FORM}", port.unwrap_or_default())),
+    }
 }
 
 /// How long the TCP connection, and the first request of a target, may take.

@@ -426,26 +426,56 @@ pub fn within_connect_timeout<T: Send + 'static>(
 ) -> super::BResult<T> {
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
     let spawned = std::thread::Builder::new().name("stowbench-connect".into()).spawn(move || {
-        let _ = sender.send(connect());
+        // A driver that panics on input it cannot read must not pass for a silent server: the
+        // panic's words go back as the thread's answer.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(connect)).map_err(|panic| panic_words(&*panic));
+        let _ = sender.send(answer);
     });
     if let Err(e) = spawned {
         return Err(super::BackendError::new(super::ErrorKind::Other, format!("cannot start a thread to connect: {e}")));
     }
-    receiver.recv_timeout(timeout).unwrap_or_else(|_| {
-        let at = endpoint.host_port(endpoint.default_port).map(|(h, p)| format!(" at {h}:{p}")).unwrap_or_default();
+    let unexpected = |why: String| {
         Err(super::BackendError::new(
-            super::ErrorKind::Connection,
+            super::ErrorKind::Other,
             context(
                 backend,
                 endpoint,
-                &format!(
-                    "cannot connect: something{at} {NO_ANSWER} {} (connect_timeout): \
-                     check that the URI's port is the server's and that the server is not hung",
-                    crate::units::Nanos(timeout.as_nanos() as u64)
-                ),
+                &format!("cannot connect: the connection attempt failed unexpectedly ({why}); this is a bug in stowbench or its client library"),
             ),
         ))
-    })
+    };
+    match receiver.recv_timeout(timeout) {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(panic)) => unexpected(format!("it panicked: {panic}")),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => unexpected("it ended without an answer".into()),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => no_answer(backend, endpoint, timeout),
+    }
+}
+
+/// A panic's message, when it carries one (`panic!` with a string or a format).
+fn panic_words(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(text), _) => text.to_string(),
+        (_, Some(text)) => text.clone(),
+        _ => "no message".into(),
+    }
+}
+
+/// The error of a connection attempt that did not end within `timeout`.
+fn no_answer<T>(backend: &str, endpoint: &Endpoint, timeout: std::time::Duration) -> super::BResult<T> {
+    let at = endpoint.host_port(endpoint.default_port).map(|(h, p)| format!(" at {h}:{p}")).unwrap_or_default();
+    Err(super::BackendError::new(
+        super::ErrorKind::Connection,
+        context(
+            backend,
+            endpoint,
+            &format!(
+                "cannot connect: something{at} {NO_ANSWER} {} (connect_timeout): \
+                 check that the URI's port is the server's and that the server is not hung",
+                crate::units::Nanos(timeout.as_nanos() as u64)
+            ),
+        ),
+    ))
 }
 
 /// Whether `host` names this machine (loopback, or an empty host meaning a local socket).
@@ -626,20 +656,23 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
             let e = e.strip_prefix(&format!("{backend} at {shown} (option uri): ")).unwrap_or(&e);
             // The probe's stand-in target is not the user's.
             let e = e.strip_prefix("target \"probe\": ").unwrap_or(e);
+            // The backend's own words on a URI it cannot use: the reason alone (the line names the URI).
+            let unusable = e.find(UNUSABLE_URI).map(|at| e[at + UNUSABLE_URI.len()..].trim_start_matches(':').trim_start());
+            let e = unusable.unwrap_or(e);
             // A URI whose host or port cannot be read is bad input, not a server that is down.
             // Only libpq reads an empty host (the local socket, or a host in the query string).
             let readable = host_port(&uri, p.default_port).filter(|(host, _)| !host.is_empty() || p.schemes[0] == "postgres://");
             let Some(_) = readable else {
-                return Some((
-                    format!(
-                        "INVALID URI {shown} ({source}): {}; its host or port cannot be read: give {}user@host:port/... (percent-encode a / ? # or @ in the password)",
-                        secrets.scrub(e),
-                        p.schemes[0]
-                    ),
-                    Reach::Invalid,
-                ));
+                // The general form, unless the backend already said which form it takes.
+                let form = match e.contains("give ") {
+                    true => String::new(),
+                    false => {
+                        format!("; its host or port cannot be read: give {}user@host:port/... (percent-encode a / ? # or @ in the password)", p.schemes[0])
+                    }
+                };
+                return Some((format!("INVALID URI {shown} ({source}): {}{form}", secrets.scrub(e)), Reach::Invalid));
             };
-            if e.contains(UNUSABLE_URI) {
+            if unusable.is_some() {
                 return Some((format!("INVALID URI {shown} ({source}): {}", secrets.scrub(e)), Reach::Invalid));
             }
             let (state, why) = match nothing_answers(&uri, p.default_port) {
@@ -768,6 +801,31 @@ mod tests {
         assert_eq!(host_port("http://localhost:9000", 80), Some(("localhost".into(), 9000)));
         assert_eq!(host_port("postgres://bob:se/cr@t@10.0.0.1:7/db", 5432), Some(("10.0.0.1".into(), 7)));
         assert!(is_local_host("127.0.0.1") && !is_local_host("db.example.com"));
+    }
+
+    fn test_endpoint() -> Endpoint {
+        let table = toml::Table::from_iter([("uri".to_string(), toml::Value::String("http://127.0.0.1:9/".into()))]);
+        let options = Options::new("t", "job.toml", table);
+        let kind = super::super::registry::server_kind("s3").expect("s3 is a server backend");
+        endpoint(&options, "s3", kind).unwrap()
+    }
+
+    /// A driver that panicked was reported as "something accepted the connection but did not
+    /// answer within 10.0 s", at once.
+    #[test]
+    fn a_connect_that_panics_or_ends_without_an_answer_is_not_a_server_that_did_not_answer() {
+        let long = std::time::Duration::from_secs(30);
+        let started = std::time::Instant::now();
+        let panicked = within_connect_timeout::<()>("s3", &test_endpoint(), long, || panic!("port out of range: 99999")).unwrap_err();
+        assert!(started.elapsed() < long, "answered at once, not after the timeout");
+        assert_ne!(panicked.kind, super::super::ErrorKind::Connection);
+        assert!(!panicked.message.contains(NO_ANSWER), "{}", panicked.message);
+        assert!(panicked.message.contains("failed unexpectedly (it panicked: port out of range: 99999)"), "{}", panicked.message);
+        let timed_out = within_connect_timeout::<()>("s3", &test_endpoint(), std::time::Duration::from_millis(50), || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            Ok(())
+        });
+        assert!(timed_out.unwrap_err().message.contains(NO_ANSWER), "a connect still running at the timeout is one");
     }
 
     #[test]

@@ -300,6 +300,9 @@ mod proxy_faults;
 #[path = "servers/kill_cleanup.rs"]
 mod kill_cleanup;
 
+#[path = "servers/uri_checks.rs"]
+mod uri_checks;
+
 /// The port of a URI like scheme://user@host:PORT/db.
 fn inspect_port(uri: &str) -> u16 {
     stowbench::backend::server::host_port(uri, 0).expect("URI with a port").1

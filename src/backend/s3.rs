@@ -300,6 +300,14 @@ fn error_words(text: &str) -> String {
     format!("{}{said}{}", &text[..begin], &text[end + "</Error>".len()..])
 }
 
+/// Whether listing failed because the bucket does not exist. object_store reports a listing's
+/// 404 as `Generic` (only requests for one object map 404 to `NotFound`), with the server's error
+/// document in its words: MinIO and AWS say `NoSuchBucket`.
+fn is_missing_bucket(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    matches!(e, object_store::Error::NotFound { .. }) || text.contains("NoSuchBucket") || text.contains("404 Not Found")
+}
+
 /// A pooled connection idle this long is dropped rather than reused: servers close idle
 /// keep-alive connections (MinIO after about 30 s), and a request sent on one they closed fails
 /// at once ("error sending request"). Inside a phase connections are never idle this long.
@@ -376,10 +384,8 @@ impl Client {
             let probe = self.store.list_with_delimiter(Some(&ObjectPath::from(s.prefix.as_str()))).await;
             match probe {
                 Ok(_) => {}
-                Err(object_store::Error::NotFound { .. }) if create => self.create_bucket().await?,
-                Err(object_store::Error::NotFound { .. }) => {
-                    return Err(fail(format!("bucket \"{}\" does not exist; create it or set create_bucket = true", s.bucket)))
-                }
+                Err(e) if is_missing_bucket(&e) && create => self.create_bucket().await?,
+                Err(e) if is_missing_bucket(&e) => return Err(fail(format!("bucket \"{}\" does not exist; create it or set create_bucket = true", s.bucket))),
                 Err(e) => return Err(fail(format!("cannot list bucket \"{}\": {}", s.bucket, error_words(&e.to_string())))),
             }
             let response = self.http.get(&s.endpoint.uri).send().await.map_err(|e| fail(e.to_string()))?;

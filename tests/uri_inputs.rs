@@ -66,3 +66,16 @@ fn malformed_s3_endpoints_are_refused_before_object_store_reads_them() {
     assert!(!said.contains("hunter2secret") && said.contains("http://user:<redacted>@127.0.0.1:1"), "{said}");
 }
 
+/// The password was printed verbatim: "target "postgres": hunter2secret (env BADURI) is not a
+/// usable URI".
+#[test]
+fn a_uri_variable_that_holds_no_uri_is_named_and_its_value_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    for backend in ["postgres", "mariadb"] {
+        let (code, said) = validate(dir.path(), &[("BADURI", "hunter2secret")], &job(backend, "uri_env = \"BADURI\""));
+        let located = format!("job.toml:4:1: target \"{backend}\": option \"uri_env\": ");
+        assert_refused(code, &said, &located, "env BADURI is not a usable URI");
+        assert!(!said.contains("hunter2secret"), "{said}");
+    }
+}
+

@@ -168,14 +168,24 @@ impl Options {
 
     /// The effective options as JSON, for the report: values of secret-bearing names are
     /// redacted, and so is the password inside any URI (`postgres://u:<redacted>@host/db`).
+    ///
+    /// The `uri` option is redacted as one URI (`server::shown_uri`), not word by word as free
+    /// text is: a password may hold a space. Then every secret any URI-like value holds is
+    /// scrubbed from every value, whatever characters it has.
     pub fn redacted_json(&self) -> serde_json::Value {
+        use super::server::{redact, shown_uri, Secrets};
+        let mut secrets = Secrets::default();
+        for text in self.table.values().filter_map(|v| v.as_str()) {
+            secrets.extend(&Secrets::from_uri(text));
+        }
         let mut map = serde_json::Map::new();
         for (k, v) in &self.table {
             let lowered = k.to_lowercase();
             let value = if lowered.contains("password") || lowered.contains("secret") || lowered.contains("token") {
                 serde_json::Value::String(super::server::REDACTED.into())
             } else if let toml::Value::String(text) = v {
-                serde_json::Value::String(super::server::redact(text))
+                let shown = if k == "uri" { shown_uri(text) } else { redact(text) };
+                serde_json::Value::String(secrets.scrub(&shown))
             } else {
                 serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
             };
@@ -406,6 +416,25 @@ macro_rules! option_choice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A password with a space went into report.json whole (the URI was redacted word by word).
+    #[test]
+    fn the_report_never_holds_a_uri_password_whatever_its_characters() {
+        let passwords = ["hunter2secret x", "pa ss@wo:rd/x#y?z", "p%40ss%20word", "a b c", "s3cr@t:@@", "@lead ing"];
+        for password in passwords {
+            for uri in [format!("postgres://postgres:{password}@127.0.0.1:5432/db"), format!("mysql://u:{password}@h/x?charset=utf8")] {
+                let table = toml::Table::from_iter([("uri".to_string(), toml::Value::String(uri.clone())), ("mode".to_string(), "bytea".into())]);
+                let json = Options::new("t", "job.toml", table).redacted_json().to_string();
+                for part in password.split([' ', '@', ':', '/', '#', '?']).filter(|p| p.len() >= 3) {
+                    assert!(!json.contains(part), "{uri}: {part:?} is in {json}");
+                }
+                assert!(json.contains("<redacted>") && json.contains("\"mode\":\"bytea\""), "{json}");
+            }
+        }
+        // Text that is not a URI at all may be a password in the wrong place: not shown.
+        let table = toml::Table::from_iter([("uri".to_string(), toml::Value::String("hunter2secret".into()))]);
+        assert!(!Options::new("t", "", table).redacted_json().to_string().contains("hunter2"));
+    }
 
     crate::option_choice! {
         enum Flavour { Plain = "plain", Spiced = "spiced" }

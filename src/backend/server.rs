@@ -96,10 +96,14 @@ pub fn endpoint(options: &Options, backend: &str, kind: &ServerKind) -> Result<E
         });
     }
     let from_default_env = given.uri.is_none() && env_name == kind.uri_env;
-    let secrets = Secrets::from_uri(&uri);
+    let mut secrets = Secrets::from_uri(&uri);
+    if !is_showable(&uri) {
+        // Text that is no URI may be a password put where the URI belongs: never shown.
+        secrets.add(&uri);
+    }
     let (target, pid_env, data_env, default_port) = (options.target.clone(), kind.pid_env, kind.data_env, kind.default_port);
     let mut endpoint =
-        Endpoint { shown: redact_uri(&uri), uri, source, from_default_env, secrets, script: None, given, target, pid_env, data_env, default_port };
+        Endpoint { shown: shown_uri(&uri), uri, source, from_default_env, secrets, script: None, given, target, pid_env, data_env, default_port };
     endpoint.script = super::restart::ScriptService::find(&endpoint, kind.uri_env);
     Ok(endpoint)
 }
@@ -203,6 +207,13 @@ impl Secrets {
         s
     }
 
+    /// Adds every secret of `other`.
+    pub fn extend(&mut self, other: &Secrets) {
+        for secret in &other.0 {
+            self.add(secret);
+        }
+    }
+
     /// Adds a secret (and its percent-decoded form); empty strings are ignored.
     pub fn add(&mut self, secret: &str) {
         for form in [secret.to_string(), percent_decode(secret)] {
@@ -296,6 +307,34 @@ fn key_value_pairs(text: &str) -> Vec<(&str, &str)> {
         rest = after[end..].trim_start();
     }
     pairs
+}
+
+/// What stands for a URI that is not shown (`shown_uri`).
+pub const NOT_SHOWN: &str = "<text that is not a URI, not shown>";
+
+/// A URI as messages and reports show it: its password redacted (`redact_uri`) when it reads as
+/// a URI or as a libpq `key=value` string; otherwise `NOT_SHOWN`, as such text may well be a
+/// password put where the URI belongs (`export PG_URI=hunter2`), and there is no telling which
+/// part of it is secret.
+pub fn shown_uri(uri: &str) -> String {
+    match is_showable(uri) {
+        true => redact_uri(uri),
+        false => NOT_SHOWN.into(),
+    }
+}
+
+/// Whether `redact_uri` knows where the secrets of `uri` are: a `scheme://` URI, or a libpq
+/// connection string whose every word is a lower-case `key=value` and which names a host, port,
+/// database or user.
+fn is_showable(uri: &str) -> bool {
+    if uri.contains("://") {
+        return true;
+    }
+    let pairs = key_value_pairs(uri);
+    let words_are_pairs = pairs.iter().all(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+    let names_a_place = pairs.iter().any(|(k, _)| ["host", "hostaddr", "port", "dbname", "user"].contains(k));
+    // A word without `=` joins the next key ("a b=c" reads as key "a b"), which fails the test.
+    !pairs.is_empty() && words_are_pairs && names_a_place
 }
 
 /// A URI with the password in its user-info and secret-named query values replaced by
@@ -399,12 +438,21 @@ pub const UNUSABLE_URI: &str = "is not a usable URI";
 
 impl Endpoint {
     /// Why the URI cannot be used, located where it was given: at the target's `uri` line, or
-    /// naming the environment variable it came from. `why` must hold no secret (scrub a driver's
-    /// words first: scrubbing stowbench's own would also cut a short password out of every word).
+    /// naming the environment variable it came from. `why` is scrubbed of every known secret
+    /// (a short one only where it stands alone, so stowbench's own words survive).
+    /// Text that is not a URI is never shown (`shown_uri`): the message names the variable that
+    /// holds it, at the `uri_env` line when the job names the variable.
     pub fn unusable(&self, options: &super::options::Options, why: impl std::fmt::Display) -> String {
-        match self.given.uri.is_some() {
-            true => options.bad("uri", format!("{} {UNUSABLE_URI}: {why}", self.shown)),
-            false => format!("target \"{}\": {} ({}) {UNUSABLE_URI}: {why}", options.target, self.shown, self.source),
+        // A driver may quote what it could not read: the secrets, and text never shown, go.
+        let why = self.secrets.scrub(&why.to_string());
+        let shown = match self.shown.as_str() {
+            NOT_SHOWN => "the value (not shown: it may be a secret)".to_string(),
+            shown => shown.to_string(),
+        };
+        match (self.given.uri.is_some(), self.given.uri_env.is_some()) {
+            (true, _) => options.bad("uri", format!("{shown} {UNUSABLE_URI}: {why}")),
+            (false, true) => options.bad("uri_env", format!("{shown} of {} {UNUSABLE_URI}: {why}", self.source)),
+            (false, false) => format!("target \"{}\": {shown} of {} {UNUSABLE_URI}: {why}", options.target, self.source),
         }
     }
 }
@@ -647,8 +695,11 @@ pub fn reachability(backend: &str, uri: Option<&str>) -> Option<(String, Reach)>
             _ => return Some((format!("not configured: set {} or pass --uri {}...", p.uri_env, p.schemes[0]), Reach::NotChecked)),
         },
     };
-    let secrets = Secrets::from_uri(&uri);
-    let shown = redact_uri(&uri);
+    let mut secrets = Secrets::from_uri(&uri);
+    if !is_showable(&uri) {
+        secrets.add(&uri);
+    }
+    let shown = shown_uri(&uri);
     Some(match (p.probe)(&uri) {
         Ok(version) => (format!("reachable at {shown} ({source}): {}", secrets.scrub(&version)), Reach::Reachable),
         Err(e) => {
@@ -826,6 +877,14 @@ mod tests {
             Ok(())
         });
         assert!(timed_out.unwrap_err().message.contains(NO_ANSWER), "a connect still running at the timeout is one");
+    }
+
+    #[test]
+    fn text_that_is_no_uri_is_never_shown() {
+        assert_eq!(shown_uri("hunter2secret"), NOT_SHOWN);
+        assert_eq!(shown_uri("hunter2 secret=x"), NOT_SHOWN);
+        assert_eq!(shown_uri("host=h password=pw user=u"), "host=h password=<redacted> user=u");
+        assert_eq!(shown_uri("http://h:9000"), "http://h:9000");
     }
 
     #[test]

@@ -92,3 +92,56 @@ fn a_missing_bucket_is_created_by_default_and_explained_when_creating_is_off() {
     assert_eq!(backend.server_objects().unwrap(), Vec::<String>::new());
 }
 
+/// A password with a space went into report.json whole (plan targets[].options_json.uri), though
+/// stdout, stderr and the HTML page hid it.
+#[test]
+fn a_password_with_a_space_is_in_no_output_and_no_report_file() {
+    if !available("STOWBENCH_PG_URI") {
+        return;
+    }
+    const PASSWORD: &str = "canary 9d4e";
+    super::inspect::pg_exec(&format!(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stowbench_spaced') THEN \
+         CREATE ROLE stowbench_spaced LOGIN PASSWORD '{PASSWORD}'; END IF; END $$; GRANT ALL ON DATABASE stowbench TO stowbench_spaced; \
+         GRANT ALL ON SCHEMA public TO stowbench_spaced"
+    ));
+    let pg = env("STOWBENCH_PG_URI").replacen("postgres://postgres@", &format!("postgres://stowbench_spaced:{PASSWORD}@"), 1);
+    assert!(pg.contains(PASSWORD), "STOWBENCH_PG_URI is postgres://postgres@...: {}", stowbench::backend::server::redact_uri(&pg));
+    let dir = tempfile::tempdir().unwrap();
+    let job = format!(
+        "version = 1\n[[target]]\nbackend = \"postgres\"\nuri = \"{pg}\"\n\
+         [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n"
+    );
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench"))
+        .args(["run", "job.toml", "--no-progress", "--out", "results"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let mut outputs = vec![("stdout".to_string(), String::from_utf8_lossy(&out.stdout).into_owned())];
+    outputs.push(("stderr".into(), String::from_utf8_lossy(&out.stderr).into_owned()));
+    let mut files = 0;
+    for entry in walkdir(&dir.path().join("results")) {
+        outputs.push((entry.display().to_string(), String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned()));
+        files += 1;
+    }
+    assert!(files >= 2, "the run wrote its report files: {outputs:?}");
+    assert_eq!(out.status.code(), Some(0), "{outputs:?}");
+    for (name, text) in &outputs {
+        assert!(!text.contains("canary"), "{name} holds the password:\n{text}");
+    }
+    let report = outputs.iter().find(|(name, _)| name.ends_with("report.json")).expect("report.json");
+    assert!(report.1.contains("stowbench_spaced:<redacted>@"), "the report shows the URI, its password redacted");
+}
+
+/// Every file under `dir`, at any depth.
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        match entry.file_type().unwrap().is_dir() {
+            true => files.extend(walkdir(&entry.path())),
+            false => files.push(entry.path()),
+        }
+    }
+    files
+}

@@ -66,6 +66,20 @@ fn malformed_s3_endpoints_are_refused_before_object_store_reads_them() {
     assert!(!said.contains("hunter2secret") && said.contains("http://user:<redacted>@127.0.0.1:1"), "{said}");
 }
 
+/// Each ran: the bucket or database was refused by the server at the first request of the run.
+#[test]
+fn empty_bucket_and_database_names_are_refused_at_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = [("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "secretkeyvalue")];
+    let (code, said) = validate(dir.path(), &keys, &job("s3", "uri = \"http://127.0.0.1:1\"\nbucket = \"\""));
+    assert_refused(code, &said, "job.toml:5:1: target \"s3\": option \"bucket\": is empty", "name the bucket");
+    for (database, why) in [("", "is empty"), ("a/b", "holds '/'"), ("a.b", "holds '.'")] {
+        let (code, said) =
+            validate(dir.path(), &[], &job("gridfs", &format!("uri = \"mongodb://127.0.0.1:1/\"\ndatabase = \"{database}\"\nconnect_timeout = \"1s\"")));
+        assert_refused(code, &said, "job.toml:5:1: target \"gridfs\": option \"database\": ", why);
+    }
+}
+
 /// The password was printed verbatim: "target "postgres": hunter2secret (env BADURI) is not a
 /// usable URI".
 #[test]

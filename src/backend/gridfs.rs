@@ -88,6 +88,9 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let endpoint = server::endpoint(options, "gridfs", &SERVER)?;
     refuse_srv(&endpoint.uri).map_err(|why| options.bad("uri", why))?;
     let own = GridFsOptions::read(options)?;
+    if let Some(why) = own.database.as_deref().and_then(database_name_problem) {
+        return Err(options.bad("database", why));
+    }
     let chunk = own.chunk_size.0;
     if !(1024..=CHUNK_MAX_BYTES).contains(&chunk) {
         return Err(format!(
@@ -111,6 +114,20 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     let server_pid = shared.endpoint.server_pid(None)?;
     let data_dir = shared.endpoint.data_dir(None)?;
     Ok(Box::new(GridFsBackend { shared: Arc::new(shared), admin, build_info, server_pid, data_dir, options: options.clone() }))
+}
+
+/// Why MongoDB would refuse `name` as a database name (found before the run, which would
+/// otherwise fail at its first request): empty, too long, or holding a character it forbids.
+fn database_name_problem(name: &str) -> Option<String> {
+    const FIX: &str = "name a database like \"stowbench\", or remove the line for the URI's database";
+    if name.is_empty() {
+        return Some(format!("is empty; {FIX}"));
+    }
+    if name.len() >= 64 {
+        return Some(format!("\"{name}\" is {} bytes; MongoDB database names are shorter than 64 bytes", name.len()));
+    }
+    let forbidden = name.chars().find(|c| "/\\. \"$".contains(*c) || c.is_control());
+    forbidden.map(|c| format!("\"{name}\" holds {c:?}, which MongoDB database names cannot; {FIX}"))
 }
 
 /// Server version facts from buildInfo (FerretDB adds its own version next to the MongoDB one it

@@ -158,6 +158,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     if database.is_empty() {
         return Err(format!("target \"{}\": the URI {} names no database; add one: mysql://user@host:port/DATABASE", options.target, shared.endpoint.shown));
     }
+    check_engine(&mut conn, &engine, options).map_err(fail)??;
     let settings = read_settings(&mut conn).map_err(fail)?;
     shared.max_object_bytes = max_allowed_packet.saturating_sub(PACKET_OVERHEAD_BYTES);
     let pid_file: Option<String> = conn.query_first("SELECT @@pid_file").ok().flatten();
@@ -186,6 +187,22 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         options: options.clone(),
         owner: server::owner_note(ns),
     }))
+}
+
+/// Why the server cannot make a table with `engine` (MariaDB would say "Unknown storage engine"
+/// only at the first CREATE TABLE, in the run), naming the engines it offers; the outer error is
+/// a failed query.
+fn check_engine(conn: &mut Conn, engine: &str, options: &Options) -> Result<Result<(), String>, mysql::Error> {
+    let engines: Vec<(String, String)> = conn.query("SELECT ENGINE, SUPPORT FROM information_schema.ENGINES")?;
+    let usable: Vec<&str> = engines.iter().filter(|(_, support)| support == "YES" || support == "DEFAULT").map(|(name, _)| name.as_str()).collect();
+    if usable.iter().any(|name| name.eq_ignore_ascii_case(engine)) {
+        return Ok(Ok(()));
+    }
+    let state = match engines.iter().find(|(name, _)| name.eq_ignore_ascii_case(engine)) {
+        Some((_, support)) => format!("is not available on this server (SUPPORT = {support})"),
+        None => "is not a storage engine this server knows".to_string(),
+    };
+    Ok(Err(options.bad("engine", format!("\"{engine}\" {state}; use one it offers: {}", usable.join(", ")))))
 }
 
 /// Settings that decide durability and limits (read, never changed).

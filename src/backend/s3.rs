@@ -174,6 +174,12 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
         return Err(endpoint.unusable(options, why));
     }
     let own = S3Options::read(options)?;
+    if own.bucket.as_deref() == Some("") {
+        return Err(options.bad(
+            "bucket",
+            "is empty; name the bucket to write into (S3 bucket names are 3 to 63 characters), or remove the line for $STOWBENCH_S3_BUCKET or \"stowbench\"",
+        ));
+    }
     let (key_env, secret_env) = (&own.access_key_env, &own.secret_key_env);
     let missing = |name: &str| {
         format!("target \"{}\": backend s3 needs the environment variable {name} (credentials are read only from the environment)", options.target)

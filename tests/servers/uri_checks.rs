@@ -92,6 +92,23 @@ fn a_missing_bucket_is_created_by_default_and_explained_when_creating_is_off() {
     assert_eq!(backend.server_objects().unwrap(), Vec::<String>::new());
 }
 
+/// An engine MariaDB does not offer ran, and failed the run with "Unknown storage engine".
+#[test]
+fn an_engine_the_server_does_not_offer_is_refused_by_validate() {
+    if !available("STOWBENCH_MARIADB_URI") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let job = "version = 1\n[[target]]\nbackend = \"mariadb\"\nengine = \"NoSuchEngine\"\n\
+               [[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 3\nphases = [\"put\"]\n";
+    std::fs::write(dir.path().join("job.toml"), job).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["validate", "job.toml"]).current_dir(dir.path()).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("job.toml:4:1: target \"mariadb\": option \"engine\": \"NoSuchEngine\" is not a storage engine this server knows"), "{text}");
+    assert!(text.contains("use one it offers: ") && text.contains("InnoDB"), "{text}");
+}
+
 /// A password with a space went into report.json whole (plan targets[].options_json.uri), though
 /// stdout, stderr and the HTML page hid it.
 #[test]

@@ -93,3 +93,17 @@ fn a_uri_variable_that_holds_no_uri_is_named_and_its_value_never_shown() {
     }
 }
 
+/// The driver read the host as "ter2@127.0.0.1" and said "failed to lookup address information".
+#[test]
+fn a_password_with_an_unencoded_at_sign_is_refused_with_the_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, uri) in [
+        ("postgres", "postgres://postgres:hun@ter2word@127.0.0.1:1/db"),
+        ("mariadb", "mysql://root:hun@ter2word@127.0.0.1:1/db"),
+        ("gridfs", "mongodb://root:hun@ter2word@127.0.0.1:1/db"),
+    ] {
+        let (code, said) = validate(dir.path(), &[], &job(backend, &format!("uri = \"{uri}\"")));
+        assert_refused(code, &said, &format!("job.toml:4:1: target \"{backend}\": option \"uri\": "), "write an @ inside the user name or password as %40");
+        assert!(!said.contains("ter2word") && !said.contains("lookup"), "{said}");
+    }
+}

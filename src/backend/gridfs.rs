@@ -87,6 +87,9 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     options.check_known("gridfs", OPTIONS)?;
     let endpoint = server::endpoint(options, "gridfs", &SERVER)?;
     refuse_srv(&endpoint.uri).map_err(|why| options.bad("uri", why))?;
+    if let Some(why) = server::unencoded_at(&endpoint.uri) {
+        return Err(endpoint.unusable(options, why));
+    }
     let own = GridFsOptions::read(options)?;
     if let Some(why) = own.database.as_deref().and_then(database_name_problem) {
         return Err(options.bad("database", why));

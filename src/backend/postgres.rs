@@ -245,6 +245,9 @@ pub fn probe(uri: &str) -> Result<String, String> {
 /// The driver's configuration from the endpoint's URI, or why the driver cannot use it, found
 /// without connecting.
 fn driver_config(endpoint: &Endpoint) -> Result<postgres::Config, String> {
+    if let Some(why) = server::unencoded_at(&endpoint.uri) {
+        return Err(why);
+    }
     let config: postgres::Config = endpoint.uri.parse().map_err(|e| endpoint.secrets.scrub(&server::chain(&e)))?;
     // libpq would take an empty host as its local socket; this driver has no such default.
     if config.get_hosts().is_empty() {

@@ -309,6 +309,17 @@ fn key_value_pairs(text: &str) -> Vec<(&str, &str)> {
     pairs
 }
 
+/// Why `uri` cannot be read when its authority (between `scheme://` and the first `/`) holds
+/// more than one `@`: a password with an `@` written as is, which drivers read as part of the
+/// host ("failed to lookup address information"). Says so without quoting the password.
+pub fn unencoded_at(uri: &str) -> Option<String> {
+    let rest = &uri[uri.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    (authority.matches('@').count() > 1).then(|| {
+        "its user and host part holds more than one @: write an @ inside the user name or password as %40 (and : / ? # as %3A %2F %3F %23)".to_string()
+    })
+}
+
 /// What stands for a URI that is not shown (`shown_uri`).
 pub const NOT_SHOWN: &str = "<text that is not a URI, not shown>";
 
@@ -885,6 +896,13 @@ mod tests {
         assert_eq!(shown_uri("hunter2 secret=x"), NOT_SHOWN);
         assert_eq!(shown_uri("host=h password=pw user=u"), "host=h password=<redacted> user=u");
         assert_eq!(shown_uri("http://h:9000"), "http://h:9000");
+    }
+
+    #[test]
+    fn more_than_one_at_sign_before_the_host_is_an_unencoded_password() {
+        assert!(unencoded_at("postgres://u:hun@ter2@h:5432/db").is_some_and(|why| why.contains("%40") && !why.contains("ter2")));
+        assert_eq!(unencoded_at("postgres://u:hun%40ter2@h:5432/db"), None);
+        assert_eq!(unencoded_at("postgres://u@h/db?x=a@b"), None, "an @ after the host is not in the password");
     }
 
     #[test]

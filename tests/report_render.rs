@@ -332,6 +332,32 @@ fn a_target_whose_gets_all_missed_reads_no_successful_operation_not_failed() {
     assert!(!headlines.contains(">failed<"), "{headlines}");
 }
 
+/// A phase done within one tick of the clock (0 ns) has no rate: it was shown as 0 B/s, and so
+/// ranked slowest, making the other target the "only result". It is too short to measure, left
+/// out of the mean, and its row ranks no one, in every format.
+#[test]
+fn a_phase_too_short_to_measure_says_so_and_ranks_no_one() {
+    let mut report = load("objects-a");
+    for phase in report.cases.iter_mut().filter(|c| c.case_id.starts_with("fs/small/4KiB/")).flat_map(|c| c.phases.iter_mut()) {
+        phase.window_total_ns = 0;
+        phase.throughput_total.bytes_per_s = 0.0;
+        phase.throughput_total.ops_per_s = 0.0;
+        phase.throughput_all_active = None;
+    }
+    report.headlines.clear();
+    let row = stowbench::report::table::headlines(&report).into_iter().find(|h| h.phase == "put" && h.size_label == "4KiB").unwrap();
+    let fs = row.figures.iter().find(|f| f.target == "fs").unwrap();
+    assert_eq!((fs.mean, fs.too_short), (None, 3), "{fs:?}");
+    assert_eq!((row.verdict.as_str(), row.winner.as_deref()), ("too_short", None), "{row:?}");
+    let table = stowbench::report::table::render(&report);
+    assert!(table.contains("too short to measure (0 ns)") && table.contains("no ranking: fs too short to measure"), "{table}");
+    for line in table.lines().filter(|l| l.starts_with("  4KiB ")) {
+        assert!(!line.contains("0.00 B/s") && !line.contains("only result") && !line.contains("only storage result"), "{line}");
+    }
+    let html = render_report("html", &report);
+    assert!(html.contains(">too short to measure (0 ns)<") && html.contains(">no ranking: fs too short to measure<"), "the HTML headline");
+}
+
 /// A p99 from fewer than 100 samples is the largest sample: every format calls it max and says
 /// from how few, and a cell with enough samples keeps its p99.
 #[test]

@@ -138,6 +138,10 @@ fn verdict_text(h: &Headline) -> String {
         "tie" => format!("tie: {winner} ≈ {runner_up} (×{ratio}, inside the spread)"),
         "unjudged" => format!("unjudged: {winner} ×{ratio} over {runner_up} (one run: no spread)"),
         "only_result" => format!("{winner} (only result)"),
+        "too_short" => {
+            let short: Vec<&str> = h.figures.iter().filter(|f| f.too_short > 0).map(|f| f.target.as_str()).collect();
+            format!("no ranking: {} too short to measure", short.join(", "))
+        }
         other => other.replace('_', " "),
     }
 }
@@ -146,7 +150,11 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
     let dash = || "-".to_string();
     let repeats = if f.failed > 0 { format!("{} ({} failed)", f.repeats, f.failed) } else { f.repeats.to_string() };
     // Failed repeats are in the repeats column already.
-    let notes = super::table::figure_notes(f.missed_share, f.without_success, 0, (f.behind_schedule, f.repeats)).join("; ");
+    let notes = super::table::figure_notes(f.missed_share, f.without_success, 0, (f.behind_schedule, f.repeats))
+        .into_iter()
+        .chain(super::table::too_short_note(f.too_short).filter(|_| f.mean.is_some()))
+        .collect::<Vec<_>>()
+        .join("; ");
     vec![
         f.target.clone(),
         f.mean.map(|m| headline_value(h, m)).unwrap_or_else(|| no_figure(f)),
@@ -161,10 +169,13 @@ fn figure_cells(h: &Headline, f: &HeadlineFigure) -> Vec<String> {
     ]
 }
 
-/// Why a figure has no mean, in the terminal table's words: its repeats found no object (every
-/// operation a miss: a healthy case with nothing to rank), or failed.
+/// Why a figure has no mean, in the terminal table's words: its phases were too short to measure,
+/// its repeats found no object (every operation a miss: a healthy case with nothing to rank), or
+/// they failed.
 fn no_figure(f: &HeadlineFigure) -> String {
-    if f.without_success > 0 {
+    if f.too_short > 0 {
+        "too short to measure (0 ns)".into()
+    } else if f.without_success > 0 {
         "no successful operation".into()
     } else {
         "failed".into()

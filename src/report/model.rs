@@ -622,7 +622,8 @@ pub struct Headline {
     /// Winner's mean over the runner-up's.
     pub ratio: Option<f64>,
     /// "clear" (the winner's 95 % interval lies above the runner-up's), "tie" (they overlap),
-    /// "unjudged" (one of them ran once), "only_result" or "no_result".
+    /// "unjudged" (one of them ran once), "only_result", "no_result" or "too_short" (a target's
+    /// phase was too short to measure: no ranking).
     pub verdict: String,
 }
 
@@ -669,6 +670,10 @@ pub struct HeadlineFigure {
     /// Open-loop repeats that fell behind their schedule.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub behind_schedule: usize,
+    /// Repeats whose phase did its operations within one tick of the clock (0 ns): too short to
+    /// measure a rate, left out of `mean`; the row then ranks no one (verdict `too_short`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub too_short: usize,
 }
 
 /// Fewer latency samples than this make a p99 the largest sample (HDR's 99th percentile of n

@@ -89,6 +89,9 @@ struct Cell {
     /// Repeats whose phase finished without one successful operation (every one a miss): no
     /// figure to rank, and no latency to show.
     nothing_done: usize,
+    /// Repeats whose phase did its operations within one tick of the clock (a span of 0 ns): no
+    /// rate can be computed, and a rate of 0 would rank them slowest.
+    too_short: usize,
     /// Operations over the repeats, successful ones and misses: what the missed share is of.
     attempted: u64,
     misses: u64,
@@ -185,6 +188,12 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
                     cell.nothing_done += 1;
                     (cell.misses, cell.attempted) = (cell.misses + misses, cell.attempted + misses);
                 }
+                (CaseStatus::Ok, Some(p)) if p.window_total_ns == 0 => {
+                    let misses: u64 = p.ops.values().map(|op| op.misses).sum();
+                    cell.too_short += 1;
+                    cell.misses += misses;
+                    cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
+                }
                 (CaseStatus::Ok, Some(p)) => {
                     let misses: u64 = p.ops.values().map(|op| op.misses).sum();
                     cell.misses += misses;
@@ -264,11 +273,13 @@ pub fn headlines(report: &RunReport) -> Vec<Headline> {
                         missed_share: cell.missed_share(),
                         without_success: cell.nothing_done,
                         behind_schedule: cell.behind,
+                        too_short: cell.too_short,
                     }
                 })
                 .collect();
             figures.sort_by(|a, b| b.mean.unwrap_or(-1.0).total_cmp(&a.mean.unwrap_or(-1.0)));
             let (winner, runner_up, ratio, verdict) = match ranked(&cells, by_ops).as_slice() {
+                _ if !too_short_to_rank(&cells).is_empty() => (None, None, None, "too_short"),
                 [(best, name), (second, other), ..] if second.mean > 0.0 => {
                     (Some(name.to_string()), Some(other.to_string()), Some(best.mean / second.mean), verdict(best, second).name())
                 }
@@ -563,6 +574,12 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
             line.push(cells.get(*target).map_or_else(|| "-".to_string(), |cell| cell_text(cell, by_ops)));
         }
         let ranked = ranked(cells, by_ops);
+        let too_short = too_short_to_rank(cells);
+        if !too_short.is_empty() {
+            line.push(format!("no ranking: {} too short to measure", too_short.join(", ")));
+            lines.push(line);
+            continue;
+        }
         let mut winner = winner_text(&ranked);
         let left_out: Vec<&str> = cells.iter().filter(|(t, c)| c.test_tool && !ranked.iter().any(|(_, r)| r == t)).map(|(t, _)| t.as_str()).collect();
         if !left_out.is_empty() && !ranked.is_empty() {
@@ -589,6 +606,13 @@ fn ranked(cells: &BTreeMap<String, Cell>, by_ops: bool) -> Vec<(Spread, &str)> {
         .collect();
     ranked.sort_by(|a, b| b.0.mean.total_cmp(&a.0.mean));
     ranked
+}
+
+/// The targets a row would rank that had a repeat too short to measure: the row then ranks no
+/// one, as their rate is unknown (all their repeats) or the mean of their slower repeats only.
+fn too_short_to_rank(cells: &BTreeMap<String, Cell>) -> Vec<&str> {
+    let any_real = cells.values().any(|c| !c.test_tool);
+    cells.iter().filter(|(_, c)| !(any_real && c.test_tool) && c.too_short > 0).map(|(t, _)| t.as_str()).collect()
 }
 
 /// The winner column: a ratio only when the margin is beyond the spread of the repeats.
@@ -743,7 +767,13 @@ pub(super) fn write_columns(lines: &[Vec<String>], out: &mut String) {
 fn cell_text(cell: &Cell, by_ops: bool) -> String {
     let scores = if by_ops { &cell.ops_per_s } else { &cell.bytes_per_s };
     let Some(spread) = Spread::of(scores) else {
-        return if cell.nothing_done > 0 { format!("no successful operation ({} misses)", cell.misses) } else { "failed".into() };
+        return if cell.too_short > 0 {
+            "too short to measure (0 ns)".into()
+        } else if cell.nothing_done > 0 {
+            format!("no successful operation ({} misses)", cell.misses)
+        } else {
+            "failed".into()
+        };
     };
     let mut text = if by_ops { format!("{} op/s", three_digits(spread.mean)) } else { format_rate_bytes(spread.mean) };
     if let (Some(cv), Some((low, high))) = (spread.cv, spread.ci95) {
@@ -761,10 +791,18 @@ fn cell_text(cell: &Cell, by_ops: bool) -> String {
     if let Some(service) = median(&mut cell.service_p99_ns.clone()) {
         let _ = write!(text, " svc {}", format_nanos(service as u64));
     }
-    for note in figure_notes(cell.missed_share(), cell.nothing_done, cell.failed, (cell.behind, cell.service_p99_ns.len())) {
+    for note in figure_notes(cell.missed_share(), cell.nothing_done, cell.failed, (cell.behind, cell.service_p99_ns.len()))
+        .into_iter()
+        .chain(too_short_note(cell.too_short))
+    {
         let _ = write!(text, " ({note})");
     }
     text
+}
+
+/// A figure some of whose repeats were too short to measure is the mean of the others.
+pub(super) fn too_short_note(too_short: usize) -> Option<String> {
+    (too_short > 0).then(|| format!("too short to measure in {too_short} repeat(s), left out"))
 }
 
 /// What qualifies a figure, in the table's and the HTML headlines' words: the share of misses

@@ -608,6 +608,18 @@ pub fn options_markdown(kind: &backend::BackendKind) -> String {
     out + "<!-- end of options -->\n"
 }
 
+/// Whether a stowbench process is using `dir`, or a fio target directly inside it: a run holds
+/// each fio target's marker while fio runs there, and the run's directory holds that target.
+fn in_use_with_its_fio_targets(dir: &Path) -> bool {
+    let live_target_inside = || {
+        let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        entries
+            .filter(|e| e.file_name().to_string_lossy().starts_with("stowbench-fio-"))
+            .any(|e| namespace::is_owned(&e.path()) && namespace::in_use(&e.path()))
+    };
+    namespace::in_use(dir) || live_target_inside()
+}
+
 fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
     if let Ok(to) = std::fs::read_link(dir) {
         return Err(Error::bad_input(format!(
@@ -659,7 +671,14 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
     }
     // A run still writing keeps its directory: removing it would fail that run, or worse, let it
     // report numbers measured on files deleted under it.
-    let (busy, dirs): (Vec<PathBuf>, Vec<PathBuf>) = dirs.into_iter().partition(|d| namespace::in_use(d));
+    let (busy, dirs): (Vec<PathBuf>, Vec<PathBuf>) = dirs.into_iter().partition(|d| in_use_with_its_fio_targets(d));
+    // A run's fio targets live inside its directory (a made filesystem is mounted there): found
+    // and undone before that directory is removed, as when the run directory itself is given.
+    let mut fio_targets = fio_targets;
+    let run_dirs: Vec<&PathBuf> = dirs.iter().filter(|d| d.as_path() != dir).collect();
+    for d in &run_dirs {
+        fio_targets.extend(crate::fio::registry::leftovers(d)?);
+    }
     for d in &busy {
         crate::say!(
             "stowbench: {} {}: a stowbench run is still using it (it holds the lock on its {}); let the run end, or stop it, then clean up",
@@ -699,8 +718,10 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
         }
         return Ok(exit_code);
     }
-    for path in crate::fio::registry::cleanup_leftovers(dir)? {
-        println!("removed fio target {}", path.display());
+    for holder in std::iter::once(dir).chain(run_dirs.iter().filter(|d| !kept.contains(d)).map(|d| d.as_path())) {
+        for path in crate::fio::registry::cleanup_leftovers(holder)? {
+            println!("removed fio target {}", path.display());
+        }
     }
     for d in dirs.iter().filter(|d| !kept.contains(d)) {
         namespace::remove(d).map_err(Error::environment)?;

@@ -75,16 +75,12 @@ fn crash_child_prepares_and_waits() {
     drop(target);
 }
 
-#[test]
-fn leftovers_of_a_killed_run_are_cleaned_up() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if !root_available("leftovers") {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+/// Starts `crash_child_prepares_and_waits` with its filesystem in `dir`; returns the child, once
+/// its filesystem is mounted, and the filesystem's data directory.
+fn start_a_child_holding_a_made_filesystem(dir: &Path) -> (std::process::Child, PathBuf) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "crash_child_prepares_and_waits", "--nocapture", "--test-threads=1"])
-        .env("STOWBENCH_FIO_CRASH_DIR", tmp.path())
+        .env("STOWBENCH_FIO_CRASH_DIR", dir)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -97,9 +93,19 @@ fn leftovers_of_a_killed_run_are_cleaned_up() {
             break;
         }
     }
+    (child, ready.expect("the child never got its filesystem ready"))
+}
+
+#[test]
+fn leftovers_of_a_killed_run_are_cleaned_up() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_available("leftovers") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, data) = start_a_child_holding_a_made_filesystem(tmp.path());
     child.kill().unwrap(); // SIGKILL: no destructor, no handler — a crash.
     child.wait().unwrap();
-    let data = ready.expect("the child never got its filesystem ready");
     assert!(data.starts_with(tmp.path()));
     assert_eq!(mounts_under(tmp.path()).len(), 1, "the crash left the mount behind");
     let cleaned = cleanup_leftovers(tmp.path()).unwrap();
@@ -113,4 +119,70 @@ fn leftovers_of_a_killed_run_are_cleaned_up() {
     std::fs::write(foreign.join("target.json"), "{}").unwrap();
     assert!(cleanup_leftovers(tmp.path()).unwrap().is_empty());
     assert!(foreign.join("target.json").exists());
+}
+
+fn stowbench_cleanup(dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_stowbench")).args(["cleanup", dir.to_str().unwrap()]).output().unwrap()
+}
+
+/// `stowbench cleanup WORK_DIR` finds the fio targets inside each run directory, as `stowbench
+/// cleanup RUN_DIR` does: it deleted the files of a still-mounted filesystem, then failed on its
+/// mount point, and left the mount and the loop device. And a target a live process holds is
+/// kept, with its run directory: cleanup once removed fio's filesystem under a running sweep.
+#[test]
+fn cleanup_of_a_work_dir_keeps_live_fio_targets_and_undoes_a_dead_runs() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_available("cleanup of a work dir") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run_dir = tmp.path().join("stowbench-r1");
+    drop(stowbench::backend::namespace::Namespace::create(&run_dir, "r1", "r1").unwrap());
+    let (mut child, data) = start_a_child_holding_a_made_filesystem(&run_dir);
+    std::fs::write(data.join("written-by-fio"), b"x").unwrap();
+    let kept = stowbench_cleanup(tmp.path());
+    let said = String::from_utf8_lossy(&kept.stderr).into_owned() + &String::from_utf8_lossy(&kept.stdout);
+    assert_eq!(kept.status.code(), Some(1), "{said}");
+    assert!(said.contains("still using it"), "{said}");
+    assert!(data.join("written-by-fio").exists(), "nothing of a live target is removed: {said}");
+    assert_eq!(mounts_under(tmp.path()).len(), 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let cleaned = stowbench_cleanup(tmp.path());
+    let said = String::from_utf8_lossy(&cleaned.stderr).into_owned() + &String::from_utf8_lossy(&cleaned.stdout);
+    assert_eq!(cleaned.status.code(), Some(0), "{said}");
+    assert!(said.contains("removed fio target"), "{said}");
+    assert!(mounts_under(tmp.path()).is_empty(), "{:?}", mounts_under(tmp.path()));
+    assert!(loops_backed_under(tmp.path()).is_empty(), "{:?}", loops_backed_under(tmp.path()));
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{said}");
+}
+
+/// Removal never crosses a mount: a directory someone bind-mounted inside a run's directory keeps
+/// its files, and the run's directory is kept, naming the mount.
+#[test]
+fn removal_refuses_a_directory_with_a_mount_inside() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_available("removal across a mount") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("precious.txt"), b"keep me").unwrap();
+    let run_dir = tmp.path().join("stowbench-r2");
+    drop(stowbench::backend::namespace::Namespace::create(&run_dir, "r2", "r2").unwrap());
+    let inside = run_dir.join("case-0000/mnt");
+    std::fs::create_dir_all(&inside).unwrap();
+    let bound = Command::new("mount").args(["--bind", theirs.to_str().unwrap(), inside.to_str().unwrap()]).status().unwrap();
+    assert!(bound.success());
+    let refused = stowbench::backend::namespace::remove(&run_dir);
+    let cli = stowbench_cleanup(tmp.path());
+    let unmounted = Command::new("umount").arg(&inside).status().unwrap();
+    assert!(unmounted.success());
+    let refused = refused.unwrap_err();
+    assert!(refused.contains("never deletes across a mount") && refused.contains(&*inside.to_string_lossy()), "{refused}");
+    assert_ne!(cli.status.code(), Some(0), "{}", String::from_utf8_lossy(&cli.stderr));
+    assert!(theirs.join("precious.txt").exists());
+    assert!(run_dir.join("case-0000").exists(), "nothing of the run's directory was removed either");
+    stowbench::backend::namespace::remove(&run_dir).unwrap();
 }

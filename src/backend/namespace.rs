@@ -180,6 +180,7 @@ pub fn remove(dir: &Path) -> Result<(), String> {
         _ => return Err(format!("refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it", dir.display())),
     }
     refuse_if_pinned(dir)?;
+    refuse_if_mounted_inside(dir)?;
     let failed = |e: String| format!("cannot remove {}: {e}", dir.display());
     // Everything but the marker first: until the directory is empty, the marker stays, so a
     // removal that fails half-way leaves a directory `stowbench cleanup` still recognises.
@@ -191,7 +192,7 @@ pub fn remove(dir: &Path) -> Result<(), String> {
         let path = entry.path();
         let is_dir = entry.file_type().map_err(|e| failed(format!("stat of {} failed: {e}", path.display())))?.is_dir();
         if is_dir {
-            remove_tree(&path).map_err(failed)?;
+            remove_tree_below(&path).map_err(failed)?;
         } else {
             fs::remove_file(&path).map_err(|e| failed(format!("unlink of {} failed: {e}", path.display())))?;
         }
@@ -209,16 +210,41 @@ pub fn remove(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes `dir` and everything under it (symbolic links are removed, never followed); the
-/// error names the call that failed and on what, which `fs::remove_dir_all` does not.
+/// Refuses to delete from `dir` while a filesystem is mounted at it or anywhere below it: the
+/// removal would delete the mounted filesystem's files (someone's bind mount, or a made
+/// filesystem still in use) and then fail on its mount point anyway.
+fn refuse_if_mounted_inside(dir: &Path) -> Result<(), String> {
+    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    match crate::host::mounts().into_iter().find(|m| m.mount_point.starts_with(&canonical)) {
+        Some(m) => Err(format!(
+            "refusing to remove {}: {} is mounted at {}, inside it, and stowbench never deletes across a mount. If stowbench \
+             made it, `stowbench cleanup` on the run's directory unmounts it; otherwise unmount it first (umount {})",
+            dir.display(),
+            m.source,
+            m.mount_point.display(),
+            m.mount_point.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Removes `dir` and everything under it (symbolic links are removed, never followed), unless a
+/// filesystem is mounted inside it; the error names the call that failed and on what, which
+/// `fs::remove_dir_all` does not.
 pub fn remove_tree(dir: &Path) -> Result<(), String> {
+    refuse_if_mounted_inside(dir)?;
+    remove_tree_below(dir)
+}
+
+/// `remove_tree` once the mount table has been checked for the whole tree.
+fn remove_tree_below(dir: &Path) -> Result<(), String> {
     let entries = fs::read_dir(dir).map_err(|e| format!("listing {} (open) failed: {e}", dir.display()))?;
     for entry in entries {
         let entry = entry.map_err(|e| format!("listing {} (readdir) failed: {e}", dir.display()))?;
         let path = entry.path();
         let is_dir = entry.file_type().map_err(|e| format!("stat of {} failed: {e}", path.display()))?.is_dir();
         if is_dir {
-            remove_tree(&path)?;
+            remove_tree_below(&path)?;
         } else {
             fs::remove_file(&path).map_err(|e| format!("unlink of {} failed: {e}", path.display()))?;
         }
@@ -232,14 +258,17 @@ pub fn empty(dir: &Path) -> Result<(), String> {
         return Err(format!("refusing to empty {}: no {MARKER_FILE} marker", dir.display()));
     }
     refuse_if_pinned(dir)?;
+    refuse_if_mounted_inside(dir)?;
     for entry in fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
         let entry = entry.map_err(|e| e.to_string())?;
         if entry.file_name() == MARKER_FILE {
             continue;
         }
         let path = entry.path();
-        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
-        result.map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        match entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            true => remove_tree_below(&path)?,
+            false => fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?,
+        }
     }
     Ok(())
 }

@@ -243,8 +243,9 @@ pub fn cleanup_leftovers(dir: &Path) -> Result<Vec<PathBuf>, FioError> {
     Ok(cleaned)
 }
 
-/// The fio targets in `dir` that a killed run left behind (not one of this process's live ones),
-/// each as its state file recorded it — what `cleanup_leftovers` would undo.
+/// The fio targets in `dir` that a killed run left behind (not one of this process's live ones,
+/// nor one another stowbench process still holds: its run is using it), each as its state file
+/// recorded it — what `cleanup_leftovers` would undo.
 pub fn leftovers(dir: &Path) -> Result<Vec<Owned>, FioError> {
     let live: Vec<PathBuf> = state().targets.iter().map(|o| o.ns_dir.clone()).collect();
     let mut found = Vec::new();
@@ -255,7 +256,10 @@ pub fn leftovers(dir: &Path) -> Result<Vec<Owned>, FioError> {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        let is_candidate = entry.file_name().to_string_lossy().starts_with("stowbench-fio-") && namespace::is_owned(&path) && !live.contains(&path);
+        let is_candidate = entry.file_name().to_string_lossy().starts_with("stowbench-fio-")
+            && namespace::is_owned(&path)
+            && !live.contains(&path)
+            && !namespace::in_use(&path);
         if !is_candidate {
             continue;
         }

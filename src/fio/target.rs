@@ -58,6 +58,9 @@ pub struct PreparedTarget {
     pub control_dir: PathBuf,
     registry_id: u64,
     cleaned: bool,
+    /// Holds the lock on the namespace's marker while the target lives, so `stowbench cleanup`
+    /// from another shell sees the target in use and keeps it (it removed a live one).
+    _held: Namespace,
 }
 
 impl PreparedTarget {
@@ -162,8 +165,9 @@ pub(crate) fn ns_name(run_id: &str, label: &str) -> String {
     format!("stowbench-fio-{run_id}-{label}")
 }
 
-/// Creates a marked namespace directory, registers it, and returns (registry id, absolute dir).
-fn create_namespace(parent: &Path, run_id: &str, label: &str, remove_ns: bool) -> Result<(u64, PathBuf), FioError> {
+/// Creates a marked namespace directory, registers it, and returns (registry id, absolute dir,
+/// the namespace, whose lock the target keeps).
+fn create_namespace(parent: &Path, run_id: &str, label: &str, remove_ns: bool) -> Result<(u64, PathBuf, Namespace), FioError> {
     std::fs::create_dir_all(parent).map_err(|e| FioError::io(parent, e))?;
     let parent = parent.canonicalize().map_err(|e| FioError::io(parent, e))?;
     let dir = parent.join(ns_name(run_id, label));
@@ -173,17 +177,17 @@ fn create_namespace(parent: &Path, run_id: &str, label: &str, remove_ns: bool) -
     let ns = Namespace::create(&dir, run_id, label).map_err(|message| FioError::Io { path: dir.display().to_string(), message })?;
     let id = registry::register(Owned { ns_dir: ns.dir.clone(), remove_ns, ..Owned::default() });
     registry::update(id, |_| {});
-    Ok((id, ns.dir))
+    Ok((id, ns.dir.clone(), ns))
 }
 
 fn prepare_dir(path: &Path, label: &str, run_id: &str) -> Result<PreparedTarget, FioError> {
     if !path.is_dir() {
         return Err(FioError::io(path, "is not an existing directory; create it first or fix the path"));
     }
-    let (id, ns_dir) = create_namespace(path, run_id, label, true)?;
+    let (id, ns_dir, held) = create_namespace(path, run_id, label, true)?;
     let data = ns_dir.join("data");
     // Built before creating `data` so that an error below is undone by Drop.
-    let mut target = PreparedTarget { facts: dir_facts(label, &data), control_dir: ns_dir, registry_id: id, cleaned: false };
+    let mut target = PreparedTarget { facts: dir_facts(label, &data), control_dir: ns_dir, registry_id: id, cleaned: false, _held: held };
     std::fs::create_dir_all(&data).map_err(|e| FioError::io(&data, e))?;
     target.facts = dir_facts(label, &data);
     Ok(target)
@@ -244,9 +248,9 @@ fn prepare_made_fs(made: &MadeFs, work_dir: &Path, run_id: &str) -> Result<Prepa
         check_memory(made)?;
     }
     tools.iter().try_for_each(|t| require_tool(t))?;
-    let (id, ns_dir) = create_namespace(work_dir, run_id, made.label, true)?;
+    let (id, ns_dir, held) = create_namespace(work_dir, run_id, made.label, true)?;
     // From here on the registry knows the namespace: any error below is undone by dropping `target`.
-    let mut target = PreparedTarget { facts: made_fs_facts(made, &ns_dir), control_dir: ns_dir.clone(), registry_id: id, cleaned: false };
+    let mut target = PreparedTarget { facts: made_fs_facts(made, &ns_dir), control_dir: ns_dir.clone(), registry_id: id, cleaned: false, _held: held };
     let mount_point = ns_dir.join("mnt");
     std::fs::create_dir_all(&mount_point).map_err(|e| FioError::io(&mount_point, e))?;
     let source = if made.fs == FsKind::Tmpfs {
@@ -379,7 +383,7 @@ fn prepare_device(device: &Path, confirm: &Path, label: &str, work_dir: &Path, r
     if device.to_str().is_none_or(|s| s.contains(['\n', ':'])) {
         return Err(FioError::DeviceRefused { device: device.display().to_string(), reason: "its path has a newline or ':'".into() });
     }
-    let (id, ns_dir) = create_namespace(work_dir, run_id, label, true)?;
+    let (id, ns_dir, held) = create_namespace(work_dir, run_id, label, true)?;
     let facts = TargetFacts {
         kind: "device".into(),
         label: label.into(),
@@ -396,5 +400,5 @@ fn prepare_device(device: &Path, confirm: &Path, label: &str, work_dir: &Path, r
         size_bytes: Some(facts.size_bytes),
         raw_device: Some(facts),
     };
-    Ok(PreparedTarget { facts, control_dir: ns_dir, registry_id: id, cleaned: false })
+    Ok(PreparedTarget { facts, control_dir: ns_dir, registry_id: id, cleaned: false, _held: held })
 }

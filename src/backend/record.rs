@@ -133,9 +133,12 @@ pub fn write(ns: &Namespace, target: &str, backend_name: &str, options: &Options
         options: serde_json::Value::Object(kept),
         owns: serde_json::Value::Object(owns),
     };
-    let text = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
-    // Whatever an option held, no known secret reaches the file.
-    let text = endpoint.secrets.scrub(&text);
+    // Whatever an option held, no known secret reaches the file. Each string is scrubbed on its
+    // own, not the JSON text: a password at the end of a value ("…?password=X") took the
+    // closing quote and comma with it, and `cleanup` could no longer read the record.
+    let mut value = serde_json::to_value(&record).map_err(|e| e.to_string())?;
+    scrub_strings(&mut value, &endpoint.secrets);
+    let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
     let path = ns.dir.join(RECORD_FILE);
     crate::atomic_file::replace(&path, (text + "\n").as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let why = format!(
@@ -230,6 +233,16 @@ impl ServerRecord {
     }
 }
 
+/// Scrubs every string inside `value` (keys are names stowbench wrote, and stay).
+fn scrub_strings(value: &mut serde_json::Value, secrets: &server::Secrets) {
+    match value {
+        serde_json::Value::String(text) => *text = secrets.scrub(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| scrub_strings(item, secrets)),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(|field| scrub_strings(field, secrets)),
+        _ => {}
+    }
+}
+
 /// Removes (or with `dry_run` only lists) the server objects recorded in `dir`; returns one line
 /// per object removed, as `server_objects` listed them just before. On success the record's pin
 /// is released, so the directory can be removed. An error names the server (password redacted)
@@ -289,6 +302,21 @@ mod tests {
             password: String::new(),
             options: serde_json::json!({}),
             owns: serde_json::json!({}),
+        }
+    }
+
+    /// A password ending a value (a URI's `?password=X`, libpq's `password=X`) is scrubbed inside
+    /// its string: scrubbing the JSON text took the closing quote and comma with it, and cleanup
+    /// then refused the record as not stowbench's.
+    #[test]
+    fn a_scrubbed_record_stays_valid_json_and_holds_no_password() {
+        for uri in ["postgres://postgres@h:5432/db?password=hunter2secret", "host=h password=hunter2secret"] {
+            let mut value = serde_json::to_value(record(uri, "X")).unwrap();
+            scrub_strings(&mut value, &server::Secrets::from_uri(uri));
+            let text = serde_json::to_string_pretty(&value).unwrap();
+            assert!(!text.contains("hunter2secret"), "{text}");
+            let read: ServerRecord = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert!(read.server.contains(REDACTED), "{}", read.server);
         }
     }
 

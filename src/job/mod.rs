@@ -95,9 +95,25 @@ pub fn load_text(text: &str, source: &str) -> Result<Plan, String> {
 
 /// Reads a job file; text that is not UTF-8 is refused at its line and column.
 pub fn read_file(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read job file {}: {e}", path.display()))?;
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("cannot read job file {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    // Read at most one byte past the limit: /dev/zero, a FIFO or a huge file given by mistake
+    // must not be read without end.
+    let mut bytes = Vec::new();
+    file.take(MAX_JOB_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > MAX_JOB_FILE_BYTES {
+        return Err(format!(
+            "{}: the job file is larger than {} MiB, far beyond any job (is it the right file?); give a job file in TOML or JSON",
+            path.display(),
+            MAX_JOB_FILE_BYTES >> 20
+        ));
+    }
     String::from_utf8(bytes).map_err(|e| not_utf8(&path.display().to_string(), e.as_bytes(), e.utf8_error().valid_up_to()))
 }
+
+/// The largest job file read: a job of thousands of targets and workloads is far smaller.
+pub const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
 
 /// Where a job file stops being UTF-8, as `file:line:column` (the column counted in characters,
 /// as every other mistake's), with the byte and its offset, and the fix.
@@ -121,6 +137,17 @@ pub fn quick() -> Plan {
 
 #[cfg(test)]
 mod tests {
+    /// `stowbench validate /dev/zero` read without end.
+    #[test]
+    fn a_job_file_is_read_only_up_to_its_limit() {
+        let e = super::read_file(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e, "/dev/zero: the job file is larger than 16 MiB, far beyond any job (is it the right file?); give a job file in TOML or JSON");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("at_limit.toml");
+        std::fs::write(&path, vec![b'#'; super::MAX_JOB_FILE_BYTES as usize]).unwrap();
+        assert_eq!(super::read_file(&path).map(|text| text.len() as u64), Ok(super::MAX_JOB_FILE_BYTES));
+    }
+
     #[test]
     fn a_job_that_is_not_utf8_is_refused_at_its_line_and_column() {
         let dir = tempfile::tempdir().unwrap();

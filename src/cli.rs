@@ -87,7 +87,8 @@ pub enum Command {
         /// The pack directory (a `pack` target's data directory, kept with `run --keep`).
         dir: PathBuf,
         /// Compact even when the data files hold damaged records, leaving them out for good
-        /// (without it such a pack is refused and nothing changes).
+        /// (without it such a pack is refused and no record changes; closing it may still write the
+        /// index that spares the next open a scan).
         #[arg(long)]
         drop_damaged: bool,
     },
@@ -283,7 +284,7 @@ pub fn main_with_args(args: Vec<String>, interrupted: &AtomicBool) -> i32 {
                 if r.already_compact {
                     println!(
                         "{} is already compact: {} live records in one file of {} bytes, nothing dead or damaged (generation {}); \
-                         nothing written",
+                         no record rewritten",
                         dir.display(),
                         r.live_records,
                         r.bytes_before,

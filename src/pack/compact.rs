@@ -40,7 +40,7 @@ pub struct CompactReport {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CompactOptions {
     /// Compact a pack whose data files hold damaged bytes, leaving them out of the new file (for
-    /// good: the old files are removed). Off, such a pack is refused and nothing changes.
+    /// good: the old files are removed). Off, such a pack is refused and no record changes.
     pub drop_damaged: bool,
 }
 

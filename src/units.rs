@@ -207,20 +207,41 @@ pub fn three_digits(v: f64) -> String {
     }
 }
 
-/// Accepts a string with a unit or a plain integer (bytes) in job files.
+/// Accepts a string with a unit or a plain integer (bytes) in job files. A visitor, not an
+/// untagged enum: serde's "data did not match any variant of untagged enum" said nothing of what
+/// a size is, for `4096.0`, `true` or `1e30`.
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Text(String),
+        d.deserialize_any(ByteSizeVisitor)
+    }
+}
+
+struct ByteSizeVisitor;
+
+impl de::Visitor<'_> for ByteSizeVisitor {
+    type Value = ByteSize;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a size: a whole number of bytes or a string with a unit, e.g. 4096 or \"94kB\"")
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<ByteSize, E> {
+        match u64::try_from(n) {
+            Ok(bytes) => Ok(ByteSize(bytes)),
+            Err(_) => Err(E::custom(format!("size {n} is negative; use a value like 94kB"))),
         }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) if n < 0 => Err(de::Error::custom(format!("size {n} is negative; use a value like 94kB"))),
-            Raw::Int(n) => Ok(ByteSize(n as u64)),
-            Raw::Text(t) => ByteSize::parse(&t).map_err(de::Error::custom),
-        }
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<ByteSize, E> {
+        Ok(ByteSize(n))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ByteSize, E> {
+        Err(E::custom(format!("size {v:?} is not a whole number of bytes; write a whole number (4096) or a string with a unit (\"4KiB\", \"2.6MB\")")))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<ByteSize, E> {
+        ByteSize::parse(text).map_err(E::custom)
     }
 }
 
@@ -246,6 +267,30 @@ impl Serialize for Nanos {
 
 #[cfg(test)]
 mod tests {
+    /// `sizes = [4096.0]`, `[true]` and `dataset = 1e30` said "data did not match any variant of
+    /// untagged enum Raw".
+    #[test]
+    fn a_size_of_the_wrong_type_says_what_a_size_is() {
+        #[derive(serde::Deserialize, Debug)]
+        struct Job {
+            #[allow(dead_code)]
+            size: super::ByteSize,
+        }
+        for (toml_value, said) in [
+            ("4096.0", "size 4096.0 is not a whole number of bytes; write a whole number (4096)"),
+            ("1e30", "is not a whole number of bytes"),
+            ("true", "a size: a whole number of bytes or a string with a unit"),
+            ("-1", "size -1 is negative"),
+        ] {
+            let e = toml::from_str::<Job>(&format!("size = {toml_value}")).unwrap_err().to_string();
+            assert!(e.contains(said) && !e.contains("untagged"), "{toml_value}: {e}");
+        }
+        let e = serde_json::from_str::<Job>("{\"size\": 4096.5}").unwrap_err().to_string();
+        assert!(e.contains("not a whole number of bytes") && !e.contains("untagged"), "{e}");
+        assert_eq!(toml::from_str::<Job>("size = \"4KiB\"").unwrap().size.0, 4096);
+        assert_eq!(serde_json::from_str::<Job>("{\"size\": 4096}").unwrap().size.0, 4096);
+    }
+
     use super::*;
 
     #[test]

@@ -309,6 +309,14 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
                 let reason = "no figure of the chosen metrics on both sides (see --metric)".to_string();
                 unmatched.push(Unmatched { candidate, file: file.to_string(), case: pair.baseline.id.clone(), reason });
             }
+            for skipped in phases_not_compared(pair, &rows[before..]) {
+                let case = format!("{} phase {}", pair.baseline.id, skipped.phase);
+                if skipped.candidate_lacks_it {
+                    unjudged.push(format!("candidate {candidate} {file}: {case}: {}", skipped.reason));
+                }
+                let side_file = if skipped.only_in_baseline { baseline.0 } else { *file };
+                unmatched.push(Unmatched { candidate, file: side_file.to_string(), case, reason: skipped.reason });
+            }
         }
         for (group, _) in &pairing.baseline_only {
             unjudged.push(format!("candidate {candidate} {file}: {} is missing (only in the baseline)", group.id));
@@ -641,6 +649,68 @@ fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static
         });
     }
     rows
+}
+
+/// A phase of a paired case that gives no row, and why.
+struct SkippedPhase {
+    phase: String,
+    reason: String,
+    /// Listed with the baseline's file: the candidate does not have it.
+    only_in_baseline: bool,
+    /// The candidate measured nothing of it (missing, or no successful operation): the gate
+    /// cannot say it is not slower.
+    candidate_lacks_it: bool,
+}
+
+/// The phases of a pair's finished repeats that one side lacks, or that gave no row (`compared`)
+/// as a side had no successful operation (every one a miss: no throughput or latency to
+/// compare). They were left out without a word.
+fn phases_not_compared(pair: &Pair, compared: &[MetricRow]) -> Vec<SkippedPhase> {
+    // Phase label → (successful operations, misses) over the group's finished repeats.
+    fn phases(group: &matching::Group) -> Vec<(String, u64, u64)> {
+        let mut out: Vec<(String, u64, u64)> = Vec::new();
+        let finished = group.repeats.iter().filter_map(|r| match r {
+            matching::Measured::Object(case) if case.status == crate::report::model::CaseStatus::Ok => Some(*case),
+            _ => None,
+        });
+        for phase in finished.flat_map(|case| &case.phases) {
+            let done: u64 = phase.ops.values().map(|op| op.count).sum();
+            let missed: u64 = phase.ops.values().map(|op| op.misses).sum();
+            match out.iter_mut().find(|(label, _, _)| *label == phase.phase) {
+                Some(entry) => (entry.1, entry.2) = (entry.1 + done, entry.2 + missed),
+                None => out.push((phase.phase.clone(), done, missed)),
+            }
+        }
+        out
+    }
+    let (ours, theirs) = (phases(pair.baseline), phases(pair.candidate));
+    if ours.is_empty() || theirs.is_empty() {
+        return Vec::new(); // no finished repeat on a side: listed as failed, phases and all
+    }
+    let find = |side: &[(String, u64, u64)], label: &str| side.iter().find(|(l, _, _)| l == label).map(|&(_, done, missed)| (done, missed));
+    let mut out = Vec::new();
+    for (label, done, missed) in &ours {
+        let skipped =
+            |reason: String, only_in_baseline, candidate_lacks_it| SkippedPhase { phase: label.clone(), reason, only_in_baseline, candidate_lacks_it };
+        match find(&theirs, label) {
+            None => out.push(skipped("phase only in the baseline".into(), true, true)),
+            Some((their_done, their_missed)) if !compared.iter().any(|r| r.phase.as_deref() == Some(label.as_str())) => {
+                let side = match (*done == 0, their_done == 0) {
+                    (true, true) => format!("on either side ({missed} and {their_missed} misses)"),
+                    (true, false) => format!("in the baseline ({missed} misses)"),
+                    (false, true) => format!("in the candidate ({their_missed} misses)"),
+                    // Both measured it: --metric chose none of its figures.
+                    (false, false) => continue,
+                };
+                out.push(skipped(format!("no successful operation {side}: nothing to compare"), false, their_done == 0));
+            }
+            Some(_) => {}
+        }
+    }
+    for (label, _, _) in theirs.iter().filter(|(label, _, _)| find(&ours, label).is_none()) {
+        out.push(SkippedPhase { phase: label.clone(), reason: "phase only in the candidate".into(), only_in_baseline: false, candidate_lacks_it: false });
+    }
+    out
 }
 
 fn sample(values: Vec<f64>) -> Sample {

@@ -390,3 +390,41 @@ fn an_environment_that_differs_is_named_above_the_rows() {
     let fields: Vec<String> = run(&base, &larger, &Options::default()).environment_differences.into_iter().map(|d| d.field).collect();
     assert_eq!(fields, ["memory_bytes"]);
 }
+
+/// A phase on one side only, or one without a successful operation (every get a miss), gave no
+/// row and was left out without a word, and a gate passed over it. Each is listed under "not
+/// compared" with its reason; a candidate's phase that measured nothing is unjudged by the gate.
+#[test]
+fn phases_on_one_side_or_without_success_are_listed_as_not_compared() {
+    let with_phase = |cases: Vec<CaseResult>, label: &str, all_missed: bool| -> Vec<CaseResult> {
+        cases
+            .into_iter()
+            .map(|mut c| {
+                let mut phase = c.phases[0].clone();
+                phase.phase = label.into();
+                if all_missed {
+                    let op = phase.ops.get_mut("put").unwrap();
+                    (op.misses, op.count, op.bytes, op.latency) = (op.count, 0, 0, LatencySummary::default());
+                    phase.throughput_total = Throughput { window_ns: 1_000_000_000, ops_per_s: 0.0, bytes_per_s: 0.0 };
+                }
+                c.phases.push(phase);
+                c
+            })
+            .collect()
+    };
+    let a = report(with_phase(with_phase(repeats("sim", &[100.0, 101.0]), "head", false), "get", true));
+    let b = report(with_phase(with_phase(repeats("sim", &[100.0, 101.0]), "delete", false), "get", true));
+    let c = run(&a, &b, &gated(10.0));
+    let listed: Vec<(&str, &str, &str)> = c.unmatched.iter().map(|u| (u.file.as_str(), u.case.as_str(), u.reason.as_str())).collect();
+    assert_eq!(
+        listed,
+        [
+            ("a.json", "sim/w/4KiB/t1 phase head", "phase only in the baseline"),
+            ("b.json", "sim/w/4KiB/t1 phase get", "no successful operation on either side (200 and 200 misses): nothing to compare"),
+            ("b.json", "sim/w/4KiB/t1 phase delete", "phase only in the candidate"),
+        ]
+    );
+    assert!(c.rows.iter().all(|r| r.phase.as_deref() == Some("put") || r.phase.is_none()), "{:?}", c.rows);
+    let gate = c.gate.unwrap();
+    assert!(!gate.passed && gate.unjudged.len() == 2, "the candidate measured neither head nor get: {:?}", gate.unjudged);
+}

@@ -434,11 +434,38 @@ fn locate(text: &str, e: &toml::de::Error, key: Option<&str>) -> Located {
         Some(repeated) => format!("key \"{}\" is given twice in this table; keep one of them", repeated.trim().trim_matches('"')),
         None => explain(e.message()),
     };
+    let message = match key.and_then(field_range) {
+        Some(range) => with_field_range(&message, &range),
+        None => message,
+    };
     let message = match key {
         Some(key) if !message.starts_with("unknown key") => format!("field \"{key}\": {}", list_example(key, &message)),
         _ => message,
     };
     Located { line, column, message }
+}
+
+/// The whole numbers a field takes, where the check of the plan limits them more than its type
+/// does: a type mistake then names the field's range ("1 to 1024"), not the type's.
+fn field_range(key: &str) -> Option<String> {
+    match key.rsplit('.').next().unwrap_or(key) {
+        "threads" => Some(format!("1 to {}", super::plan::MAX_THREADS)),
+        "repeats" => Some("1 to 1000".into()),
+        "objects" => Some(format!("1 to {}", super::plan::MAX_OBJECTS)),
+        _ => None,
+    }
+}
+
+/// `message` with the type's range of whole numbers (`type_in_words`), or the "not negative"
+/// of a negative one, replaced by the field's own `range`.
+fn with_field_range(message: &str, range: &str) -> String {
+    const TYPE_RANGE: &str = "a whole number from 0 to ";
+    const NOT_NEGATIVE: &str = "a whole number that is not negative";
+    if let Some(at) = message.find(TYPE_RANGE) {
+        let digits = message[at + TYPE_RANGE.len()..].chars().take_while(char::is_ascii_digit).count();
+        return format!("{}a whole number from {range}{}", &message[..at], &message[at + TYPE_RANGE.len() + digits..]);
+    }
+    message.replace(NOT_NEGATIVE, &format!("a whole number from {range}"))
 }
 
 /// serde's "write a sequence" in TOML's words, with an example of the list `key` takes.
@@ -551,9 +578,9 @@ mod tests {
         let err = parse("version = 1\n[[workload]]\nname = \"w\"\n[[workload.phase]]\nmix = { put = 4294967296 }\n").unwrap_err();
         assert_eq!(err.line, Some(5), "{err:?}");
         assert!(err.message.contains("4294967296 is out of range here; write a whole number from 0 to 4294967295"), "{}", err.message);
-        // A negative number is said to be one; the field's own range is checked once it reads.
+        // A negative number is said to be one, with the field's own range where it has one.
         let err = parse("version = 1\n[[workload]]\nname = \"w\"\nthreads = [-1]\n").unwrap_err();
-        assert!(err.message.ends_with("-1 is negative; this field takes a whole number that is not negative"), "{}", err.message);
+        assert!(err.message.ends_with("-1 is negative; this field takes a whole number from 1 to 1024"), "{}", err.message);
     }
 
     /// A bad weight names the mix it is in, and the mix it leaves empty is not reported again.
@@ -577,14 +604,19 @@ mod tests {
         let all = messages.join("\n");
         for said in [
             "field \"version\": string \"1\" is the wrong type here; write a whole number from 0 to 4294967295",
-            "field \"threads\": floating point `1.5` is the wrong type here; write a whole number from 0 to 4294967295",
-            "field \"repeats\": 99999999999999999999 is out of range here; write a whole number from 0 to 4294967295",
+            "field \"threads\": floating point `1.5` is the wrong type here; write a whole number from 1 to 1024",
+            "field \"repeats\": 99999999999999999999 is out of range here; write a whole number from 1 to 1000",
             "field \"verify\": string \"yes\" is the wrong type here; write true or false",
             "field \"zipf_theta\": string \"x\" is the wrong type here; write a number, e.g. 0.5",
         ] {
             assert!(all.contains(said), "missing {said:?} in\n{all}");
         }
         assert!(!all.contains("u32") && !all.contains("i128") && !all.contains("f64"), "{all}");
+        // Each field's own range, not its type's ("threads = [1.5]" said "0 to 4294967295").
+        let parsed = parse_all("version = 1\n[[workload]]\nname = \"w\"\nobjects = -1\nrepeats = 1.0\n");
+        let all = parsed.mistakes.iter().map(|m| m.message.as_str()).collect::<Vec<_>>().join("\n");
+        assert!(all.contains("field \"objects\": -1 is negative; this field takes a whole number from 1 to 100000000"), "{all}");
+        assert!(all.contains("field \"repeats\": floating point `1.0` is the wrong type here; write a whole number from 1 to 1000"), "{all}");
     }
 
     #[test]
@@ -619,7 +651,7 @@ mod tests {
             "version = 1\nnmae = \"x\"\n[[target]]\nbackend = 5\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"1XB\"]\nthread = [1]\n";
         let parsed = parse_all(text);
         let at: Vec<(Option<usize>, Option<usize>)> = parsed.mistakes.iter().map(|m| (m.line, m.column)).collect();
-        assert_eq!(at, vec![(Some(2), Some(1)), (Some(4), Some(11)), (Some(9), Some(9)), (Some(10), Some(1))], "{:?}", parsed.mistakes);
+        assert_eq!(at, vec![(Some(2), Some(1)), (Some(4), Some(11)), (Some(9), Some(10)), (Some(10), Some(1))], "{:?}", parsed.mistakes);
         assert!(parsed.mistakes[1].message.starts_with("field \"backend\": integer `5` is the wrong type here; write a string"), "{:?}", parsed.mistakes[1]);
         let job = parsed.job.unwrap();
         assert_eq!(job.targets.len(), 1, "the good target is kept for checking");

@@ -80,7 +80,7 @@ phases = [\"put\", \"gte\"]
             ("bad.toml:2:1: ", "unknown key \"seeed\". Did you mean \"seed\"?"),
             ("bad.toml:5:1: ", "target \"sqlit\", field \"backend\": unknown backend \"sqlit\". Did you mean \"sqlite\"?"),
             ("bad.toml:10:1: ", "unknown option \"latncy\" for backend sim. Did you mean \"latency\"?"),
-            ("bad.toml:14:9: ", "field \"sizes\": size \"2.6XB\" has an unknown unit \"XB\""),
+            ("bad.toml:14:18: ", "field \"sizes\": size \"2.6XB\" has an unknown unit \"XB\""),
             ("bad.toml:15:1: ", "unknown key \"objcts\". Did you mean \"objects\"?"),
             ("bad.toml:16:1: ", "workload \"w\", field \"threads\": 0 is out of range; use 1 to 1024"),
             ("bad.toml:17:1: ", "workload \"w\", field \"phases\": \"gte\" is not an operation"),

@@ -358,6 +358,21 @@ fn a_phase_too_short_to_measure_says_so_and_ranks_no_one() {
     assert!(html.contains(">too short to measure (0 ns)<") && html.contains(">no ranking: fs too short to measure<"), "the HTML headline");
 }
 
+/// A test tool that failed was left out for failing, not for being a test tool: the winner
+/// column gave "(sim: test tool, not ranked)" as the reason.
+#[test]
+fn a_failed_test_tool_is_not_said_to_be_left_out_as_a_test_tool() {
+    let mut report = load("objects-a");
+    for case in report.cases.iter_mut().filter(|c| c.case_id.starts_with("sim/small/4KiB/")) {
+        case.status = stowbench::report::model::CaseStatus::Failed;
+    }
+    report.headlines.clear();
+    let table = stowbench::report::table::render(&report);
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("  4KiB ")).collect();
+    assert!(!rows.is_empty() && rows.iter().all(|l| !l.contains("test tool, not ranked")), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("  64KiB ") && l.contains("sim: test tool, not ranked")), "{table}");
+}
+
 /// A p99 from fewer than 100 samples is the largest sample: every format calls it max and says
 /// from how few, and a cell with enough samples keeps its p99.
 #[test]

@@ -581,7 +581,11 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
             continue;
         }
         let mut winner = winner_text(&ranked);
-        let left_out: Vec<&str> = cells.iter().filter(|(t, c)| c.test_tool && !ranked.iter().any(|(_, r)| r == t)).map(|(t, _)| t.as_str()).collect();
+        // Test tools left out for being test tools: one with no figure (failed, too short, all
+        // misses) was left out for that, which its own cell says.
+        let has_figure = |c: &Cell| !(if by_ops { &c.ops_per_s } else { &c.bytes_per_s }).is_empty();
+        let left_out: Vec<&str> =
+            cells.iter().filter(|(t, c)| c.test_tool && has_figure(c) && !ranked.iter().any(|(_, r)| r == t)).map(|(t, _)| t.as_str()).collect();
         if !left_out.is_empty() && !ranked.is_empty() {
             let tools = format!("{}: test tool, not ranked", left_out.join(", "));
             winner = match winner.strip_suffix(" (only result)") {

@@ -118,9 +118,24 @@ pub fn in_use(dir: &Path) -> bool {
     })
 }
 
-/// Whether `dir` carries the stowbench marker.
+/// Whether `dir` carries the stowbench marker: a regular file holding what `write_marker` writes.
+/// A file of that name alone is no proof: anyone can make one, and it is what lets stowbench
+/// delete a directory.
 pub fn is_owned(dir: &Path) -> bool {
-    dir.join(MARKER_FILE).is_file()
+    marker_is_ours(&dir.join(MARKER_FILE))
+}
+
+/// Whether `marker` is a regular file (not a link, not a FIFO that would block the open) holding
+/// `{"tool":"stowbench","run_id":"…"}`.
+fn marker_is_ours(marker: &Path) -> bool {
+    use std::io::Read;
+    if !fs::symlink_metadata(marker).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut text = String::new();
+    let read = fs::File::open(marker).and_then(|file| file.take(4096).read_to_string(&mut text));
+    let said = read.ok().and_then(|_| serde_json::from_str::<serde_json::Value>(&text).ok());
+    said.is_some_and(|v| v.get("tool").and_then(|t| t.as_str()) == Some("stowbench") && v.get("run_id").is_some_and(|r| r.is_string()))
 }
 
 /// Pins `inner` and every marked directory above it with pin `name`, saying `why` (what depends
@@ -178,6 +193,13 @@ pub fn remove(dir: &Path) -> Result<(), String> {
             return Err(format!("cannot remove {}: stat of its marker {} failed: {e}", dir.display(), marker.display()))
         }
         _ => return Err(format!("refusing to remove {}: it has no {MARKER_FILE} marker, so stowbench did not create it", dir.display())),
+    }
+    if !marker_is_ours(&marker) {
+        return Err(format!(
+            "refusing to remove {}: its {MARKER_FILE} is not one stowbench wrote (it holds no {{\"tool\":\"stowbench\",\"run_id\":…}}), \
+             so stowbench cannot tell it made the directory; remove it by hand if it is yours to remove",
+            dir.display()
+        ));
     }
     refuse_if_pinned(dir)?;
     refuse_if_mounted_inside(dir)?;
@@ -391,6 +413,29 @@ mod tests {
         assert!(made_for_paths_now().unwrap().contains(&made));
         data.release().unwrap();
         assert!(!made.exists() && !made_for_paths_now().unwrap().contains(&made));
+    }
+
+    /// A marker stowbench did not write (any file of that name, a link to one) proves nothing:
+    /// such a directory is not owned, and neither removed nor emptied.
+    #[test]
+    fn a_marker_stowbench_did_not_write_owns_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        drop(Namespace::create(&real, "r7", "x").unwrap());
+        assert!(is_owned(&real));
+        for (name, marker) in [("empty", ""), ("forged", "user"), ("other-tool", "{\"tool\":\"other\",\"run_id\":\"r\"}")] {
+            let forged = tmp.path().join(name);
+            fs::create_dir(&forged).unwrap();
+            fs::write(forged.join(MARKER_FILE), marker).unwrap();
+            fs::write(forged.join("data"), "theirs").unwrap();
+            assert!(!is_owned(&forged), "{name}");
+            assert!(remove(&forged).unwrap_err().contains("not one stowbench wrote"), "{name}");
+            assert!(empty(&forged).is_err() && forged.join("data").exists(), "{name}");
+        }
+        let linked = tmp.path().join("linked");
+        fs::create_dir(&linked).unwrap();
+        std::os::unix::fs::symlink(real.join(MARKER_FILE), linked.join(MARKER_FILE)).unwrap();
+        assert!(!is_owned(&linked), "a link to a real marker is not a marker");
     }
 
     #[test]

@@ -174,7 +174,9 @@ pub fn format_nanos(ns: u64) -> String {
 
 /// Formats a byte rate with decimal units ("123 MB/s"), as fio's `bw_bytes` and warp do.
 pub fn format_rate_bytes(bytes_per_s: f64) -> String {
-    let (value, unit) = if bytes_per_s >= 1e9 {
+    let (value, unit) = if bytes_per_s >= 1e12 {
+        (bytes_per_s / 1e12, "TB/s")
+    } else if bytes_per_s >= 1e9 {
         (bytes_per_s / 1e9, "GB/s")
     } else if bytes_per_s >= 1e6 {
         (bytes_per_s / 1e6, "MB/s")
@@ -267,6 +269,13 @@ impl Serialize for Nanos {
 
 #[cfg(test)]
 mod tests {
+    /// A rate of a thousand GB/s and more reads in TB/s, not "1301 GB/s".
+    #[test]
+    fn rates_reach_terabytes_per_second() {
+        assert_eq!(super::format_rate_bytes(1.301e12), "1.30 TB/s");
+        assert_eq!(super::format_rate_bytes(999e9), "999 GB/s");
+    }
+
     /// `sizes = [4096.0]`, `[true]` and `dataset = 1e30` said "data did not match any variant of
     /// untagged enum Raw".
     #[test]

@@ -404,7 +404,9 @@ fn conditions_section(report: &RunReport) -> String {
     fact("idle-memory reclaim", env.page_cache_reclaim.clone().unwrap_or_else(|| "none found".into()));
     fact("SQLite library", env.sqlite_version.clone());
     if let Some(clock) = &env.clock {
-        let drift = clock.drift_ppm.map(|ppm| format!("; {ppm:+.1} ppm off CLOCK_MONOTONIC by the run's end")).unwrap_or_default();
+        // Rounded first, then + 0.0: a drift of -0.04 ppm reads "+0.0", not "-0.0".
+        let shown_ppm = |ppm: f64| (ppm * 10.0).round() / 10.0 + 0.0;
+        let drift = clock.drift_ppm.map(|ppm| format!("; {:+.1} ppm off CLOCK_MONOTONIC by the run's end", shown_ppm(ppm))).unwrap_or_default();
         fact("clock", format!("{}: {}{drift}", clock.source, clock.detail));
     }
     fact("job", report.job_source.clone());

@@ -265,6 +265,8 @@ fn ratio_digits(ratio: f64) -> String {
         three_digits(ratio)
     } else if ratio >= 0.01 {
         format!("{ratio:.3}")
+    } else if ratio == 0.0 {
+        "0".into()
     } else {
         format!("{ratio:.1e}")
     }
@@ -361,5 +363,6 @@ mod tests {
         assert_eq!(ratio_digits(12.34), "12.3");
         assert_eq!(ratio_digits(0.0384), "0.038");
         assert_eq!(ratio_digits(0.00123), "1.2e-3");
+        assert_eq!(ratio_digits(0.0), "0", "not 0.0e0");
     }
 }

@@ -126,16 +126,20 @@ pub fn is_owned(dir: &Path) -> bool {
 }
 
 /// Whether `marker` is a regular file (not a link, not a FIFO that would block the open) holding
-/// `{"tool":"stowbench","run_id":"…"}`.
+/// `{"tool":"stowbench","run_id":"…"}`. One that cannot be opened or read (an I/O error) is judged
+/// by its presence alone, as before its content was checked: a failing disk must not strand a
+/// run's own directory, and a forged marker is one that reads and says otherwise.
 fn marker_is_ours(marker: &Path) -> bool {
     use std::io::Read;
     if !fs::symlink_metadata(marker).is_ok_and(|m| m.is_file()) {
         return false;
     }
-    let mut text = String::new();
-    let read = fs::File::open(marker).and_then(|file| file.take(4096).read_to_string(&mut text));
-    let said = read.ok().and_then(|_| serde_json::from_str::<serde_json::Value>(&text).ok());
-    said.is_some_and(|v| v.get("tool").and_then(|t| t.as_str()) == Some("stowbench") && v.get("run_id").is_some_and(|r| r.is_string()))
+    let mut bytes = Vec::new();
+    match fs::File::open(marker).and_then(|file| file.take(4096).read_to_end(&mut bytes)) {
+        Err(_) => true,
+        Ok(_) => serde_json::from_slice::<serde_json::Value>(&bytes)
+            .is_ok_and(|v| v.get("tool").and_then(|t| t.as_str()) == Some("stowbench") && v.get("run_id").is_some_and(|r| r.is_string())),
+    }
 }
 
 /// Pins `inner` and every marked directory above it with pin `name`, saying `why` (what depends

@@ -117,12 +117,7 @@ fn secrets_never_reach_any_output() {
         return;
     }
     const CANARY: &str = "canary-7f3a91c2e4";
-    super::inspect::pg_exec(&format!(
-        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stowbench_canary') THEN \
-         CREATE ROLE stowbench_canary LOGIN PASSWORD '{CANARY}'; END IF; END $$; GRANT ALL ON DATABASE stowbench TO stowbench_canary; \
-         GRANT ALL ON SCHEMA public TO stowbench_canary"
-    ));
-    let pg = env("STOWBENCH_PG_URI").replacen("postgres://postgres@", &format!("postgres://stowbench_canary:{CANARY}@"), 1);
+    let pg = super::inspect::pg_role_uri("stowbench_canary", CANARY);
     let secret = env("AWS_SECRET_ACCESS_KEY");
     let dir = tempfile::tempdir().unwrap();
     let job = format!(

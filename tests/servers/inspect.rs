@@ -178,3 +178,14 @@ pub fn pg_loid(table: &str, key: &str) -> u32 {
 pub fn pg_exec(sql: &str) {
     pg().batch_execute(sql).unwrap()
 }
+
+/// `STOWBENCH_PG_URI` as login role `role` with `password`, made on first use (kept after: the
+/// server is the test run's own) with rights on the stowbench database.
+pub fn pg_role_uri(role: &str, password: &str) -> String {
+    pg_exec(&format!(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN \
+         CREATE ROLE {role} LOGIN PASSWORD '{password}'; END IF; END $$; GRANT ALL ON DATABASE stowbench TO {role}; \
+         GRANT ALL ON SCHEMA public TO {role}"
+    ));
+    super::env("STOWBENCH_PG_URI").replacen("postgres://postgres@", &format!("postgres://{role}:{password}@"), 1)
+}

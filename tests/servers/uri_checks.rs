@@ -117,12 +117,7 @@ fn a_password_with_a_space_is_in_no_output_and_no_report_file() {
         return;
     }
     const PASSWORD: &str = "canary 9d4e";
-    super::inspect::pg_exec(&format!(
-        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'stowbench_spaced') THEN \
-         CREATE ROLE stowbench_spaced LOGIN PASSWORD '{PASSWORD}'; END IF; END $$; GRANT ALL ON DATABASE stowbench TO stowbench_spaced; \
-         GRANT ALL ON SCHEMA public TO stowbench_spaced"
-    ));
-    let pg = env("STOWBENCH_PG_URI").replacen("postgres://postgres@", &format!("postgres://stowbench_spaced:{PASSWORD}@"), 1);
+    let pg = super::inspect::pg_role_uri("stowbench_spaced", PASSWORD);
     assert!(pg.contains(PASSWORD), "STOWBENCH_PG_URI is postgres://postgres@...: {}", stowbench::backend::server::redact_uri(&pg));
     let dir = tempfile::tempdir().unwrap();
     let job = format!(

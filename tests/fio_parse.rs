@@ -6,7 +6,7 @@ mod fio_support;
 use fio_support::fixture;
 use serde_json::Value;
 use std::path::PathBuf;
-use stowbench::fio::parse::parse_fio_json;
+use stowbench::fio::parse::{parse_fio_json, Percentile};
 use stowbench::fio::result::{FioCaseResult, RunRecord};
 use stowbench::fio::series::{chart_threads, charts_csv, iops_vs_iodepth, render_charts, render_table};
 use stowbench::fio::{expand, FioCase, FioSweep, FsKind, RwMode, TargetFacts, TargetSpec};
@@ -21,7 +21,7 @@ fn null_engine_json_reads_percentiles_from_lat_ns() {
     assert!(read.iops > 100_000.0, "null engine IOPS {}", read.iops);
     assert_eq!(read.percentiles_of, "lat");
     assert_eq!(read.percentiles_ns.len(), 13, "all requested percentiles: {:?}", read.percentiles_ns.keys());
-    assert!(read.percentiles_ns.contains_key("99.95") && read.percentiles_ns.contains_key("1"));
+    assert!(read.percentiles_ns.contains_key(&Percentile::new("99.95")) && read.percentiles_ns.contains_key(&Percentile::new("1")));
     let (p50, p99, p999) = (read.lat_ns_p50.unwrap(), read.lat_ns_p99.unwrap(), read.lat_ns_p99_9.unwrap());
     assert!(p50 <= p99 && p99 <= p999 && p999 <= read.lat_ns_max);
     assert!(read.histogram_ns.is_none(), "plain json has no bins");
@@ -69,7 +69,7 @@ fn default_fio_percentiles_fall_back_to_clat() {
     let read = &out.jobs[0].read;
     assert_eq!(read.percentiles_of, "clat");
     assert_eq!(read.lat_ns_p99, Some(185));
-    assert_eq!(read.percentiles_ns["99.99"], 2192);
+    assert_eq!(read.percentiles_ns[&Percentile::new("99.99")], 2192);
 }
 
 #[test]

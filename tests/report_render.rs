@@ -126,6 +126,15 @@ fn csv_matches_its_golden_files_with_one_row_per_case_and_operation() {
     assert!(!header.iter().any(|h| h == "job_file" || h.starts_with("fio_jobs_json")), "documents stay in the JSON");
 }
 
+/// fio's percentile columns read in ascending order of the percentile: keyed as text, p10 and
+/// p25 came before p5.
+#[test]
+fn fio_percentile_columns_are_in_ascending_order_of_the_percentile() {
+    let fio = parse_csv(&render_report("csv", &load("fio-a")));
+    let percentiles: Vec<&str> = fio[0].iter().filter_map(|h| h.strip_prefix("op.percentiles_ns.")).collect();
+    assert_eq!(percentiles, ["1", "5", "10", "25", "50", "75", "90", "95", "99", "99.5", "99.9", "99.95", "99.99"]);
+}
+
 #[test]
 fn csv_columns_follow_the_model_so_server_figures_appear_when_measured() {
     let mut report = load("objects-a");

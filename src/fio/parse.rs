@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// The parts of one fio run that stowbench reports.
@@ -83,10 +84,48 @@ pub struct DirectionStats {
     pub lat_ns_p99_9: Option<u64>,
     /// 99.99th percentile latency (nanoseconds).
     pub lat_ns_p99_99: Option<u64>,
-    /// All latency percentiles fio reported (nanoseconds), keyed by percentile ("50", "99", "99.9").
-    pub percentiles_ns: BTreeMap<String, u64>,
+    /// All latency percentiles fio reported (nanoseconds), keyed by percentile ("50", "99", "99.9")
+    /// in ascending order of the percentile.
+    pub percentiles_ns: BTreeMap<Percentile, u64>,
     /// json+ only: latency histogram bins, ascending (bin value in nanoseconds, count).
     pub histogram_ns: Option<Vec<HistogramBin>>,
+}
+
+/// A percentile as fio names it, normalised ("5", "99.9"), ordered by its value. Ordered as
+/// text, "10" came before "5" and "99.9" before "99.95" only by accident of the digits: the
+/// report.json keys and the CSV columns made from them read out of order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Percentile(String);
+
+impl Percentile {
+    /// The percentile fio names `key` ("99.900000" and "99.9" are the same one).
+    pub fn new(key: &str) -> Percentile {
+        Percentile(percentile_key(key))
+    }
+
+    /// Its name, as the report's keys give it ("99.9").
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Its value, for ordering; a key that is no number (never written by fio) sorts last.
+    fn value(&self) -> f64 {
+        self.0.parse().unwrap_or(f64::INFINITY)
+    }
+}
+
+impl Ord for Percentile {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // The text breaks ties so that only equal keys compare equal, as `Eq` says.
+        self.value().total_cmp(&other.value()).then_with(|| self.0.cmp(&other.0))
+    }
+}
+
+impl PartialOrd for Percentile {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// One json+ histogram bin.
@@ -164,8 +203,8 @@ fn parse_direction(dir: &Value) -> DirectionStats {
     } else {
         ("none", None)
     };
-    let percentiles_ns: BTreeMap<String, u64> = source.and_then(|s| s.get("percentile")).map(parse_percentiles).unwrap_or_default();
-    let pick = |key: &str| percentiles_ns.get(key).copied();
+    let percentiles_ns: BTreeMap<Percentile, u64> = source.and_then(|s| s.get("percentile")).map(parse_percentiles).unwrap_or_default();
+    let pick = |key: &str| percentiles_ns.get(&Percentile::new(key)).copied();
     DirectionStats {
         lat_ns_p50: pick("50"),
         lat_ns_p90: pick("90"),
@@ -191,9 +230,9 @@ fn parse_direction(dir: &Value) -> DirectionStats {
 }
 
 /// fio writes percentile keys like "99.900000"; they become "99.9".
-fn parse_percentiles(map: &Value) -> BTreeMap<String, u64> {
+fn parse_percentiles(map: &Value) -> BTreeMap<Percentile, u64> {
     let Some(map) = map.as_object() else { return BTreeMap::new() };
-    map.iter().filter_map(|(key, value)| Some((percentile_key(key), as_u64(value)?))).collect()
+    map.iter().filter_map(|(key, value)| Some((Percentile::new(key), as_u64(value)?))).collect()
 }
 
 /// Normalises a percentile key: "99.900000" → "99.9", "50.000000" → "50".
@@ -257,6 +296,15 @@ mod tests {
         assert_eq!(percentile_key("99.900000"), "99.9");
         assert_eq!(percentile_key("50.000000"), "50");
         assert_eq!(percentile_key("99.990000"), "99.99");
+    }
+
+    /// As text, "10" sorted before "5" and "99.9" after "99.5" only by luck of the digits.
+    #[test]
+    fn percentiles_are_ordered_by_value_not_as_text() {
+        let mut keys: Vec<Percentile> = ["99.99", "10", "5", "99.9", "1", "99.95", "99", "50", "99.5"].map(Percentile::new).to_vec();
+        keys.sort();
+        assert_eq!(keys.iter().map(Percentile::as_str).collect::<Vec<_>>(), ["1", "5", "10", "50", "99", "99.5", "99.9", "99.95", "99.99"]);
+        assert_eq!(Percentile::new("99.900000"), Percentile::new("99.9"));
     }
 
     #[test]

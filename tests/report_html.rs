@@ -64,7 +64,9 @@ fn outline(page: &str) -> String {
             "svg" => (legend, points, bars) = (Vec::new(), 0, 0),
             "text" if !class.is_empty() => text_of = Some(format!("    {class}: {text}")),
             "text" if text_of.is_none() => legend.push(text.to_string()),
+            // A point's marker: a circle, or a path of another shape.
             "circle" if class.is_empty() => points += 1,
+            "path" if class == "marker" => points += 1,
             "path" if class == "error-bar" => bars += 1,
             "g" if class == "legend" => legend.clear(), // the legend's texts follow
             "/svg" => lines.push(format!("    legend: {}; points {points}, error bars {bars}", legend.join(", "))),

@@ -7,7 +7,7 @@
 
 use super::model::{CaseResult, CaseStatus, Headline, LatencySummary, PhaseResult, RunReport};
 use super::spread::Spread;
-use super::svg::{Axis, Chart, Kind, Point, Scale, Series, Unit};
+use super::svg::{Axis, Chart, Kind, Point, Scale, Series, Unit, STYLES};
 use super::table::median;
 use crate::fio::FioCaseResult;
 use std::collections::BTreeMap;
@@ -183,33 +183,41 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                 continue;
             }
             let repeats = series.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
-            let mut sizes: Vec<u64> = series.iter().map(|((_, s, _), _)| *s).collect();
+            let mut sizes: Vec<(u64, &str)> = series.iter().map(|((_, bytes, label), _)| (*bytes, *label)).collect();
             sizes.sort_unstable();
             sizes.dedup();
-            let lines = series.into_iter().map(|((target, size, label), runs)| Series {
-                name: format!("{target} {label}"),
-                points: (0..PERCENTILES.len())
-                    .map(|i| Point { x: i as f64, y: median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>()).unwrap_or(0.0), interval: None })
-                    .collect(),
-                // One colour per target, one dash per size while three dash patterns tell them apart.
-                look: (sizes.len() <= 3).then(|| (colour_of(&colours, target), sizes.iter().position(|s| *s == size).unwrap_or(0))),
-            });
-            let mut x = axis("percentile", Unit::Plain(""), Scale::Categories);
-            x.categories = PERCENTILES.map(String::from).to_vec();
-            let from = if open_loop { "from each operation's intended start (open loop)" } else { "from each operation's start" };
-            figures.push(Figure {
-                chart: Chart {
-                    title: format!("{op} latency percentiles · {phase} · {} · workload {workload}", threads_text(threads)),
-                    x,
-                    y: axis("latency", Unit::Nanos, Scale::Log10),
-                    series: lines.collect(),
-                    kind: Kind::Lines,
-                },
-                caption: format!(
-                    "Latency of successful operations {from}; one line per target and size, {}.",
-                    if repeats > 1 { "each percentile the median over the repeats" } else { "from the run's one repeat" }
-                ),
-            });
+            // One colour per target and one style (dash and marker) per size, so that every line
+            // can be told apart; more sizes than there are styles go to further charts.
+            let parts = sizes.chunks(STYLES).count();
+            for chunk in sizes.chunks(STYLES) {
+                let lines = series.iter().filter_map(|((target, bytes, label), runs)| {
+                    let style = chunk.iter().position(|s| *s == (*bytes, *label))?;
+                    Some(Series {
+                        name: format!("{target} {label}"),
+                        points: (0..PERCENTILES.len())
+                            .map(|i| Point { x: i as f64, y: median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>()).unwrap_or(0.0), interval: None })
+                            .collect(),
+                        look: Some((colour_of(&colours, target), style)),
+                    })
+                });
+                let mut x = axis("percentile", Unit::Plain(""), Scale::Categories);
+                x.categories = PERCENTILES.map(String::from).to_vec();
+                let from = if open_loop { "from each operation's intended start (open loop)" } else { "from each operation's start" };
+                let which_sizes = if parts > 1 { format!(" · sizes {} to {}", chunk[0].1, chunk[chunk.len() - 1].1) } else { String::new() };
+                figures.push(Figure {
+                    chart: Chart {
+                        title: format!("{op} latency percentiles · {phase} · {} · workload {workload}{which_sizes}", threads_text(threads)),
+                        x,
+                        y: axis("latency", Unit::Nanos, Scale::Log10),
+                        series: lines.collect(),
+                        kind: Kind::Lines,
+                    },
+                    caption: format!(
+                        "Latency of successful operations {from}; one line per target (colour) and size (dash and marker), {}.",
+                        if repeats > 1 { "each percentile the median over the repeats" } else { "from the run's one repeat" }
+                    ),
+                });
+            }
         }
     }
     group("Latency percentiles", figures, "No finished case with measured operations.")
@@ -490,6 +498,61 @@ mod tests {
         report.headlines.clear();
         let fs_only = colour(&report);
         assert!(!fs_only.is_empty() && fs_only.iter().all(|(t, c)| t == "fs" && *c == 1), "{fs_only:?}");
+    }
+
+    /// objects-a (4KiB and 64KiB) with its 4KiB cases copied at `extra` more sizes: 1kB, 2kB, ….
+    fn with_sizes(extra: u64) -> RunReport {
+        let mut report: RunReport = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap();
+        let small: Vec<CaseResult> = report.cases.iter().filter(|c| c.size_label == "4KiB").cloned().collect();
+        for k in 1..=extra {
+            report.cases.extend(small.iter().cloned().map(|mut c| {
+                (c.size_bytes_max, c.size_label) = (1000 * k, format!("{k}kB"));
+                c
+            }));
+        }
+        report
+    }
+
+    /// Beyond three sizes the latency-percentile lines lost their targets' colours (each took a
+    /// colour by its place instead) and no dash told the sizes apart. Each line keeps its
+    /// target's colour, and each size of a chart has a style (dash and marker) of its own.
+    #[test]
+    fn every_latency_percentile_line_has_its_targets_colour_and_its_sizes_own_style() {
+        let report = with_sizes(4); // 6 sizes
+        let colours = target_colours(&report);
+        let group = latency_percentiles(&report);
+        assert!(!group.figures.is_empty());
+        for figure in &group.figures {
+            let series = &figure.chart.series;
+            assert_eq!(series.len(), 2 * 6, "{}", figure.chart.title);
+            let mut looks = Vec::new();
+            for s in series {
+                let (target, size) = s.name.split_once(' ').unwrap();
+                let (colour, style) = s.look.expect("a fixed look");
+                assert_eq!(colour, colour_of(&colours, target), "{}", s.name);
+                looks.push((colour, style));
+                // Each size has one style, whichever the target.
+                let same_size = series.iter().filter(|o| o.name.ends_with(&format!(" {size}")));
+                assert!(same_size.map(|o| o.look.unwrap().1).all(|st| st == style), "{}", s.name);
+            }
+            looks.sort_unstable();
+            looks.dedup();
+            assert_eq!(looks.len(), series.len(), "two lines drawn alike in {}", figure.chart.title);
+        }
+    }
+
+    /// More sizes than there are styles are not drawn alike: they go to a further chart, whose
+    /// title names its sizes.
+    #[test]
+    fn more_sizes_than_styles_go_to_further_latency_percentile_charts() {
+        let report = with_sizes(STYLES as u64); // 1kB … 16kB, 4KiB and 64KiB: STYLES + 2 sizes
+        let group = latency_percentiles(&report);
+        let put: Vec<&Figure> = group.figures.iter().filter(|f| f.chart.title.starts_with("put ")).collect();
+        let titles: Vec<&String> = put.iter().map(|f| &f.chart.title).collect();
+        assert_eq!(put.len(), 2, "{titles:?}");
+        assert!(titles[0].ends_with(" · sizes 1kB to 15kB") && titles[1].ends_with(" · sizes 16kB to 64KiB"), "{titles:?}");
+        assert_eq!((put[0].chart.series.len(), put[1].chart.series.len()), (2 * STYLES, 2 * 2));
+        assert!(put.iter().all(|f| f.chart.series.iter().all(|s| s.look.unwrap().1 < STYLES)));
     }
 
     /// The caption names the measure the table's block compares: the fixture's phases were too

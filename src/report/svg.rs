@@ -65,8 +65,9 @@ pub struct Series {
     pub name: String,
     /// Points in x order; in a bar chart, one per category (x = its index).
     pub points: Vec<Point>,
-    /// Colour and dash pattern indexes, to draw related lines alike (one colour per target,
-    /// one dash per size); `None`: by the series' place in the chart.
+    /// Colour and style indexes, to draw related lines alike (one colour per target, one style
+    /// per size or repeat); a style is a dash pattern and a marker shape, and the first
+    /// `STYLES` are all different. `None`: by the series' place in the chart.
     pub look: Option<(usize, usize)>,
 }
 
@@ -94,18 +95,74 @@ pub enum Kind {
     Bars,
 }
 
-/// Colour-blind-safe colours (Okabe and Ito); beyond them lines repeat colours with dashes.
+/// Colour-blind-safe colours (Okabe and Ito); beyond them lines repeat colours with other styles.
 const COLOURS: [&str; 8] = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000", "#999999"];
-const DASHES: [&str; 3] = ["", "6 3", "2 3"];
+/// Solid, dashed, dotted, dash-dot.
+const DASHES: [&str; 4] = ["", "6 3", "2 3", "8 3 2 3"];
+/// The shapes of a line's markers: a second cue beside the dash, which a short or dense line
+/// (where dashes hardly show) and a reader who cannot tell the dashes apart still see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+}
+const MARKERS: [Marker; 4] = [Marker::Circle, Marker::Square, Marker::Triangle, Marker::Diamond];
+/// How many series of one colour can be told apart: each style a different pair of dash and
+/// marker.
+pub const STYLES: usize = DASHES.len() * MARKERS.len();
 const WIDTH: f64 = 760.0;
 const PLOT_HEIGHT: f64 = 300.0;
 const CHAR_WIDTH: f64 = 6.6; // of 11 px sans-serif, generous: labels must not overlap
 const TOP: f64 = 34.0;
 
-/// The colour and dash pattern of the `i`-th series.
-fn look(chart: &Chart, i: usize) -> (&'static str, &'static str) {
-    let (colour, dash) = chart.series[i].look.unwrap_or((i, i / COLOURS.len()));
-    (COLOURS[colour % COLOURS.len()], DASHES[dash % DASHES.len()])
+/// How the `i`-th series is drawn.
+struct Look {
+    colour: &'static str,
+    dash: &'static str,
+    marker: Marker,
+}
+
+/// The colour, dash pattern and marker of the `i`-th series.
+fn look(chart: &Chart, i: usize) -> Look {
+    let (colour, style) = chart.series[i].look.unwrap_or((i, i / COLOURS.len()));
+    let (dash, marker) = style_parts(style);
+    Look { colour: COLOURS[colour % COLOURS.len()], dash: DASHES[dash], marker: MARKERS[marker] }
+}
+
+/// A style's dash and marker indexes. Both change from one style to the next (solid circles,
+/// dashed squares, dotted triangles, dash-dot diamonds, then solid squares, …), so neighbours
+/// differ in two cues; over `STYLES` styles each pair comes once.
+fn style_parts(style: usize) -> (usize, usize) {
+    let style = style % STYLES;
+    let dash = style % DASHES.len();
+    (dash, (dash + style / DASHES.len()) % MARKERS.len())
+}
+
+/// A marker of `shape` centred on (x, y), of about the area of a circle of radius `r`; `extra`
+/// goes inside the element (a tooltip's `<title>`). A circle stays a `<circle>`, the other shapes
+/// are paths of class `class`.
+fn marker(shape: Marker, (x, y): (f64, f64), r: f64, colour: &str, class: &str, extra: &str) -> String {
+    let d = match shape {
+        Marker::Circle => {
+            let class = if class.is_empty() { String::new() } else { format!(" class=\"{class}\"") };
+            return format!("<circle{class} cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{colour}\">{extra}</circle>");
+        }
+        Marker::Square => {
+            let h = r * 0.9;
+            format!("M{:.1},{:.1}h{:.1}v{:.1}h{:.1}z", x - h, y - h, 2.0 * h, 2.0 * h, -2.0 * h)
+        }
+        Marker::Triangle => {
+            let h = r * 1.3;
+            format!("M{x:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}z", y - h, x + h, y + h * 0.75, x - h, y + h * 0.75)
+        }
+        Marker::Diamond => {
+            let h = r * 1.3;
+            format!("M{x:.1},{:.1}L{:.1},{y:.1}L{x:.1},{:.1}L{:.1},{y:.1}z", y - h, x + h, y + h, x - h)
+        }
+    };
+    format!("<path class=\"{}\" d=\"{d}\" fill=\"{colour}\">{extra}</path>", if class.is_empty() { "marker" } else { class })
 }
 
 impl Unit {
@@ -246,7 +303,7 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
     let per_row = ((WIDTH - 20.0) / entry).floor().max(1.0) as usize;
     let mut out = String::new();
     for (i, series) in chart.series.iter().enumerate() {
-        let (colour, dash) = look(chart, i);
+        let Look { colour, dash, marker: shape } = look(chart, i);
         let (x, y) = (20.0 + (i % per_row) as f64 * entry, top + (i / per_row) as f64 * 18.0);
         if with_lines {
             let _ = write!(
@@ -256,7 +313,7 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
                 colour,
                 dash
             );
-            let _ = write!(out, "<circle class=\"key\" cx=\"{}\" cy=\"{y}\" r=\"3\" fill=\"{}\"/>", x + 12.0, colour);
+            out += &marker(shape, (x + 12.0, y), 3.0, colour, "key", "");
         } else {
             let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" fill=\"{}\"/>", y - 5.0, colour);
         }
@@ -333,7 +390,7 @@ fn lines(chart: &Chart) -> String {
     out += &value_axis(&chart.y, &y_map, &y_ticks, y_div, y_unit, (left, bottom), false);
     let _ = writeln!(out, "<rect x=\"{left}\" y=\"{TOP}\" width=\"{}\" height=\"{PLOT_HEIGHT}\" fill=\"none\" stroke=\"#888\"/>", WIDTH - 20.0 - left);
     for (i, series) in chart.series.iter().enumerate() {
-        let (colour, dash) = look(chart, i);
+        let Look { colour, dash, marker: shape } = look(chart, i);
         let path: Vec<String> = series.points.iter().map(|p| format!("{:.1},{:.1}", x_map.px(p.x), y_map.px(p.y))).collect();
         let _ = writeln!(
             out,
@@ -359,7 +416,8 @@ fn lines(chart: &Chart) -> String {
                 );
             }
             let tip = format!("{}: {} → {}", series.name, tip_value(&chart.x, p.x), tip_value(&chart.y, p.y));
-            let _ = writeln!(out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{radius}\" fill=\"{}\"><title>{}</title></circle>", colour, escape(&tip));
+            out += &marker(shape, (x, y), radius, colour, "", &format!("<title>{}</title>", escape(&tip)));
+            out.push('\n');
         }
         out += "</g>\n";
     }
@@ -398,7 +456,7 @@ fn bars(chart: &Chart) -> String {
     }
     out += "</g>\n";
     for (i, series) in chart.series.iter().enumerate() {
-        let colour = look(chart, i).0;
+        let colour = look(chart, i).colour;
         out += "<g class=\"series\">\n";
         for p in &series.points {
             let y = TOP + p.x * row + 3.0 + i as f64 * bar;
@@ -492,6 +550,37 @@ mod tests {
         assert!(svg.contains("a &lt;b&gt; &amp; c") && svg.contains("&lt;script&gt;") && !svg.contains("<script>"));
         assert_eq!(svg.matches("class=\"error-bar\"").count(), 1);
         assert!(svg.contains("object size (log₂ scale, units on the ticks)") && svg.contains(">1 KiB<") && svg.contains(">4 KiB<"));
+    }
+
+    /// Every style is a pair of dash and marker no other style has, and styles next to each
+    /// other differ in both.
+    #[test]
+    fn each_style_is_its_own_dash_and_marker() {
+        let mut parts: Vec<(usize, usize)> = (0..STYLES).map(style_parts).collect();
+        assert!(parts.windows(2).all(|w| w[0].0 != w[1].0 && w[0].1 != w[1].1), "{parts:?}");
+        parts.sort_unstable();
+        parts.dedup();
+        assert_eq!(parts.len(), STYLES);
+    }
+
+    /// A line's markers and its legend key have the shape of its style.
+    #[test]
+    fn lines_and_their_legend_keys_are_drawn_with_their_styles_marker() {
+        let series = |name: &str, style: usize| Series { name: name.into(), points: vec![Point { x: 1.0, y: 1.0, interval: None }], look: Some((0, style)) };
+        let chart = Chart {
+            title: "t".into(),
+            x: axis("x", Unit::Plain(""), Scale::Linear),
+            y: axis("y", Unit::Plain(""), Scale::Linear),
+            series: (0..4).map(|style| series(&format!("s{style}"), style)).collect(),
+            kind: Kind::Lines,
+        };
+        let svg = render(&chart);
+        assert_eq!(svg.matches("<circle cx=").count() + svg.matches("<circle class=\"key\"").count(), 2, "style 0 has circles: {svg}");
+        assert_eq!(svg.matches("<path class=\"marker\"").count(), 3, "one point each of the three other shapes: {svg}");
+        assert_eq!(svg.matches("<path class=\"key\"").count(), 3, "and their legend keys: {svg}");
+        for dash in DASHES {
+            assert!(svg.contains(&format!("stroke-dasharray=\"{dash}\"")), "{dash}");
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub struct Nanos(pub u64);
 #[error("{0}")]
 pub struct UnitError(pub String);
 
+/// Every unit a size is read in, case aside.
 const SIZE_UNITS: &[(&str, u64)] = &[
     ("", 1),
     ("b", 1),
@@ -28,11 +29,20 @@ const SIZE_UNITS: &[(&str, u64)] = &[
     ("mb", 1_000_000),
     ("gb", 1_000_000_000),
     ("tb", 1_000_000_000_000),
+    ("pb", 1_000_000_000_000_000),
     ("kib", 1 << 10),
     ("mib", 1 << 20),
     ("gib", 1 << 30),
     ("tib", 1 << 40),
+    ("pib", 1 << 50),
 ];
+
+/// The units `ByteSize::label` writes, largest first: each unit of `SIZE_UNITS`, so a size is
+/// labelled in the largest unit a job could write it in exactly (1 TiB reads "1TiB" in a case id,
+/// not "1024GiB"; 1 TB "1TB", not "976562500KiB"); a test holds the two tables together.
+const BINARY_LABEL_UNITS: [(&str, u128); 5] = [("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+const DECIMAL_LABEL_UNITS: [(&str, u128); 5] =
+    [("PB", 1_000_000_000_000_000), ("TB", 1_000_000_000_000), ("GB", 1_000_000_000), ("MB", 1_000_000), ("kB", 1_000)];
 
 const DURATION_UNITS: &[(&str, u64)] = &[
     ("ns", 1),
@@ -111,21 +121,25 @@ impl ByteSize {
 
     /// A short human label that round-trips exactly: "4KiB", "94kB", "2.6MB", "1000B".
     pub fn label(self) -> String {
-        let b = self.0;
-        for (unit, factor) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-            if b >= factor && b % factor == 0 {
-                return format!("{}{unit}", b / factor);
-            }
-        }
         // In u128: ten times a size above u64::MAX / 10 would overflow (and wrap in release builds).
-        let b = u128::from(b);
-        for (unit, factor) in [("GB", 1_000_000_000u128), ("MB", 1_000_000), ("kB", 1_000)] {
-            if b >= factor && (b * 10) % factor == 0 {
+        let b = u128::from(self.0);
+        let binary = BINARY_LABEL_UNITS.into_iter().find(|(_, factor)| b >= *factor && b % factor == 0);
+        // A decimal label may keep one digit after the point ("2.6MB").
+        let decimal = DECIMAL_LABEL_UNITS.into_iter().find(|(_, factor)| b >= *factor && (b * 10) % factor == 0);
+        // The larger unit of the two: 64 MB is "64MB", not "62500KiB", though KiB holds it too.
+        match (binary, decimal) {
+            (Some((unit, factor)), None) => format!("{}{unit}", b / factor),
+            (Some((unit, factor)), Some((_, smaller))) if smaller < factor => format!("{}{unit}", b / factor),
+            (_, Some((unit, factor))) => {
                 let tenths = b * 10 / factor;
-                return if tenths % 10 == 0 { format!("{}{unit}", tenths / 10) } else { format!("{}.{}{unit}", tenths / 10, tenths % 10) };
+                if tenths % 10 == 0 {
+                    format!("{}{unit}", tenths / 10)
+                } else {
+                    format!("{}.{}{unit}", tenths / 10, tenths % 10)
+                }
             }
+            (None, None) => format!("{b}B"),
         }
-        format!("{b}B")
     }
 }
 
@@ -338,6 +352,26 @@ mod tests {
             let size = ByteSize::parse(text).unwrap();
             assert_eq!(size.label(), text);
             assert_eq!(ByteSize::parse(&size.label()).unwrap(), size);
+        }
+    }
+
+    /// Session 46: a case id read "1024GiB" for 1 TiB (and "62500KiB" for the e1 sweep's 64MB):
+    /// a size is labelled in the largest unit, binary or decimal, that writes it exactly.
+    #[test]
+    fn labels_take_the_largest_unit_a_size_is_written_in() {
+        for (text, label) in
+            [("1TiB", "1TiB"), ("1024GiB", "1TiB"), ("1536GiB", "1536GiB"), ("1PiB", "1PiB"), ("1TB", "1TB"), ("2.5TB", "2.5TB"), ("3PB", "3PB"), ("64MB", "64MB"), ("1000KiB", "1000KiB")]
+        {
+            assert_eq!(ByteSize::parse(text).unwrap().label(), label, "{text}");
+        }
+        // Each unit the label table writes is one the parser reads, at the same factor.
+        for (unit, factor) in BINARY_LABEL_UNITS.into_iter().chain(DECIMAL_LABEL_UNITS) {
+            assert_eq!(ByteSize::parse(&format!("1{unit}")).map(|b| u128::from(b.0)), Ok(factor), "{unit}");
+        }
+        // And each unit the parser reads is one a label may be written in.
+        for (unit, factor) in SIZE_UNITS.iter().filter(|(_, factor)| *factor > 1) {
+            let labelled = BINARY_LABEL_UNITS.into_iter().chain(DECIMAL_LABEL_UNITS).any(|(_, f)| f == u128::from(*factor));
+            assert!(labelled, "no label is written in {unit}");
         }
     }
 

@@ -48,6 +48,8 @@ const TOKENS: &[&str] = &[
     "MiB",
     "GiB",
     "TiB",
+    "PB",
+    "PiB",
     "ns",
     "us",
     "µs",
@@ -359,4 +361,24 @@ fn the_loader_survives_deep_nesting_and_huge_values() {
     for (what, text) in cases {
         assert!(load_and_check_locations(what, &text) > 0, "{what} must be refused");
     }
+}
+
+// Session 46's tester found these in the job checks: each test fails without its fix.
+
+/// A job with one `fs` target and `workload`'s lines after its name.
+fn job_with(workload: &str) -> String {
+    format!("version = 1\n[[target]]\nbackend = \"fs\"\n[[workload]]\nname = \"w\"\n{workload}")
+}
+
+/// Every mistake `validate` would list for `text` (the loader's part), rendered.
+fn mistakes_in(text: &str) -> String {
+    job::load_text(text, "job.toml").err().unwrap_or_default()
+}
+
+/// A case id named 1 TiB "1024GiB": the labels stopped at GiB.
+#[test]
+fn a_case_id_names_a_terabyte_size_in_tib() {
+    let plan = job::load_text(&job_with("sizes = [\"1TiB\", \"1PiB\", \"1536GiB\", \"2TB\", \"64MB\"]\nobjects = 1\nphases = [\"put\"]\n"), "job.toml").unwrap();
+    let ids: Vec<&str> = plan.cases.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["fs/w/1TiB/t1/r1", "fs/w/1PiB/t1/r1", "fs/w/1536GiB/t1/r1", "fs/w/2TB/t1/r1", "fs/w/64MB/t1/r1"]);
 }

@@ -382,3 +382,28 @@ fn a_case_id_names_a_terabyte_size_in_tib() {
     let ids: Vec<&str> = plan.cases.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["fs/w/1TiB/t1/r1", "fs/w/1PiB/t1/r1", "fs/w/1536GiB/t1/r1", "fs/w/2TB/t1/r1", "fs/w/64MB/t1/r1"]);
 }
+
+/// A dataset of the wrong type or with a bad size was also reported as "say how many objects".
+#[test]
+fn a_bad_dataset_is_one_mistake_not_also_missing_objects() {
+    for (dataset, said) in [
+        ("true", "job.toml:8:11: field \"dataset\": boolean `true` is the wrong type here"),
+        ("1e30", "job.toml:8:11: field \"dataset\": size 1e30 is not a whole number of bytes"),
+        ("\"1e30\"", "job.toml:8:11: field \"dataset\": size \"1e30\": exponents are not accepted"),
+        ("\"-1\"", "job.toml:8:11: field \"dataset\": size \"-1\" is negative"),
+        ("\"5XB\"", "job.toml:8:11: field \"dataset\": size \"5XB\" has an unknown unit \"XB\""),
+    ] {
+        let said_all = mistakes_in(&job_with(&format!("sizes = [\"4KiB\"]\nphases = [\"put\"]\ndataset = {dataset}\n")));
+        assert!(said_all.starts_with(said) && said_all.ends_with("\n1 mistake in job.toml"), "{dataset}: {said_all}");
+    }
+    // Without a dataset at all, objects are still asked for.
+    assert!(mistakes_in(&job_with("sizes = [\"4KiB\"]\nphases = [\"put\"]\n")).contains("field \"objects\": say how many objects"));
+}
+
+/// A required key misspelt ("nme" for name) was also reported as missing.
+#[test]
+fn a_misspelt_required_key_is_not_also_missing() {
+    let said = mistakes_in("version = 1\n[[target]]\nbackend = \"fs\"\n[[workload]]\nnme = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n");
+    assert!(said.starts_with("job.toml:5:1: unknown key \"nme\". Did you mean \"name\"?"), "{said}");
+    assert!(said.ends_with("\n1 mistake in job.toml"), "{said}");
+}

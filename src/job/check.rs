@@ -26,6 +26,11 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Whether the parser removed `key` from the table at `table` for a mistake it reported.
+    fn was_removed(&self, table: &Span, key: &str) -> bool {
+        self.removed.iter().any(|(start, removed)| *start == table.start && removed == key)
+    }
+
     /// A mistake at byte `offset`: "`what`: `message`".
     fn at(&self, offset: usize, what: &str, message: impl std::fmt::Display) -> Mistake {
         let (line, column) = line_col(self.text, offset);
@@ -40,7 +45,7 @@ impl Ctx<'_> {
         // A workload's sizes are given one way or the other: after a mistaken size_dist, "no
         // sizes" would only repeat it.
         let keys: &[&str] = if matches!(key, "sizes" | "size_dist") { &["sizes", "size_dist"] } else { std::slice::from_ref(&key) };
-        if self.removed.iter().any(|(start, k)| *start == table.start && keys.contains(&k.as_str())) {
+        if keys.iter().any(|key| self.was_removed(table, key)) {
             return None;
         }
         let offset = key_offset(self.text, table.start, key).unwrap_or(table.start);
@@ -178,6 +183,9 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
         }
         let objects = match sizes.iter().map(|size| objects_for(w, size)).collect::<Result<Vec<u64>, _>>() {
             Ok(objects) => objects,
+            // A dataset removed for its mistake leaves the workload with neither objects nor
+            // dataset: "say how many objects" would only repeat that mistake.
+            Err(_) if w.objects.is_none() && w.dataset.is_none() && ctx.was_removed(&span, "dataset") => Vec::new(),
             Err((field, m)) => {
                 report(field, None, m);
                 Vec::new()

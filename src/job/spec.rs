@@ -368,6 +368,8 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
         let (inner_start, path) = hit?;
         let start = inner_start.unwrap_or(span.start);
         if let Some(meant) = meant_key(e.message()) {
+            // A required key misspelt ("nme" for name) then reads as missing: the same mistake.
+            removed.push(meant.clone());
             found.removed.push((start, meant));
         }
         // The keys holding it lose it too (`get` of a phase's `mix`): `check` stays silent about

@@ -407,3 +407,21 @@ fn a_misspelt_required_key_is_not_also_missing() {
     assert!(said.starts_with("job.toml:5:1: unknown key \"nme\". Did you mean \"name\"?"), "{said}");
     assert!(said.ends_with("\n1 mistake in job.toml"), "{said}");
 }
+
+/// A phase without `mix` said only that, hiding the phase's other mistakes.
+#[test]
+fn a_phase_without_mix_still_reports_its_other_mistakes() {
+    let phase = "[[workload.phase]]\ncount = 0\nkey_order = \"zipff\"\nsplit = \"halves\"\nrate = \"fast\"\nmin_duration = \"0s\"\n";
+    let said = mistakes_in(&job_with(&format!("sizes = [\"4KiB\"]\nobjects = 5\n{phase}")));
+    for expected in [
+        "job.toml:8:1: workload \"w\", field \"mix\": a phase needs mix",
+        "job.toml:9:1: workload \"w\", field \"count\": a stop condition of 0",
+        "job.toml:10:1: workload \"w\", field \"key_order\": \"zipff\" is not a key order",
+        "job.toml:11:1: workload \"w\", field \"split\": split = \"halves\" is not known",
+        "job.toml:12:1: workload \"w\", field \"rate\": rate \"fast\"",
+        "job.toml:13:1: workload \"w\", field \"min_duration\": a minimum of 0 changes nothing",
+    ] {
+        assert!(said.contains(expected), "missing {expected:?} in\n{said}");
+    }
+    assert!(said.ends_with("\n6 mistakes in job.toml"), "{said}");
+}

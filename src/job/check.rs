@@ -379,15 +379,18 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
 /// How long a worker keeps trying when every operation fails (workload key `give_up_after`).
 pub const DEFAULT_GIVE_UP_AFTER_NS: u64 = 10_000_000_000;
 
-/// A phase, or the field at fault and the mistake.
-type PhaseResult = Result<PhasePlan, (&'static str, String)>;
+/// A mistake in one field: the field at fault, and what is wrong with the fix.
+type FieldMistake = (&'static str, String);
+
+/// A phase, or every mistake found in it.
+type PhaseResult = Result<PhasePlan, Vec<FieldMistake>>;
 
 /// A workload's phases, each checked on its own; None when any has a mistake (each reported).
 fn check_phases(w: &WorkloadSpec, default_order: KeyOrder, theta: f64, bad: &mut Report) -> Option<Vec<PhasePlan>> {
     let results: Vec<(Option<usize>, PhaseResult)> = match (w.phases.is_empty(), w.phase_tables.is_empty()) {
-        (false, false) => vec![(None, Err(("phases", "use either phases = [...] or [[workload.phase]] tables, not both".into())))],
-        (true, true) => vec![(None, Err(("phases", "no phases; add e.g. phases = [\"put\", \"get\"]".into())))],
-        (false, true) => w.phases.iter().map(|name| (None, simple_phase(name, default_order).map_err(|m| ("phases", m)))).collect(),
+        (false, false) => vec![(None, Err(vec![("phases", "use either phases = [...] or [[workload.phase]] tables, not both".into())]))],
+        (true, true) => vec![(None, Err(vec![("phases", "no phases; add e.g. phases = [\"put\", \"get\"]".into())]))],
+        (false, true) => w.phases.iter().map(|name| (None, simple_phase(name, default_order).map_err(|m| vec![("phases", m)]))).collect(),
         // A phase table's mistake is located at its key inside that table.
         (true, false) => w.phase_tables.iter().map(|p| (Some(p.span().start), table_phase(p.get_ref(), default_order, theta))).collect(),
     };
@@ -403,7 +406,7 @@ fn check_phases(w: &WorkloadSpec, default_order: KeyOrder, theta: f64, bad: &mut
                 }
                 phases.push(phase)
             }
-            Err((field, m)) => bad(field, at, m),
+            Err(mistakes) => mistakes.into_iter().for_each(|(field, m)| bad(field, at, m)),
         }
     }
     (phases.len() == w.phases.len().max(w.phase_tables.len()) && !phases.is_empty()).then_some(phases)
@@ -456,16 +459,55 @@ fn simple_phase(name: &str, key_order: KeyOrder) -> Result<PhasePlan, String> {
     Ok(PhasePlan::single(op, key_order))
 }
 
-/// One `[[workload.phase]]` table; a mistake names the key at fault.
-fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<PhasePlan, (&'static str, String)> {
+/// One `[[workload.phase]]` table. Each field is checked on its own and every mistake named
+/// with its key: a phase without `mix` still hears of its bad split or rate in the same pass.
+fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> PhaseResult {
+    let mut mistakes = Vec::new();
     let sequence = !p.sequence.is_empty();
+    let mix = kept(phase_operations(p, default_order), &mut mistakes);
+    // Which operations read_recent needs is known only from a mix that checked out.
+    if let Some(mix) = &mix {
+        kept(check_read_recent(p.read_recent, mix), &mut mistakes);
+    }
+    let key_order = match &p.key_order {
+        Some(name) => kept(parse_key_order(name, theta).map_err(|m| ("key_order", m)), &mut mistakes),
+        None => Some(default_order),
+    };
+    let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0), min_duration_ns: p.min_duration.map(|d| d.0) };
+    mistakes.extend(stop_mistakes(&stop));
+    let warmup = match (p.warmup_count, p.warmup) {
+        (None, None) => None,
+        (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None, min_duration_ns: None }),
+    };
+    let even_split = kept(phase_split(p), &mut mistakes);
+    let rate = kept(phase_rate(p, sequence), &mut mistakes);
+    let before = match &p.before {
+        Some(command) => kept(check_before(command.get_ref()).map_err(|m| ("before", m)), &mut mistakes),
+        None => Some(Vec::new()),
+    };
+    match (mix, key_order, even_split, rate, before) {
+        (Some(mix), Some(key_order), Some(even_split), Some(rate), Some(before)) if mistakes.is_empty() => {
+            let label = phase_label(p, &mix, sequence, rate);
+            Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split, rate, before })
+        }
+        _ => Err(mistakes),
+    }
+}
+
+/// `result`'s value, or None with its mistake added to `mistakes`.
+fn kept<T>(result: Result<T, FieldMistake>, mistakes: &mut Vec<FieldMistake>) -> Option<T> {
+    result.map_err(|mistake| mistakes.push(mistake)).ok()
+}
+
+/// A phase's operations and their weights: its `mix`, or its `sequence` (each weighted 1).
+fn phase_operations(p: &PhaseSpec, default_order: KeyOrder) -> Result<Vec<(Op, u32)>, FieldMistake> {
     let mut mix = Vec::new();
-    match (p.mix.is_empty(), sequence) {
-        (false, true) => return Err(("mix", "use either mix = {...} or sequence = [...] in a phase, not both".into())),
-        (true, false) => {
+    match (p.mix.is_empty(), p.sequence.is_empty()) {
+        (false, false) => return Err(("mix", "use either mix = {...} or sequence = [...] in a phase, not both".into())),
+        (true, true) => {
             return Err(("mix", "a phase needs mix = { get = 90, put = 10 } (drawn at random) or sequence = [\"put\", \"get\"] (in order)".into()))
         }
-        (false, false) => {
+        (false, true) => {
             for (name, weight) in &p.mix {
                 let op = simple_phase(name, default_order).map_err(|m| ("mix", m))?.mix[0].0;
                 if *weight > 0 {
@@ -476,28 +518,91 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
                 return Err(("mix", "a phase's mix has no operation with a weight above 0; e.g. mix = { get = 90, put = 10 }".into()));
             }
         }
-        (true, true) => {
+        (true, false) => {
             for name in &p.sequence {
                 mix.push((simple_phase(name, default_order).map_err(|m| ("sequence", m))?.mix[0].0, 1));
             }
         }
     }
-    match p.read_recent {
-        Some(0) => return Err(("read_recent", "read_recent counts from 1 (the newest put); e.g. read_recent = 5 reads the 5th newest".into())),
-        Some(_) if !mix.iter().any(|(op, _)| op.writes()) || !mix.iter().any(|(op, _)| op.reads()) => {
-            return Err((
-                "read_recent",
-                "read_recent makes gets, heads and downloads read what this phase put or uploaded: \
-                 the phase needs a put and a get or head (or an upload and a download)"
-                    .into(),
-            ))
+    Ok(mix)
+}
+
+fn check_read_recent(read_recent: Option<u64>, mix: &[(Op, u32)]) -> Result<(), FieldMistake> {
+    match read_recent {
+        Some(0) => Err(("read_recent", "read_recent counts from 1 (the newest put); e.g. read_recent = 5 reads the 5th newest".into())),
+        Some(_) if !mix.iter().any(|(op, _)| op.writes()) || !mix.iter().any(|(op, _)| op.reads()) => Err((
+            "read_recent",
+            "read_recent makes gets, heads and downloads read what this phase put or uploaded: \
+             the phase needs a put and a get or head (or an upload and a download)"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Every mistake in a phase's stop conditions: each one given as 0, and a floor above its ceiling.
+fn stop_mistakes(stop: &Stop) -> Vec<FieldMistake> {
+    let mut mistakes = Vec::new();
+    for (field, value) in [("count", stop.count), ("duration", stop.duration_ns), ("bytes", stop.bytes)] {
+        if value == Some(0) {
+            mistakes.push((field, "a stop condition of 0 would measure nothing; remove it or give a positive value".into()));
+        }
+    }
+    match (stop.min_duration_ns, stop.duration_ns) {
+        (Some(0), _) => mistakes.push(("min_duration", "a minimum of 0 changes nothing; remove it or give a positive duration, e.g. \"100ms\"".into())),
+        (Some(min), Some(max)) if min > max => {
+            mistakes.push(("min_duration", "is longer than the phase's duration, which ends it first; lower min_duration or raise duration".into()))
         }
         _ => {}
     }
-    let key_order = match &p.key_order {
-        Some(name) => parse_key_order(name, theta).map_err(|m| ("key_order", m))?,
-        None => default_order,
-    };
+    mistakes
+}
+
+/// Whether each thread does its own share of the phase's count (`split = "even"`).
+fn phase_split(p: &PhaseSpec) -> Result<bool, FieldMistake> {
+    match p.split.as_deref() {
+        None | Some("shared") => Ok(false),
+        Some("even") if p.duration.is_some() || p.bytes.is_some() => Err((
+            "split",
+            "split = \"even\" gives every thread count ÷ threads operations, so it needs a count stop, not duration or bytes; \
+             remove duration/bytes (the default count is one pass over the objects) or use split = \"shared\""
+                .into(),
+        )),
+        Some("even") if p.min_duration.is_some() => Err((
+            "split",
+            "split = \"even\" gives every thread a fixed share of count, which min_duration would stretch unevenly; \
+             remove min_duration, or use split = \"shared\""
+                .into(),
+        )),
+        Some("even") => Ok(true),
+        Some(other) => Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)"))),
+    }
+}
+
+/// The phase's open-loop schedule, if it has a `rate`.
+fn phase_rate(p: &PhaseSpec, sequence: bool) -> Result<Option<Rate>, FieldMistake> {
+    match (&p.rate, p.arrivals.as_deref()) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(("arrivals", "arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into())),
+        (Some(_), _) if sequence => Err((
+            "rate",
+            "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into(),
+        )),
+        (Some(text), arrivals) => {
+            let arrivals = match arrivals.unwrap_or("uniform") {
+                "uniform" => Arrivals::Uniform,
+                "poisson" => Arrivals::Poisson,
+                other => {
+                    return Err(("arrivals", format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)")))
+                }
+            };
+            Ok(Some(Rate { per_s: parse_rate(text).map_err(|m| ("rate", m))?, arrivals }))
+        }
+    }
+}
+
+/// The phase's name in reports: its operation, its sequence or its mix, and its rate.
+fn phase_label(p: &PhaseSpec, mix: &[(Op, u32)], sequence: bool, rate: Option<Rate>) -> String {
     let label = if sequence {
         let names: Vec<&str> = mix.iter().map(|(op, _)| op.name()).collect();
         format!("sequence {}", names.join("-"))
@@ -507,83 +612,13 @@ fn table_phase(p: &PhaseSpec, default_order: KeyOrder, theta: f64) -> Result<Pha
         let parts: Vec<String> = mix.iter().map(|(op, w)| format!("{}{w}", op.name())).collect();
         format!("mix {}", parts.join(" "))
     };
-    let stop = Stop { count: p.count, duration_ns: p.duration.map(|d| d.0), bytes: p.bytes.map(|b| b.0), min_duration_ns: p.min_duration.map(|d| d.0) };
-    if stop.count == Some(0) || stop.duration_ns == Some(0) || stop.bytes == Some(0) {
-        let field = if stop.count == Some(0) {
-            "count"
-        } else if stop.duration_ns == Some(0) {
-            "duration"
-        } else {
-            "bytes"
-        };
-        return Err((field, "a stop condition of 0 would measure nothing; remove it or give a positive value".into()));
-    }
-    match (stop.min_duration_ns, stop.duration_ns) {
-        (Some(0), _) => return Err(("min_duration", "a minimum of 0 changes nothing; remove it or give a positive duration, e.g. \"100ms\"".into())),
-        (Some(min), Some(max)) if min > max => {
-            return Err(("min_duration", "is longer than the phase's duration, which ends it first; lower min_duration or raise duration".into()))
-        }
-        _ => {}
-    }
-    let warmup = match (p.warmup_count, p.warmup) {
-        (None, None) => None,
-        (count, duration) => Some(Stop { count, duration_ns: duration.map(|d| d.0), bytes: None, min_duration_ns: None }),
-    };
-    let even_split = match p.split.as_deref() {
-        None | Some("shared") => false,
-        Some("even") if stop.duration_ns.is_some() || stop.bytes.is_some() => {
-            return Err((
-                "split",
-                "split = \"even\" gives every thread count ÷ threads operations, so it needs a count stop, not duration or bytes; \
-                 remove duration/bytes (the default count is one pass over the objects) or use split = \"shared\""
-                    .into(),
-            ))
-        }
-        Some("even") if stop.min_duration_ns.is_some() => {
-            return Err((
-                "split",
-                "split = \"even\" gives every thread a fixed share of count, which min_duration would stretch unevenly; \
-                 remove min_duration, or use split = \"shared\""
-                    .into(),
-            ))
-        }
-        Some("even") => true,
-        Some(other) => {
-            return Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)")))
-        }
-    };
-    let rate = match (&p.rate, p.arrivals.as_deref()) {
-        (None, None) => None,
-        (None, Some(_)) => return Err(("arrivals", "arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into())),
-        (Some(_), _) if sequence => {
-            return Err((
-                "rate",
-                "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into(),
-            ))
-        }
-        (Some(text), arrivals) => {
-            let arrivals = match arrivals.unwrap_or("uniform") {
-                "uniform" => Arrivals::Uniform,
-                "poisson" => Arrivals::Poisson,
-                other => {
-                    return Err(("arrivals", format!("arrivals = \"{other}\" is not known; use \"uniform\" (evenly spaced) or \"poisson\" (random gaps)")))
-                }
-            };
-            Some(Rate { per_s: parse_rate(text).map_err(|m| ("rate", m))?, arrivals })
-        }
-    };
     // An open-loop phase is another measurement than a closed-loop one of the same operations:
     // its label says so, so reports never put the two in one row.
-    let label = match (&p.rate, rate) {
+    match (&p.rate, rate) {
         (Some(text), Some(Rate { arrivals: Arrivals::Poisson, .. })) => format!("{label} @ {} poisson", text.trim()),
         (Some(text), Some(_)) => format!("{label} @ {}", text.trim()),
         _ => label,
-    };
-    let before = match &p.before {
-        Some(command) => check_before(command.get_ref()).map_err(|m| ("before", m))?,
-        None => Vec::new(),
-    };
-    Ok(PhasePlan { label, mix, stop, key_order, warmup, sequence, read_recent: p.read_recent, even_split, rate, before })
+    }
 }
 
 /// Checks a phase's `before` command: present, and a program that can be found now (a typo

@@ -15,10 +15,28 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// The closest candidate, if it is close enough to be a plausible typo.
+/// The closest candidate, if it is close enough to be a plausible typo, or the same words with
+/// one of them shortened or written out ("fsync_directory" for "fsync_dir").
 pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).max(2);
-    candidates.iter().map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), *c)).filter(|(d, _)| *d <= limit).min_by_key(|(d, _)| *d).map(|(_, c)| c)
+    let word = word.to_lowercase();
+    candidates
+        .iter()
+        .map(|c| (c.to_lowercase(), *c))
+        .map(|(lower, c)| (edit_distance(&word, &lower), same_words_shortened(&word, &lower), c))
+        .filter(|(d, shortened, _)| *d <= limit || *shortened)
+        .min_by_key(|(d, _, _)| *d)
+        .map(|(_, _, c)| c)
+}
+
+/// Whether `a` and `b` are the same words (between '_' or '-') with some shortened: each word
+/// the other's, or the start of it, of at least 3 letters ("dir" for "directory"). An edit
+/// distance alone misses these: "fsync_directory" is 6 edits from "fsync_dir".
+fn same_words_shortened(a: &str, b: &str) -> bool {
+    let words = |s: &'_ str| s.split(['_', '-']).map(str::to_string).collect::<Vec<String>>();
+    let (a, b) = (words(a), words(b));
+    let shortened = |x: &String, y: &String| x.chars().count() >= 3 && y.starts_with(x.as_str());
+    a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x == y || shortened(x, y) || shortened(y, x))
 }
 
 #[cfg(test)]
@@ -30,5 +48,17 @@ mod tests {
         assert_eq!(did_you_mean("thread", &["threads", "sizes"]), Some("threads"));
         assert_eq!(did_you_mean("sqlit", &["fs", "sqlite", "sqlite-file"]), Some("sqlite"));
         assert_eq!(did_you_mean("zzzzzz", &["fs", "sqlite"]), None);
+    }
+
+    /// Session 46: "fsync_directory" got no suggestion of the fs option "fsync_dir".
+    #[test]
+    fn suggests_the_same_words_shortened_or_written_out() {
+        let fs_options = ["path", "fsync", "fsync_dir", "fanout_levels", "write_mode", "direct"];
+        assert_eq!(did_you_mean("fsync_directory", &fs_options), Some("fsync_dir"));
+        assert_eq!(did_you_mean("op_time", &["op_timeout", "give_up_after"]), Some("op_timeout"));
+        assert_eq!(did_you_mean("dur", &["duration", "count"]), Some("duration"));
+        // Too short a start to say which word was meant, or other words altogether.
+        assert_eq!(did_you_mean("fs_x", &["fsync_dir"]), None);
+        assert_eq!(did_you_mean("write", &["write_mode"]), None);
     }
 }

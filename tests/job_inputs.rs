@@ -425,3 +425,23 @@ fn a_phase_without_mix_still_reports_its_other_mistakes() {
     }
     assert!(said.ends_with("\n6 mistakes in job.toml"), "{said}");
 }
+
+/// `[[workload.phases]]`, `backnd` and `fsync_directory` got no did-you-mean: a table where
+/// `phases` (a list of names) was expected dropped the workload unexplained, a [[target]] sends
+/// every key but name and backend to its backend (so "backnd" read as backend missing), and an
+/// edit distance alone misses a word written out ("directory" for "dir").
+#[test]
+fn unknown_keys_get_a_suggestion_in_every_kind_of_table() {
+    let said = mistakes_in(&job_with("sizes = [\"4KiB\"]\nobjects = 5\n[[workload.phases]]\nmix = { put = 1 }\n"));
+    assert_eq!(said, "job.toml:8:1: field \"phases\": a table is the wrong type here; write a string. Did you mean [[workload.phase]]?\n1 mistake in job.toml");
+    let said = mistakes_in("version = 1\n[[target]]\nbacknd = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n");
+    assert_eq!(said, "job.toml:3:1: unknown key \"backnd\". Did you mean \"backend\"? This table needs backend = ...\n1 mistake in job.toml");
+    let said = mistakes_in("version = 1\n[[target]]\nbackend = \"fs\"\nnmae = \"files\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n");
+    assert!(said.starts_with("job.toml:4:1: target \"fs\": unknown key \"nmae\". Did you mean \"name\"? A target's own keys are name, backend, retries"), "{said}");
+    // A backend's own options are checked by the backend, against its declared list.
+    let (plan, mistakes) = job::check_text("version = 1\n[[target]]\nbackend = \"fs\"\nfsync_directory = true\n[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 1\nphases = [\"put\"]\n", "job.toml");
+    assert!(mistakes.is_empty(), "{mistakes:?}");
+    let fs = stowbench::backend::find("fs").unwrap();
+    let said = plan.unwrap().targets[0].options.check_known("fs", fs.options).unwrap_err();
+    assert!(said.starts_with("job.toml:4:1: target \"fs\": unknown option \"fsync_directory\" for backend fs. Did you mean \"fsync_dir\"?"), "{said}");
+}

@@ -263,8 +263,24 @@ fn check_targets(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> Vec<T
         let name = t.name.clone().unwrap_or_else(|| t.backend.clone());
         let what = format!("target \"{name}\"");
         let before = mistakes.len();
-        if let Err(e) = crate::backend::find(&t.backend) {
-            mistakes.extend(ctx.field(&span, &what, "backend", e));
+        let mut table = t.options.clone();
+        // Reported after the target is kept, so the backend still checks its other options.
+        let mut misspelt = Vec::new();
+        match crate::backend::find(&t.backend) {
+            Ok(kind) => {
+                for (key, meant) in misspelt_target_keys(&table, kind) {
+                    table.remove(&key);
+                    let options: Vec<&str> = kind.options.iter().map(|o| o.name).collect();
+                    let message = format!(
+                        "unknown key \"{key}\". Did you mean \"{meant}\"? A target's own keys are {}; the others are options of backend {}: {}",
+                        TARGET_KEYS.join(", "),
+                        kind.name,
+                        options.join(", ")
+                    );
+                    misspelt.push(ctx.at(key_offset(ctx.text, span.start, &key).unwrap_or(span.start), &what, message));
+                }
+            }
+            Err(e) => mistakes.extend(ctx.field(&span, &what, "backend", e)),
         }
         if !usable_name(&name) {
             mistakes.extend(ctx.field(&span, &what, "name", format!("\"{name}\" is not a usable name; {NAME_RULE}")));
@@ -272,7 +288,6 @@ fn check_targets(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> Vec<T
             mistakes.extend(ctx.field(&span, &what, "name", format!("\"{name}\" is used twice; give each [[target]] a distinct name = \"...\"")));
         }
         let (line, _) = line_col(ctx.text, span.start);
-        let mut table = t.options.clone();
         let retries = match table.remove("retries") {
             None => None,
             Some(toml::Value::Integer(n)) if (0..=MAX_RETRIES as i64).contains(&n) => Some(n as u32),
@@ -284,6 +299,7 @@ fn check_targets(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> Vec<T
         if mistakes.len() > before {
             continue;
         }
+        mistakes.extend(misspelt);
         let mut options = Options::new(&name, &format!("{}:{line}", ctx.source), table);
         options.key_origins = t
             .options
@@ -294,6 +310,23 @@ fn check_targets(job: &JobSpec, ctx: &Ctx, mistakes: &mut Vec<Mistake>) -> Vec<T
         targets.push(TargetPlan { options_json: options.redacted_json(), name, backend: t.backend.clone(), options, retries });
     }
     targets
+}
+
+/// The keys of a `[[target]]` table that the job reads itself; every other key is an option of
+/// its backend.
+const TARGET_KEYS: [&str; 3] = ["name", "backend", "retries"];
+
+/// The option keys of a target that are no option of its backend but a misspelling of one of the
+/// target's own keys ("nmae" for name), each with the key meant: the backend, which knows only its
+/// options, would call them unknown without a suggestion.
+fn misspelt_target_keys(options: &toml::Table, kind: &crate::backend::BackendKind) -> Vec<(String, &'static str)> {
+    let mut candidates: Vec<&'static str> = kind.options.iter().map(|o| o.name).collect();
+    candidates.extend(TARGET_KEYS);
+    options
+        .keys()
+        .filter(|key| !candidates.contains(&key.as_str()))
+        .filter_map(|key| crate::suggest::did_you_mean(key, &candidates).filter(|meant| TARGET_KEYS.contains(meant)).map(|meant| (key.clone(), meant)))
+        .collect()
 }
 
 fn parse_key_order(name: &str, theta: f64) -> Result<KeyOrder, String> {

@@ -356,9 +356,21 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
         // A missing key is the table's mistake: its span is the table's, whose first key (at the
         // same place) it must not be pinned on, nor removed. A key removed for a bad value then
         // reads as missing: that mistake is already reported.
-        if e.message().trim().starts_with("missing field `") {
-            if !removed.iter().any(|k| e.message().contains(&format!("missing field `{k}`"))) {
-                found.mistakes.push(locate(text, &e, None));
+        if let Some(missing) = e.message().trim().strip_prefix("missing field `").and_then(|rest| rest.strip_suffix('`')) {
+            if removed.iter().any(|k| k == missing) {
+                return None;
+            }
+            // A key near the missing one is its misspelling: "backnd" in a [[target]], whose
+            // keys besides name and backend are the backend's options, so no key there is
+            // refused as unknown by the parser.
+            match misspelling_of(&table, missing) {
+                Some((key, at)) => {
+                    let (line, column) = line_col(text, at);
+                    let message = format!("unknown key \"{key}\". Did you mean \"{missing}\"? This table needs {missing} = ...");
+                    found.mistakes.push(Located { line: Some(line), column: Some(column), message });
+                    found.removed.push((span.start, missing.to_string()));
+                }
+                None => found.mistakes.push(locate(text, &e, None)),
             }
             return None;
         }
@@ -378,6 +390,11 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
         removed.push(path.last().expect("a path names at least the key").clone());
     }
     None
+}
+
+/// The key of `table` that is a misspelling of `missing`, and where it starts.
+fn misspelling_of(table: &toml::de::DeTable<'_>, missing: &str) -> Option<(String, usize)> {
+    table.iter().map(|(key, _)| key).find(|key| crate::suggest::did_you_mean(key.get_ref(), &[missing]).is_some()).map(|key| (key.get_ref().to_string(), key.span().start))
 }
 
 /// The key an "unknown field `x`" message suggests, if any: the key the writer meant.
@@ -402,7 +419,9 @@ fn remove_key_at(table: &mut toml::de::DeTable<'_>, at: usize) -> Option<(Option
             }
             return Some((start, inner));
         }
-        if (key.span().start..value.span().end.max(key.span().end)).contains(&at) {
+        // A [[workload.phases]] table starts at its header, before the key it names.
+        let from = key.span().start.min(value.span().start);
+        if (from..value.span().end.max(key.span().end)).contains(&at) {
             hit = Some(key.get_ref().to_string());
         }
     }
@@ -440,11 +459,36 @@ fn locate(text: &str, e: &toml::de::Error, key: Option<&str>) -> Located {
         Some(range) => with_field_range(&message, &range),
         None => message,
     };
+    let message = match key.zip(e.span()).and_then(|(key, span)| table_meant(text, span.start, key, e.message())) {
+        Some(meant) => format!("{message}. Did you mean {meant}?"),
+        None => message,
+    };
     let message = match key {
         Some(key) if !message.starts_with("unknown key") => format!("field \"{key}\": {}", list_example(key, &message)),
         _ => message,
     };
     Located { line, column, message }
+}
+
+/// The keys that hold a table (or tables), in any table of a job.
+const TABLE_KEYS: &[&str] = &["target", "workload", "fio", "mpi", "phase", "size_dist", "mix"];
+
+/// The table a table given where `key` takes no table was meant to be, when `key` is near one
+/// that takes tables: "[[workload.phase]]" for a `[[workload.phases]]` header (`phases` is the
+/// list of operation names), or "\"phase\"" for an inline table. `at` is where the table starts.
+fn table_meant(text: &str, at: usize, key: &str, serde_message: &str) -> Option<String> {
+    if !serde_message.trim().starts_with("invalid type: map") {
+        return None;
+    }
+    let last = key.rsplit('.').next().unwrap_or(key);
+    let meant = crate::suggest::did_you_mean(last, TABLE_KEYS).filter(|meant| *meant != last)?;
+    let written = text.get(at..).and_then(|rest| rest.lines().next()).unwrap_or_default().trim();
+    match written.strip_suffix("]]").or_else(|| written.strip_suffix(']')) {
+        Some(header) if written.starts_with('[') && header.ends_with(last) => {
+            Some(format!("{}{meant}{}", &header[..header.len() - last.len()], &written[header.len()..]))
+        }
+        _ => Some(format!("\"{meant}\"")),
+    }
 }
 
 /// The whole numbers a field takes, where the check of the plan limits them more than its type
@@ -497,6 +541,7 @@ fn explain(message: &str) -> String {
         if let Some(number) = found.strip_prefix("integer `").and_then(|rest| rest.strip_suffix("` as i128")) {
             return format!("{number} is out of range here; write {}", type_in_words(expected));
         }
+        let found = if found == "map" { "a table" } else { found };
         return format!("{found} is the wrong type here; write {}", type_in_words(expected));
     }
     if let Some((found, expected)) = message.strip_prefix("invalid value: integer `").and_then(|rest| rest.split_once("`, expected ")) {

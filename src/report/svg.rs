@@ -115,6 +115,8 @@ pub const STYLES: usize = DASHES.len() * MARKERS.len();
 const WIDTH: f64 = 760.0;
 const PLOT_HEIGHT: f64 = 300.0;
 const CHAR_WIDTH: f64 = 6.6; // of 11 px sans-serif, generous: labels must not overlap
+/// From one line of a wrapped label to the next, in pixels.
+const LINE_HEIGHT: f64 = 13.0;
 const TOP: f64 = 34.0;
 
 /// How the `i`-th series is drawn.
@@ -296,15 +298,59 @@ fn is_log(scale: Scale) -> bool {
     matches!(scale, Scale::Log10 | Scale::Log2)
 }
 
-/// Legend rows below the plot: as many entries per row as fit. Returns (svg, height).
+/// `text` in lines of at most `width` characters, so that a long name (a target's, a case's) is
+/// shown whole instead of running off the chart's edge. A line ends after the last '/' (between
+/// a case id's parts) in its second half, else after the last space, '-', '_' or '.' there, else
+/// at `width` characters.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(2);
+    let mut rest: Vec<char> = text.chars().collect();
+    let mut lines = Vec::new();
+    while rest.len() > width {
+        let after = |separators: &[char]| rest[..width].iter().rposition(|c| separators.contains(c)).map(|i| i + 1).filter(|&end| end > width / 2);
+        let end = after(&['/']).or_else(|| after(&[' ', '-', '_', '.'])).unwrap_or(width);
+        lines.push(rest[..end].iter().collect::<String>().trim_end().to_string());
+        rest.drain(..end);
+        while rest.first() == Some(&' ') {
+            rest.remove(0);
+        }
+    }
+    lines.push(rest.into_iter().collect());
+    lines
+}
+
+/// A `<text>` of one or more lines, the first with its baseline at `y`; `anchor` is its
+/// `text-anchor` (empty: the start). Lines after the first are `<tspan>`s.
+fn text_lines(x: f64, y: f64, anchor: &str, lines: &[String]) -> String {
+    let anchor = if anchor.is_empty() { String::new() } else { format!(" text-anchor=\"{anchor}\"") };
+    let mut out = format!("<text x=\"{x}\" y=\"{y:.1}\"{anchor}>{}", escape(lines.first().map_or("", String::as_str)));
+    for line in lines.iter().skip(1) {
+        let _ = write!(out, "<tspan x=\"{x}\" dy=\"{LINE_HEIGHT}\">{}</tspan>", escape(line));
+    }
+    out + "</text>"
+}
+
+/// Legend rows below the plot: as many entries per row as fit; a name wider than the chart
+/// wraps, and its row grows to hold it. Returns (svg, height).
 fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
-    let longest = chart.series.iter().map(|s| s.name.chars().count()).max().unwrap_or(0) as f64;
+    let names: Vec<Vec<String>> = chart.series.iter().map(|s| wrap(&s.name, ((WIDTH - 20.0 - 34.0) / CHAR_WIDTH) as usize)).collect();
+    let longest = names.iter().flatten().map(|line| line.chars().count()).max().unwrap_or(0) as f64;
     let entry = longest * CHAR_WIDTH + 34.0;
     let per_row = ((WIDTH - 20.0) / entry).floor().max(1.0) as usize;
+    // Each row's top: rows of one line are 18 px apart; a wrapped name adds its extra lines.
+    let row_tops: Vec<f64> = names
+        .chunks(per_row)
+        .scan(top, |next, row| {
+            let this = *next;
+            *next += 18.0 + (row.iter().map(Vec::len).max().unwrap_or(1) - 1) as f64 * LINE_HEIGHT;
+            Some(this)
+        })
+        .collect();
+    let height = names.chunks(per_row).map(|row| 18.0 + (row.iter().map(Vec::len).max().unwrap_or(1) - 1) as f64 * LINE_HEIGHT).sum();
     let mut out = String::new();
-    for (i, series) in chart.series.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         let Look { colour, dash, marker: shape } = look(chart, i);
-        let (x, y) = (20.0 + (i % per_row) as f64 * entry, top + (i / per_row) as f64 * 18.0);
+        let (x, y) = (20.0 + (i % per_row) as f64 * entry, row_tops[i / per_row]);
         if with_lines {
             let _ = write!(
                 out,
@@ -317,10 +363,10 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
         } else {
             let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" fill=\"{}\"/>", y - 5.0, colour);
         }
-        let _ = writeln!(out, "<text x=\"{}\" y=\"{}\">{}</text>", x + 30.0, y + 4.0, escape(&series.name));
+        out += &text_lines(x + 30.0, y + 4.0, "", name);
+        out.push('\n');
     }
-    let rows = chart.series.len().div_ceil(per_row);
-    (format!("<g class=\"legend\">\n{out}</g>\n"), rows as f64 * 18.0)
+    (format!("<g class=\"legend\">\n{out}</g>\n"), height)
 }
 
 fn open(chart: &Chart, height: f64) -> String {
@@ -440,26 +486,42 @@ fn tip_value(axis: &Axis, value: f64) -> String {
 
 fn bars(chart: &Chart) -> String {
     let categories = &chart.y.categories;
-    let longest = categories.iter().map(|c| c.chars().count()).max().unwrap_or(0) as f64;
+    // The labels take at most half the width; a longer one (a long target's case id) wraps
+    // rather than running off the chart's left edge.
+    let labels: Vec<Vec<String>> = categories.iter().map(|c| wrap(c, ((WIDTH / 2.0 - 12.0) / CHAR_WIDTH) as usize)).collect();
+    let longest = labels.iter().flatten().map(|line| line.chars().count()).max().unwrap_or(0) as f64;
     let left = (longest * CHAR_WIDTH + 12.0).clamp(60.0, WIDTH / 2.0);
     let bar = 9.0;
-    let row = bar * chart.series.len() as f64 + 6.0;
-    let bottom = TOP + row * categories.len() as f64;
+    let bars_height = bar * chart.series.len() as f64;
+    // Each category's row holds its bars or its label's lines, whichever is taller.
+    let heights: Vec<f64> = labels.iter().map(|l| (bars_height + 6.0).max(l.len() as f64 * LINE_HEIGHT + 4.0)).collect();
+    let tops: Vec<f64> = heights
+        .iter()
+        .scan(TOP, |next, h| {
+            let this = *next;
+            *next += h;
+            Some(this)
+        })
+        .collect();
+    let bottom = TOP + heights.iter().sum::<f64>();
     let (x_map, x_ticks, x_div, x_unit) = layout(&chart.x, data_range(chart, |p| [p.y; 3], false), (left, WIDTH - 90.0));
     let (legend_svg, legend_height) = legend(chart, bottom + 56.0, false);
     let mut out = open(chart, bottom + 50.0 + legend_height + 8.0);
     out += &value_axis(&chart.x, &x_map, &x_ticks, x_div, x_unit, (left, bottom), true);
     out += "<g class=\"axis\">\n";
-    for (c, name) in categories.iter().enumerate() {
-        let y = TOP + c as f64 * row + row / 2.0 + 4.0;
-        let _ = writeln!(out, "<text x=\"{}\" y=\"{y:.1}\" text-anchor=\"end\">{}</text>", left - 5.0, escape(name));
+    for (c, lines) in labels.iter().enumerate() {
+        // The lines centred on the row, as one line was.
+        let y = tops[c] + heights[c] / 2.0 + 4.0 - (lines.len() - 1) as f64 * LINE_HEIGHT / 2.0;
+        out += &text_lines(left - 5.0, y, "end", lines);
+        out.push('\n');
     }
     out += "</g>\n";
     for (i, series) in chart.series.iter().enumerate() {
         let colour = look(chart, i).colour;
         out += "<g class=\"series\">\n";
         for p in &series.points {
-            let y = TOP + p.x * row + 3.0 + i as f64 * bar;
+            let Some((row_top, row_height)) = tops.get(p.x as usize).zip(heights.get(p.x as usize)) else { continue };
+            let y = row_top + (row_height - bars_height) / 2.0 + i as f64 * bar;
             let end = x_map.px(p.y);
             let text = tip_value(&chart.x, p.y);
             let tip = format!("{} {}: {text}", categories.get(p.x as usize).map(String::as_str).unwrap_or(""), series.name);
@@ -581,6 +643,57 @@ mod tests {
         for dash in DASHES {
             assert!(svg.contains(&format!("stroke-dasharray=\"{dash}\"")), "{dash}");
         }
+    }
+
+    #[test]
+    fn a_long_label_wraps_after_a_separator_and_loses_no_character() {
+        let id = "a-very-long-target-name-for-the-primary-object-store-cluster/w/256KiB/t1/r1";
+        let lines = wrap(id, 55);
+        assert_eq!(lines, ["a-very-long-target-name-for-the-primary-object-store-", "cluster/w/256KiB/t1/r1"]);
+        assert_eq!(wrap("aaaaaaaaaa", 4), ["aaaa", "aaaa", "aa"], "no separator: cut at the width");
+        assert_eq!(wrap("sim/small/4KiB/t1/r1", 55), ["sim/small/4KiB/t1/r1"]);
+        assert_eq!(wrap("one two three", 8), ["one two", "three"]);
+    }
+
+    /// A bar chart's category labels (case ids, which hold the target's name) took at most half
+    /// the width and a longer one ran off the chart's left edge. It wraps: every line fits in the
+    /// margin, and the whole name is on the chart.
+    #[test]
+    fn long_category_labels_and_legend_names_fit_inside_the_chart() {
+        let long = format!("{}/w/4KiB/t1/r1", "a-target-name-much-longer-than-any-margin-".repeat(3));
+        let chart = Chart {
+            title: "CPU time per case".into(),
+            x: axis("CPU time", Unit::Nanos, Scale::Linear),
+            y: Axis { label: "case".into(), unit: Unit::Plain(""), scale: Scale::Categories, categories: vec![long.clone(), "b/w/4KiB/t1/r1".into()] },
+            series: vec![Series {
+                name: format!("{long} and a legend entry as long"),
+                points: vec![Point { x: 0.0, y: 2e6, interval: None }, Point { x: 1.0, y: 1e6, interval: None }],
+                look: None,
+            }],
+            kind: Kind::Bars,
+        };
+        let svg = render(&chart);
+        let texts: Vec<(f64, &str, &str)> = svg
+            .split("<text ")
+            .skip(1)
+            .flat_map(|t| {
+                let x: f64 = t.split("x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+                let anchor = if t.contains("text-anchor=\"end\"") { "end" } else { "start" };
+                let body = t.split_once('>').unwrap().1.split("</text>").next().unwrap();
+                let mut lines = body.split("<tspan ");
+                let first = lines.next().unwrap();
+                std::iter::once(first).chain(lines.map(|l| l.split_once('>').unwrap().1.trim_end_matches("</tspan>"))).map(move |line| (x, anchor, line))
+            })
+            .collect();
+        for (x, anchor, line) in &texts {
+            let width = line.chars().count() as f64 * CHAR_WIDTH;
+            let (from, to) = if *anchor == "end" { (x - width, *x) } else { (*x, x + width) };
+            assert!(from >= 0.0 && to <= WIDTH, "{line:?} spans {from:.0}..{to:.0} px of {WIDTH}");
+        }
+        // A line break takes the space it breaks at, nothing else.
+        let shown: String = texts.iter().map(|(_, _, line)| *line).collect::<String>().replace(' ', "");
+        assert!(shown.contains(&long), "the whole label is on the chart: {shown}");
+        assert!(shown.contains(&chart.series[0].name.replace(' ', "")), "the whole legend name is on the chart: {shown}");
     }
 
     #[test]

@@ -767,16 +767,17 @@ fn a_refused_capability_is_bad_input_naming_target_workload_and_fix() {
         (
             "backend = \"sim\"\ndelete = false",
             "phases = [\"put\", \"delete\"]",
-            "target \"sim\" (backend sim) cannot delete, and workload \"w\" phase \"delete\" deletes",
+            "caps.toml:2: target \"sim\" (backend sim) cannot delete, and workload \"w\" phase \"delete\" deletes",
         ),
-        ("backend = \"fs\"", "phases = [\"put\", \"get\"]\nop_timeout = \"2s\"", "target \"fs\" (backend fs) cannot honour op_timeout"),
+        // At the op_timeout line, the one to remove.
+        ("backend = \"fs\"", "phases = [\"put\", \"get\"]\nop_timeout = \"2s\"", "caps.toml:9:1: target \"fs\" (backend fs) cannot honour op_timeout"),
     ];
     for (target, workload, expected) in cases {
         let job = format!("version = 1\n[[target]]\n{target}\n[[workload]]\nname = \"w\"\nsizes = [100]\nobjects = 5\n{workload}\n");
         std::fs::write(dir.path().join("caps.toml"), job).unwrap();
         let out = stowbench(dir.path(), &["run", "caps.toml", "--no-progress", "--work-dir", "."]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains(&format!("caps.toml:2: {expected}")) && text(&out).contains("Nothing was written"), "{}", text(&out));
+        assert!(text(&out).contains(expected) && text(&out).contains("Nothing was written"), "{}", text(&out));
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
         assert_eq!(left, ["caps.toml"], "no report, no run directory");
         let out = stowbench(dir.path(), &["validate", "caps.toml"]);

@@ -445,3 +445,13 @@ fn unknown_keys_get_a_suggestion_in_every_kind_of_table() {
     let said = plan.unwrap().targets[0].options.check_known("fs", fs.options).unwrap_err();
     assert!(said.starts_with("job.toml:4:1: target \"fs\": unknown option \"fsync_directory\" for backend fs. Did you mean \"fsync_dir\"?"), "{said}");
 }
+
+/// `op_timeout` given to a local backend was refused at the target's line, not at op_timeout's.
+#[test]
+fn op_timeout_on_a_local_backend_is_refused_at_its_own_line() {
+    let plan = job::load_text(&job_with("sizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\nop_timeout = \"1s\"\n"), "job.toml").unwrap();
+    let local = stowbench::backend::Capabilities::default();
+    let said = stowbench::runner::contract::check(&plan, 0, &local).unwrap_err();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].starts_with("job.toml:9:1: target \"fs\" (backend fs) cannot honour op_timeout"), "{said:?}");
+}

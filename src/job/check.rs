@@ -31,6 +31,12 @@ impl Ctx<'_> {
         self.removed.iter().any(|(start, removed)| *start == table.start && removed == key)
     }
 
+    /// Byte `offset` as "SOURCE:LINE:COLUMN", for a check made after this one (`runner::contract`).
+    fn location(&self, offset: usize) -> String {
+        let (line, column) = line_col(self.text, offset);
+        format!("{}:{line}:{column}", self.source)
+    }
+
     /// A mistake at byte `offset`: "`what`: `message`".
     fn at(&self, offset: usize, what: &str, message: impl std::fmt::Display) -> Mistake {
         let (line, column) = line_col(self.text, offset);
@@ -154,7 +160,10 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
             // `at` is a phase table: its own keys are searched from its header.
             mistakes.extend(ctx.field(&at.map_or(span.clone(), |at| at..at), &what, field, message))
         };
-        let plan = check_workload(w, &mut report);
+        let mut plan = check_workload(w, &mut report);
+        if let (Some(plan), Some(_)) = (plan.as_mut(), w.op_timeout) {
+            plan.op_timeout_at = Some(ctx.location(key_offset(text, span.start, "op_timeout").unwrap_or(span.start)));
+        }
         if workloads.iter().any(|p| p.name == w.name) {
             report("name", None, format!("\"{}\" is used twice; give each [[workload]] a distinct name", w.name));
         }
@@ -224,11 +233,8 @@ pub fn check(job: &JobSpec, source: &str, text: &str, parsed: Option<&Parsed>) -
         source: source.to_string(),
         seed: job.seed.unwrap_or(DEFAULT_SEED),
         work_dir: job.work_dir.clone(),
-        work_dir_at: job.work_dir.as_ref().map(|_| {
-            // Top-level keys come before the first table header, so the search starts at 0.
-            let (line, column) = line_col(text, key_offset(text, 0, "work_dir").unwrap_or(0));
-            format!("{source}:{line}:{column}")
-        }),
+        // Top-level keys come before the first table header, so the search starts at 0.
+        work_dir_at: job.work_dir.as_ref().map(|_| ctx.location(key_offset(text, 0, "work_dir").unwrap_or(0))),
         targets,
         workloads,
         cases,
@@ -403,6 +409,7 @@ fn check_workload(w: &WorkloadSpec, report: &mut Report) -> Option<WorkloadPlan>
         max_error_ratio,
         give_up_after_ns: w.give_up_after.map_or(DEFAULT_GIVE_UP_AFTER_NS, |d| d.0),
         op_timeout_ns: w.op_timeout.map_or(0, |d| d.0),
+        op_timeout_at: None,
         preload: w.preload.unwrap_or(!first_is_put && !file_server),
         file_server,
         duplicates: file_server.then(|| w.duplicates.unwrap_or(0.0)),

@@ -161,6 +161,10 @@ pub struct WorkloadPlan {
     pub give_up_after_ns: u64,
     /// An operation (with its retries) still running after this long fails as a timeout (0: never).
     pub op_timeout_ns: u64,
+    /// Where `op_timeout` is written ("job.toml:12:1"), so a backend that cannot honour it is
+    /// refused at that line; None when it is not given.
+    #[serde(skip)]
+    pub op_timeout_at: Option<String>,
     /// Put every object before the first phase, untimed.
     pub preload: bool,
     /// Whether the phases are file-server operations (upload, download), which need a catalog.

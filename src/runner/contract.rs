@@ -66,11 +66,13 @@ fn mistakes(plan: &Plan, target: usize, caps: &Capabilities) -> Vec<String> {
             }
         }
         if w.op_timeout_ns > 0 && !caps.operation_deadline {
+            // At the op_timeout line, the one to remove, rather than the target's.
+            let at = w.op_timeout_at.as_deref().unwrap_or(at);
             found.push(format!(
-                "{who} cannot honour op_timeout: its operations are local calls, which cannot be abandoned when they overrun; \
-                 remove op_timeout from workload \"{}\" (it bounds operations of server backends) or bound the whole run with \
-                 --timeout. Nothing was written.",
-                w.name
+                "{at}: target \"{}\" (backend {}) cannot honour op_timeout: its operations are local calls, which cannot be \
+                 abandoned when they overrun; remove op_timeout from workload \"{}\" (it bounds operations of server backends) \
+                 or bound the whole run with --timeout. Nothing was written.",
+                t.name, t.backend, w.name
             ));
         }
     }

@@ -280,9 +280,9 @@ fn undeclared_capabilities_are_refused(f: &Fixture) {
 }
 
 /// `operation_deadline` is declared exactly where every session has a connection to cut, which
-/// the watchdog of `op_timeout` needs. (Cutting one here would also cut the other tests' S3 and
-/// GridFS connections, whose cut reaches every connection to the server's port: what a cut does
-/// is proven in tests/servers/proxy_faults.rs.)
+/// the watchdog of `op_timeout` needs. (Cutting one here would also cut the other tests' S3
+/// connections, whose cut reaches every connection to the server's port: what a cut does is
+/// proven in tests/servers/proxy_faults.rs.)
 fn operation_deadline_is_real(f: &Fixture) {
     let declared = f.backend.capabilities().operation_deadline;
     for worker in 0..2 {

@@ -196,3 +196,32 @@ fn repeats_become_one_point_with_mean_and_range() {
     assert_eq!((point.iops_min, point.iops_max), (second.iops, first.iops));
     assert!(render_charts(&charts).contains('['), "the range is shown when there are repeats");
 }
+
+/// A direction of too few I/Os for a percentile showed one anyway (a p99.9 of 400 I/Os is the
+/// slowest of them): the table shows "—" there, and the report's table says why under it.
+#[test]
+fn the_table_shows_no_latency_percentile_of_too_few_ios() {
+    use stowbench::fio::series::{table_row, TOO_FEW_IOS, TOO_FEW_IOS_NOTE};
+    let mut mixed = result_from_fixture("file-randrw70-j2-qd4-f2.jsonplus.json", FsKind::Ext4, "randrw:70", 4, 2);
+    let (read, write) = (mixed.read.as_mut().unwrap(), mixed.write.as_mut().unwrap());
+    assert!(read.total_ios >= 1000 && write.total_ios >= 1000, "the fixture has enough I/Os for every column");
+    let columns = |r: &FioCaseResult| table_row(r)[11..].to_vec(); // lat p50, lat p99, lat p99.9
+    assert!(columns(&mixed).iter().all(|c| !c.contains(TOO_FEW_IOS)), "{:?}", columns(&mixed));
+    mixed.write.as_mut().unwrap().total_ios = 400;
+    let cells = columns(&mixed);
+    let (p50, p99, p999) = (&cells[0], &cells[1], &cells[2]);
+    assert!(!p50.contains(TOO_FEW_IOS) && !p99.contains(TOO_FEW_IOS), "{cells:?}");
+    let (read_p999, write_p999) = p999.split_once(" / ").unwrap();
+    assert!(read_p999.ends_with('s') && write_p999 == TOO_FEW_IOS, "only the write direction's p99.9: {cells:?}");
+
+    let mut report: stowbench::report::model::RunReport =
+        serde_json::from_str(&std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports/fio-a.json")).unwrap())
+            .unwrap();
+    let text = stowbench::report::table::render(&report);
+    assert!(!text.contains(TOO_FEW_IOS_NOTE), "{text}");
+    report.fio_cases[0].read.as_mut().unwrap().total_ios = 50;
+    let text = stowbench::report::table::render(&report);
+    assert!(text.contains(TOO_FEW_IOS_NOTE), "{text}");
+    let html = stowbench::report::reporters::for_report("html").unwrap()(&report);
+    assert!(html.contains(&TOO_FEW_IOS_NOTE.replace("—", "—")) && html.contains("<td class=\"num\">—</td>"), "the page's fio table too");
+}

@@ -476,3 +476,30 @@ fn a_phase_before_command_is_named_among_the_conditions() {
     let echoed = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s\\n' {quoted}")).output().unwrap();
     assert_eq!(String::from_utf8(echoed.stdout).unwrap(), words.iter().map(|w| format!("{w}\n")).collect::<String>());
 }
+
+/// A percentile needs samples: p99 100, p99.9 1000; from fewer it is the largest sample again.
+/// The page's operations table showed a p99 and a p99.9 of 20 samples; it shows "—" there and
+/// says why once, above the table.
+#[test]
+fn the_pages_operations_table_shows_no_percentile_its_samples_cannot_give() {
+    let mut report = load("objects-a"); // 20 samples an operation
+    let html = render_report("html", &report);
+    let section = &html[html.find("<h3>Operations</h3>").unwrap()..];
+    let (paragraph, table) = section.split_at(section.find("<table").unwrap());
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(paragraph.contains("—: too few samples for that percentile (p50: 2, p99: 100, p99.9: 1000)"), "{paragraph}");
+    let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 24);
+    for row in &rows {
+        let cells: Vec<&str> =
+            row.split("<td").skip(1).map(|c| c.split_once('>').unwrap().1.trim_end_matches("</td>").trim_end_matches("</td></tr>\n")).collect();
+        // case, phase, op, count, errors, misses, mean, p50, p99, p99.9, max, …
+        assert!(cells[7].ends_with('s') && cells[8] == "—" && cells[9] == "—" && cells[10].ends_with('s'), "{cells:?}");
+    }
+    for op in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()).flat_map(|p| p.ops.values_mut()) {
+        op.latency.samples = 1000;
+    }
+    let html = render_report("html", &report);
+    let section = &html[html.find("<h3>Operations</h3>").unwrap()..html.find("<h3>Cases</h3>").unwrap()];
+    assert!(!section.contains('—'), "enough samples for every percentile: {section}");
+}

@@ -1,4 +1,10 @@
-//! `gridfs`: objects as GridFS files (MongoDB wire protocol) through the official driver's sync API.
+//! `gridfs`: objects as GridFS files (MongoDB wire protocol) through the official driver.
+//!
+//! The measured operations use the driver's async API on a runtime of this module's, so that
+//! `operation_timeout` bounds a whole operation: the Rust driver has no socket time-out, and a
+//! server that takes the connection but never answers (stopped, hung) would otherwise hold an
+//! operation until the driver's monitor gives the server up, then retry it. Setup, cleanup and
+//! the file server's catalog use the sync API.
 //!
 //! A put streams the body into an upload stream, which inserts `chunk_size` chunk documents as
 //! they fill and the files document last, at close: until then readers see the previous
@@ -10,15 +16,19 @@
 //! On this machine the server is FerretDB on SQLite, a stand-in for MongoDB: its numbers are
 //! FerretDB's, not MongoDB's (see docs/backends/gridfs.md).
 
+use super::abandon::{Abandonable, Abandoned};
 use super::options::{OptionDoc, Options};
 use super::server::{self, Endpoint};
 use super::{BResult, Backend, BackendError, BackendInfo, BackendKind, Capabilities, DiskUsage, ErrorKind, Namespace, Session};
 use crate::units::{ByteSize, Nanos};
+use futures_util::AsyncWriteExt;
 use mongodb::bson::{doc, Bson, Document};
+use mongodb::gridfs::{FilesCollectionDocument, GridFsBucket as AsyncBucket, GridFsUploadStream};
 use mongodb::options::{ClientOptions, GridFsBucketOptions, WriteConcern};
-use mongodb::sync::gridfs::{FilesCollectionDocument, GridFsBucket};
+use mongodb::sync::gridfs::GridFsBucket;
 use mongodb::sync::{Client, Database};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,7 +65,7 @@ crate::backend_options! {
         database: Option<String>, "<URI's database> or stowbench" => "database holding the GridFS bucket",
         chunk_size: ByteSize = "255KiB" => "GridFS chunk size (bytes per chunk document; at most 15MiB)",
         journal: bool = false => "write concern j:true (each chunk and file document waits for the journal)",
-        operation_timeout: Nanos = "0s" => "fail a put, get or head running longer as a timeout (the workload's retries may retry it): checked before every chunk and sent as maxTimeMS with every query; one stalled chunk write is not cut short (the Rust driver has no socket timeout); 0s: never",
+        operation_timeout: Nanos = "0s" => "fail a put, get, head or delete running longer as a timeout (the workload's retries may retry it): the operation is abandoned at the deadline, its connection closed, and each query carries what is left as maxTimeMS; 0s: never",
     }
 }
 
@@ -177,23 +187,46 @@ pub fn probe(uri: &str) -> Result<String, String> {
 }
 
 impl Shared {
+    /// A client for the backend's own work (setup, disk usage, cleanup, the catalog).
     fn connect(&self) -> BResult<Client> {
-        let fail =
-            |e: &dyn std::fmt::Display| BackendError::new(ErrorKind::Connection, server::context("gridfs", &self.endpoint, &format!("cannot connect: {e}")));
-        let mut opts = ClientOptions::parse(&self.endpoint.uri).run().map_err(|e| fail(&e.kind))?;
+        let opts = self.client_options()?;
+        Client::with_options(opts).map_err(|e| self.cannot_connect(&e.kind))
+    }
+
+    /// A client for one session's measured operations. The driver's own retries are off: a read
+    /// or write it retried would be one operation to stowbench, its failure hidden as latency
+    /// (a retried read waits up to connect_timeout for the server to be selected again), so a
+    /// failure is counted and retried only as the workload says (as the s3 backend does).
+    fn session_client(&self, driver: &Abandonable) -> BResult<mongodb::Client> {
+        let mut opts = self.client_options()?;
+        opts.retry_reads = Some(false);
+        opts.retry_writes = Some(false);
+        driver.client(opts).map_err(|e| self.cannot_connect(&e.kind))
+    }
+
+    fn client_options(&self) -> BResult<ClientOptions> {
+        let mut opts = ClientOptions::parse(&self.endpoint.uri).run().map_err(|e| self.cannot_connect(&e.kind))?;
         let timeout = Duration::from_nanos(self.connect_timeout.0);
         opts.connect_timeout = Some(timeout);
         opts.server_selection_timeout = Some(timeout);
         opts.app_name = Some("stowbench".into());
-        Client::with_options(opts).map_err(|e| fail(&e.kind))
+        Ok(opts)
+    }
+
+    fn cannot_connect(&self, e: &dyn std::fmt::Display) -> BackendError {
+        BackendError::new(ErrorKind::Connection, server::context("gridfs", &self.endpoint, &format!("cannot connect: {e}")))
     }
 
     fn bucket(&self, client: &Client) -> GridFsBucket {
-        let mut builder = GridFsBucketOptions::builder().bucket_name(self.bucket.clone()).chunk_size_bytes(self.chunk_bytes).build();
+        client.database(&self.database).gridfs_bucket(self.bucket_options())
+    }
+
+    fn bucket_options(&self) -> GridFsBucketOptions {
+        let mut options = GridFsBucketOptions::builder().bucket_name(self.bucket.clone()).chunk_size_bytes(self.chunk_bytes).build();
         if self.journal {
-            builder.write_concern = Some(WriteConcern::builder().journal(true).build());
+            options.write_concern = Some(WriteConcern::builder().journal(true).build());
         }
-        client.database(&self.database).gridfs_bucket(builder)
+        options
     }
 
     /// The deadline of an operation starting now.
@@ -217,7 +250,12 @@ impl Shared {
             M::Command(c) if c.code == 112 || c.code == 11000 => ErrorKind::Conflict,
             _ => ErrorKind::Other,
         };
-        BackendError::new(kind, format!("gridfs: {}", self.endpoint.secrets.scrub(&e.kind.to_string())))
+        let why = match e.kind.as_ref() {
+            // The driver's text dumps its whole view of the topology.
+            M::ServerSelection { .. } => format!("no server answered within connect_timeout = {}", self.connect_timeout),
+            kind => kind.to_string(),
+        };
+        BackendError::new(kind, format!("gridfs: {}", self.endpoint.secrets.scrub(&why)))
     }
 
     /// Why the first command after connecting failed, for construction and `backends`: the
@@ -291,18 +329,21 @@ impl Backend for GridFsBackend {
     /// The file server's catalog lives in the same database, beside the bucket.
     fn open_catalog(&self, _worker: usize, _beside: &std::path::Path) -> BResult<Box<dyn super::catalog::Catalog>> {
         let s = self.shared.clone();
-        let client = s.connect()?;
+        // Its operations are measured with the store's, so it runs as a session does.
+        let driver = Abandonable::new()?;
+        let db = s.session_client(&driver)?.database(&s.database);
         let write_concern = s.journal.then(|| WriteConcern::builder().journal(true).build());
+        let bucket = s.bucket.clone();
         let error = Box::new(move |e| s.error(e));
-        let db = self.shared.database(&client);
-        // The driver pools connections and replaces dead ones itself: a cut reaches them all.
-        let cut = super::sockets::every_connection_to(self.shared.endpoint.port());
-        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &self.shared.bucket, write_concern, error, cut)))
+        Ok(Box::new(super::catalog::mongo::MongoCatalog::new(&db, &bucket, write_concern, error, driver)))
     }
 
     fn open_session(&self, _worker: usize) -> BResult<Box<dyn Session>> {
-        let client = self.shared.connect()?;
-        Ok(Box::new(GridFsSession { bucket: self.shared.bucket(&client), client, shared: self.shared.clone() }))
+        let s = &self.shared;
+        let driver = Abandonable::new()?;
+        let client = s.session_client(&driver)?;
+        let bucket = client.database(&s.database).gridfs_bucket(s.bucket_options());
+        Ok(Box::new(GridFsSession { client, bucket, driver, buffer: vec![0; super::COPY_BUFFER_BYTES], shared: s.clone() }))
     }
 
     fn disk_usage(&self) -> BResult<DiskUsage> {
@@ -408,8 +449,12 @@ fn ferretdb_sqlite_usage(path: &std::path::Path, collections: &[String; 2]) -> O
 
 struct GridFsSession {
     /// The connection pool the bucket and the chunk reads use.
-    client: Client,
-    bucket: GridFsBucket,
+    client: mongodb::Client,
+    bucket: AsyncBucket,
+    /// Runs the operations, so that the runner's watchdog can abandon one (`cut_handle`).
+    driver: Abandonable,
+    /// The put's copy buffer, kept between puts.
+    buffer: Vec<u8>,
     shared: Arc<Shared>,
 }
 
@@ -419,22 +464,25 @@ fn newest_first() -> Document {
 }
 
 /// When the current operation must have ended (`operation_timeout`); `at` is None: never.
-/// The Rust driver has no socket time-out, so the deadline is checked between round trips and
-/// each query carries what is left of it as maxTimeMS, for the server to enforce.
+/// The session abandons the operation there (`GridFsSession::bounded`); each query also carries
+/// what is left of it as maxTimeMS, so the server stops working on it too.
 struct Deadline {
     at: Option<Instant>,
     limit: Nanos,
 }
 
 impl Deadline {
-    /// A time-out error once the deadline has passed.
+    /// A time-out error once the deadline has passed. Checked where the operation runs our own
+    /// code (reading the body, writing the sink), which the runtime cannot interrupt.
     fn check(&self) -> BResult<()> {
         match self.at {
-            Some(at) if Instant::now() >= at => {
-                Err(BackendError::new(ErrorKind::Timeout, format!("gridfs: the operation ran longer than operation_timeout = {}", self.limit)))
-            }
+            Some(at) if Instant::now() >= at => Err(self.expired()),
             _ => Ok(()),
         }
+    }
+
+    fn expired(&self) -> BackendError {
+        BackendError::new(ErrorKind::Timeout, format!("gridfs: the operation ran longer than operation_timeout = {}", self.limit))
     }
 
     /// What is left, for a query's maxTimeMS (at least 1 ms: 0 would mean "no limit").
@@ -443,44 +491,37 @@ impl Deadline {
     }
 }
 
-/// Passes writes on to the upload stream until the deadline passes.
-struct WriteBefore<'a, W: Write> {
-    inner: W,
-    deadline: &'a Deadline,
-}
-
-impl<W: Write> Write for WriteBefore<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.deadline.check().map_err(|e| std::io::Error::new(std::io::ErrorKind::TimedOut, e.message))?;
-        self.inner.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 impl GridFsSession {
+    /// Runs `operation` on this thread until it ends, its deadline passes (then it fails as a
+    /// time-out) or the watchdog abandons it.
+    fn run<T>(&self, deadline: &Deadline, operation: impl Future<Output = BResult<T>>) -> Result<BResult<T>, Abandoned> {
+        self.driver.run_within(deadline.left(), || deadline.expired(), operation)
+    }
+
+    /// `run`, an abandoned operation failing as a time-out.
+    fn bounded<T>(&self, deadline: &Deadline, operation: impl Future<Output = BResult<T>>) -> BResult<T> {
+        self.run(deadline, operation).unwrap_or_else(|Abandoned| Err(Abandoned::error("gridfs")))
+    }
+
     /// The current (newest) revision of `key`.
-    fn current(&self, key: &str, deadline: &Deadline) -> BResult<FilesCollectionDocument> {
+    async fn current(&self, key: &str, deadline: &Deadline) -> BResult<FilesCollectionDocument> {
         let s = &self.shared;
         let mut find = self.bucket.find_one(doc! { "filename": key }).sort(newest_first());
         if let Some(left) = deadline.left() {
             find = find.max_time(left);
         }
-        let found = find.run().map_err(|e| s.error(e))?;
+        let found = find.await.map_err(|e| s.error(e))?;
         found.ok_or_else(|| BackendError::not_found(key))
     }
 
     /// Deletes the revisions of `key` older than `mine` (never a newer one a concurrent writer made).
-    fn delete_older(&self, key: &str, mine: &Bson, deadline: &Deadline) -> BResult<()> {
+    async fn delete_older(&self, key: &str, mine: &Bson, deadline: &Deadline) -> BResult<()> {
         let s = &self.shared;
-        deadline.check()?;
         let mut find = self.bucket.find_one(doc! { "_id": mine.clone() });
         if let Some(left) = deadline.left() {
             find = find.max_time(left);
         }
-        let me = find.run().map_err(|e| s.error(e))?;
+        let me = find.await.map_err(|e| s.error(e))?;
         let Some(me) = me else { return Ok(()) }; // a newer writer already replaced it
         let date = me.upload_date;
         let older = doc! { "filename": key, "$or": [ { "uploadDate": { "$lt": date } }, { "uploadDate": date, "_id": { "$lt": mine.clone() } } ] };
@@ -488,17 +529,39 @@ impl GridFsSession {
         if let Some(left) = deadline.left() {
             find = find.max_time(left);
         }
-        let cursor = find.run().map_err(|e| s.error(e))?;
-        for file in cursor {
-            deadline.check()?;
-            let file = file.map_err(|e| s.error(e))?;
-            match self.bucket.delete(file.id).run() {
+        let mut cursor = find.await.map_err(|e| s.error(e))?;
+        while cursor.advance().await.map_err(|e| s.error(e))? {
+            let file = cursor.deserialize_current().map_err(|e| s.error(e))?;
+            match self.bucket.delete(file.id).await {
                 Err(e) if matches!(e.kind.as_ref(), mongodb::error::ErrorKind::GridFs(mongodb::error::GridFsErrorKind::FileNotFound { .. })) => {}
                 other => other.map_err(|e| s.error(e))?,
             }
         }
         Ok(())
     }
+}
+
+/// Streams `len` bytes of `body` into `upload` (which inserts a chunk document as each fills).
+async fn upload_body(upload: &mut GridFsUploadStream, body: &mut dyn Read, len: u64, buffer: &mut [u8], deadline: &Deadline) -> BResult<()> {
+    let mut left = len;
+    while left > 0 {
+        deadline.check()?;
+        let want = buffer.len().min(left as usize);
+        let n = body.read(&mut buffer[..want])?;
+        if n == 0 {
+            return Err(BackendError::new(ErrorKind::Io, format!("body ended {left} bytes early")));
+        }
+        upload.write_all(&buffer[..n]).await?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// A numeric field of a chunk as the server sent it (read in place: the chunk's data is not
+/// copied out of the reply), whatever BSON number type the server chose.
+fn raw_number(doc: &mongodb::bson::RawDocument, key: &str) -> Option<u64> {
+    let value = doc.get(key).ok()??;
+    value.as_i64().or_else(|| value.as_i32().map(i64::from)).or_else(|| value.as_f64().map(|f| f as i64)).and_then(|v| u64::try_from(v).ok())
 }
 
 /// Bytes of chunks one reply may carry. The driver's own download stream leaves the batch size
@@ -508,7 +571,7 @@ const BATCH_BYTES: u64 = 8 << 20;
 
 impl GridFsSession {
     /// Streams the chunks of `file` into `sink`, checking order and sizes as the spec requires.
-    fn download(&self, file: &FilesCollectionDocument, sink: &mut dyn Write, deadline: &Deadline) -> BResult<()> {
+    async fn download(&self, file: &FilesCollectionDocument, sink: &mut dyn Write, deadline: &Deadline) -> BResult<()> {
         let s = &self.shared;
         let chunks = self.client.database(&s.database).collection::<Document>(&format!("{}.chunks", s.bucket));
         let size = u64::from(file.chunk_size_bytes.max(1));
@@ -518,17 +581,17 @@ impl GridFsSession {
         if let Some(left) = deadline.left() {
             find = find.max_time(left);
         }
-        let cursor = find.run().map_err(|e| s.error(e))?;
+        let mut cursor = find.await.map_err(|e| s.error(e))?;
         let mut n = 0u64;
-        for chunk in cursor {
+        while cursor.advance().await.map_err(|e| s.error(e))? {
             deadline.check()?;
-            let chunk = chunk.map_err(|e| s.error(e))?;
-            let data = match chunk.get("data") {
-                Some(Bson::Binary(b)) => &b.bytes,
-                _ => return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} has no binary data", file.filename))),
+            let chunk = cursor.current();
+            let data = match chunk.get_binary("data") {
+                Ok(b) => b.bytes,
+                Err(_) => return Err(BackendError::new(ErrorKind::Corrupt, format!("gridfs: chunk {n} of {:?} has no binary data", file.filename))),
             };
             let want = size.min(file.length.saturating_sub(n * size));
-            if n >= count || number(&chunk, "n") != n || data.len() as u64 != want {
+            if n >= count || raw_number(chunk, "n") != Some(n) || data.len() as u64 != want {
                 return Err(BackendError::new(
                     ErrorKind::Corrupt,
                     format!("gridfs: chunk {n} of {:?} is out of order, extra or {} bytes instead of {want}", file.filename, data.len()),
@@ -549,38 +612,55 @@ impl Session for GridFsSession {
     fn put(&mut self, key: &str, body: &mut dyn Read, len: u64) -> BResult<()> {
         let s = self.shared.clone();
         let deadline = s.deadline();
-        let mut upload = self.bucket.open_upload_stream(key).run().map_err(|e| s.error(e))?;
-        let written = super::copy_exact(body, &mut WriteBefore { inner: &mut upload, deadline: &deadline }, len)
-            .and_then(|()| deadline.check())
-            .and_then(|()| upload.close().map_err(BackendError::from));
-        if let Err(e) = written {
-            let _ = upload.abort(); // removes the chunks written so far; no files document exists yet
-            return Err(e);
+        let mut upload = self.bounded(&deadline, async { self.bucket.open_upload_stream(key).await.map_err(|e| s.error(e)) })?;
+        let mut buffer = std::mem::take(&mut self.buffer);
+        let written = self.run(&deadline, async {
+            upload_body(&mut upload, body, len, &mut buffer, &deadline).await?;
+            upload.close().await.map_err(BackendError::from)
+        });
+        self.buffer = buffer;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                // Removes the chunks written so far (no files document exists yet), within a
+                // deadline of its own: what a server that stopped answering keeps is left to
+                // the case's cleanup, which drops the bucket.
+                let _ = self.bounded(&s.deadline(), async { upload.abort().await.map_err(|e| s.error(e)) });
+                return Err(e);
+            }
+            // The watchdog is waiting for this worker: the stream, dropped unclosed, has the
+            // driver remove its chunks in the background.
+            Err(Abandoned) => {
+                drop(upload);
+                return Err(Abandoned::error("gridfs"));
+            }
         }
         let mine = upload.id().clone();
-        self.delete_older(key, &mine, &deadline)
+        self.bounded(&deadline, self.delete_older(key, &mine, &deadline))
     }
 
     fn get(&mut self, key: &str, sink: &mut dyn Write) -> BResult<u64> {
         let deadline = self.shared.deadline();
-        let file = self.current(key, &deadline)?;
-        self.download(&file, sink, &deadline)?;
-        Ok(file.length)
+        self.bounded(&deadline, async {
+            let file = self.current(key, &deadline).await?;
+            self.download(&file, sink, &deadline).await?;
+            Ok(file.length)
+        })
     }
 
     fn delete(&mut self, key: &str) -> BResult<()> {
         let s = self.shared.clone();
-        self.bucket.delete_by_name(key).run().map_err(|e| s.error(e))
+        self.bounded(&s.deadline(), async { self.bucket.delete_by_name(key).await.map_err(|e| s.error(e)) })
     }
 
     fn head(&mut self, key: &str) -> BResult<u64> {
-        Ok(self.current(key, &self.shared.deadline())?.length)
+        let deadline = self.shared.deadline();
+        self.bounded(&deadline, async { Ok(self.current(key, &deadline).await?.length) })
     }
 
-    /// The driver pools its connections (and monitors the server) in the background, so the cut
-    /// reaches every connection of this process to the server's port.
+    /// Abandons the operation in flight rather than cutting sockets: the driver pools its
+    /// connections, so a socket cut would reach every session's (`abandon`).
     fn cut_handle(&self) -> Option<super::sockets::CutHandle> {
-        let port = self.shared.endpoint.port();
-        Some(super::sockets::every_connection_to(port))
+        Some(self.driver.cut_handle())
     }
 }

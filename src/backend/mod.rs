@@ -5,6 +5,8 @@
 //! three, so every backend is measured the same way. Bodies stream in both directions through
 //! `Read`/`Write`, so no backend ever needs a whole object in memory.
 
+#[cfg(feature = "gridfs")]
+pub mod abandon;
 pub mod catalog;
 pub mod cfb;
 pub mod direct;

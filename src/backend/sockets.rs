@@ -9,8 +9,9 @@
 //!
 //! Which sockets are a session's: its client is connected under one process-wide lock, and the
 //! TCP sockets to the server's port that appeared during the connect are its own. Pooled clients
-//! (S3, GridFS) open connections in the background, so their cut reaches every connection of the
-//! process to that server port (`every_connection_to`). Which sockets: each descriptor is asked
+//! open connections in the background: S3's cut reaches every connection of the process to that
+//! server port (`every_connection_to`), and GridFS's sessions abandon the operation in flight
+//! instead (their driver is async underneath, so an operation can be dropped). Which sockets: each descriptor is asked
 //! for its peer (`getpeername`), microseconds per descriptor.
 
 use std::collections::HashSet;

@@ -3,6 +3,7 @@
 //! block size, at a chosen thread count. Pure functions returning data or text; no I/O.
 
 use super::result::FioCaseResult;
+use crate::report::model::supports_percentile;
 use crate::units::{format_nanos, format_rate_bytes, ByteSize};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -146,11 +147,26 @@ pub fn render_table(results: &[FioCaseResult]) -> String {
     align(&TABLE_HEADER, &rows)
 }
 
-/// One result's cells, in `TABLE_HEADER`'s order (latencies "read / write" for mixes).
+/// A latency cell of a direction with too few I/Os for its percentile (`TOO_FEW_IOS_NOTE`).
+pub const TOO_FEW_IOS: &str = "—";
+
+/// What `TOO_FEW_IOS` means, for a note under the table.
+pub const TOO_FEW_IOS_NOTE: &str =
+    "—: too few I/Os for that percentile (p50: 2, p99: 100, p99.9: 1000); from fewer it would be the slowest I/O, not a percentile";
+
+/// One result's cells, in `TABLE_HEADER`'s order (latencies "read / write" for mixes; a
+/// percentile of a direction with too few I/Os for it is `TOO_FEW_IOS`).
 pub fn table_row(r: &FioCaseResult) -> Vec<String> {
-    let lat = |pick: fn(&super::parse::DirectionStats) -> Option<u64>| {
-        let parts: Vec<String> =
-            [r.read.as_ref(), r.write.as_ref()].into_iter().flatten().map(|d| pick(d).map(format_nanos).unwrap_or_else(|| "-".into())).collect();
+    let lat = |pick: fn(&super::parse::DirectionStats) -> Option<u64>, percentile: f64| {
+        let parts: Vec<String> = [r.read.as_ref(), r.write.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|d| match pick(d) {
+                Some(_) if !supports_percentile(d.total_ios, percentile) => TOO_FEW_IOS.into(),
+                Some(ns) => format_nanos(ns),
+                None => "-".into(),
+            })
+            .collect();
         parts.join(" / ")
     };
     vec![
@@ -165,9 +181,9 @@ pub fn table_row(r: &FioCaseResult) -> Vec<String> {
         r.repeat_index.to_string(),
         format!("{:.0}", r.iops),
         format_rate_bytes(r.bw_bytes_per_s as f64),
-        lat(|d| d.lat_ns_p50),
-        lat(|d| d.lat_ns_p99),
-        lat(|d| d.lat_ns_p99_9),
+        lat(|d| d.lat_ns_p50, 50.0),
+        lat(|d| d.lat_ns_p99, 99.0),
+        lat(|d| d.lat_ns_p99_9, 99.9),
     ]
 }
 

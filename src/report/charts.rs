@@ -5,7 +5,7 @@
 //!
 //! Pure functions of the report; how a chart is drawn is `report::svg`'s business.
 
-use super::model::{CaseResult, CaseStatus, Headline, LatencySummary, PhaseResult, RunReport};
+use super::model::{supports_percentile, CaseResult, CaseStatus, Headline, LatencySummary, PhaseResult, RunReport};
 use super::spread::Spread;
 use super::svg::{Axis, Chart, Kind, Point, Scale, Series, Unit, STYLES};
 use super::table::median;
@@ -63,6 +63,9 @@ fn threads_text(threads: u32) -> String {
 fn fixed_size(size_label: &str, size_bytes: u64) -> bool {
     size_bytes > 0 && !size_label.starts_with("uniform-") && !size_label.starts_with("loguniform-")
 }
+
+/// Why a line has no point at some percentile.
+const TOO_FEW_SAMPLES_NOTE: &str = "A line has no point at a percentile its samples are too few for (p90: 10, p99: 100, p99.9: 1000, in every repeat): from fewer, it would be the largest sample again, which max shows.";
 
 const INTERVAL_NOTE: &str = "error bars: the 95 % confidence interval of the mean (Student's t), where there are 2 or more repeats, as in the table";
 
@@ -156,9 +159,21 @@ fn phase_groups(report: &RunReport) -> PhaseGroups<'_> {
 type TargetSize<'a> = (&'a str, u64, &'a str);
 
 const PERCENTILES: [&str; 5] = ["p50", "p90", "p99", "p99.9", "max"];
+/// Each of `PERCENTILES` as a number, for the samples it needs; the max needs none.
+const PERCENTILE_VALUES: [Option<f64>; 5] = [Some(50.0), Some(90.0), Some(99.0), Some(99.9), None];
 
-fn percentiles(l: &LatencySummary) -> [f64; 5] {
-    [l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.max_ns].map(|v| v as f64)
+/// One repeat's values at `PERCENTILES`, each `None` where its samples are too few for it (it
+/// would be the max again, drawn as a percentile).
+fn percentiles(l: &LatencySummary) -> [Option<f64>; 5] {
+    let values = [l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.max_ns];
+    std::array::from_fn(|i| PERCENTILE_VALUES[i].is_none_or(|p| supports_percentile(l.samples, p)).then_some(values[i] as f64))
+}
+
+/// The median over the repeats of percentile `i`, if every repeat had the samples for it; else
+/// NaN, a gap in the line.
+fn median_percentile(runs: &[[Option<f64>; 5]], i: usize) -> f64 {
+    let values: Option<Vec<f64>> = runs.iter().map(|r| r[i]).collect();
+    values.and_then(|mut v| median(&mut v)).unwrap_or(f64::NAN)
 }
 
 fn latency_percentiles(report: &RunReport) -> ChartGroup {
@@ -169,7 +184,7 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
         let open_loop = members.iter().any(|(_, p)| p.open_loop.is_some());
         for op in ops {
             // (target, size) → each percentile's values over the repeats, in first-seen order
-            let mut series: Vec<(TargetSize, Vec<[f64; 5]>)> = Vec::new();
+            let mut series: Vec<(TargetSize, Vec<[Option<f64>; 5]>)> = Vec::new();
             for (case, p) in &members {
                 let Some(result) = p.ops.get(op).filter(|r| r.count > 0) else { continue };
                 let key = (case.target.as_str(), case.size_bytes_max, case.size_label.as_str());
@@ -194,9 +209,7 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                     let style = chunk.iter().position(|s| *s == (*bytes, *label))?;
                     Some(Series {
                         name: format!("{target} {label}"),
-                        points: (0..PERCENTILES.len())
-                            .map(|i| Point { x: i as f64, y: median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>()).unwrap_or(0.0), interval: None })
-                            .collect(),
+                        points: (0..PERCENTILES.len()).map(|i| Point { x: i as f64, y: median_percentile(runs, i), interval: None }).collect(),
                         look: Some((colour_of(&colours, target), style)),
                     })
                 });
@@ -204,17 +217,20 @@ fn latency_percentiles(report: &RunReport) -> ChartGroup {
                 x.categories = PERCENTILES.map(String::from).to_vec();
                 let from = if open_loop { "from each operation's intended start (open loop)" } else { "from each operation's start" };
                 let which_sizes = if parts > 1 { format!(" · sizes {} to {}", chunk[0].1, chunk[chunk.len() - 1].1) } else { String::new() };
+                let lines: Vec<Series> = lines.collect();
+                let gaps = lines.iter().any(|l| l.points.iter().any(|p| p.y.is_nan()));
                 figures.push(Figure {
                     chart: Chart {
                         title: format!("{op} latency percentiles · {phase} · {} · workload {workload}{which_sizes}", threads_text(threads)),
                         x,
                         y: axis("latency", Unit::Nanos, Scale::Log10),
-                        series: lines.collect(),
+                        series: lines,
                         kind: Kind::Lines,
                     },
                     caption: format!(
-                        "Latency of successful operations {from}; one line per target (colour) and size (dash and marker), {}.",
-                        if repeats > 1 { "each percentile the median over the repeats" } else { "from the run's one repeat" }
+                        "Latency of successful operations {from}; one line per target (colour) and size (dash and marker), {}.{}",
+                        if repeats > 1 { "each percentile the median over the repeats" } else { "from the run's one repeat" },
+                        if gaps { format!(" {TOO_FEW_SAMPLES_NOTE}") } else { String::new() }
                     ),
                 });
             }
@@ -553,6 +569,39 @@ mod tests {
         assert!(titles[0].ends_with(" · sizes 1kB to 15kB") && titles[1].ends_with(" · sizes 16kB to 64KiB"), "{titles:?}");
         assert_eq!((put[0].chart.series.len(), put[1].chart.series.len()), (2 * STYLES, 2 * 2));
         assert!(put.iter().all(|f| f.chart.series.iter().all(|s| s.look.unwrap().1 < STYLES)));
+    }
+
+    /// A line drew a p99 and a p99.9 of 20 samples: both the largest sample again, shown as
+    /// percentiles. It has no point where its samples are too few (a gap, where it breaks), and
+    /// the caption says why.
+    #[test]
+    fn a_latency_percentile_line_has_no_point_its_samples_cannot_give() {
+        let mut report: RunReport = serde_json::from_str(include_str!("../../tests/fixtures/reports/objects-a.json")).unwrap(); // 20 samples
+        let drawn = |report: &RunReport| -> Vec<(Vec<bool>, String)> {
+            let figures = latency_percentiles(report).figures;
+            figures.iter().flat_map(|f| f.chart.series.iter().map(|s| (s.points.iter().map(|p| p.y.is_finite()).collect(), f.caption.clone()))).collect()
+        };
+        let few = drawn(&report);
+        assert!(!few.is_empty() && few.iter().all(|(points, _)| points == &[true, true, false, false, true]), "p50, p90 and max only: {few:?}");
+        assert!(few.iter().all(|(_, caption)| caption.ends_with(TOO_FEW_SAMPLES_NOTE)));
+        let svg = super::super::svg::render(&latency_percentiles(&report).figures[0].chart);
+        let lines = latency_percentiles(&report).figures[0].chart.series.len();
+        assert_eq!(svg.matches("<polyline").count(), 2 * lines, "each line broken at the gap: p50–p90, then max alone");
+
+        // One repeat short of samples leaves the point out: the median would hide it.
+        for op in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()).flat_map(|p| p.ops.values_mut()) {
+            op.latency.samples = 100;
+        }
+        report.cases[0].phases[0].ops.values_mut().for_each(|op| op.latency.samples = 99);
+        let some = drawn(&report);
+        let (short, enough): (Vec<_>, Vec<_>) = some.iter().partition(|(points, _)| points[2] == false);
+        assert_eq!(short.len(), 1, "the line with the short repeat: {some:?}");
+        assert!(enough.iter().all(|(points, _)| points == &[true, true, true, false, true]), "{some:?}");
+        for op in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()).flat_map(|p| p.ops.values_mut()) {
+            op.latency.samples = 1000;
+        }
+        let all = drawn(&report);
+        assert!(all.iter().all(|(points, caption)| points.iter().all(|p| *p) && !caption.contains(TOO_FEW_SAMPLES_NOTE)), "{all:?}");
     }
 
     /// The caption names the measure the table's block compares: the fixture's phases were too

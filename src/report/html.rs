@@ -8,7 +8,7 @@
 
 use super::charts::{self, ChartGroup};
 use super::compare::render::{escape, page};
-use super::model::{CaseStatus, Headline, HeadlineFigure, RunReport};
+use super::model::{supports_percentile, CaseStatus, Headline, HeadlineFigure, LatencySummary, RunReport};
 use super::svg;
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits};
 use std::fmt::Write;
@@ -114,7 +114,8 @@ fn table_of(rows: &[Vec<String>], class: &str) -> String {
     for row in body {
         out += "<tr>";
         for cell in row {
-            let numeric = class != "wrap" && cell.starts_with(|c: char| c.is_ascii_digit() || c == '×');
+            // A percentile left out ("—") stands in a column of figures, aligned with them.
+            let numeric = class != "wrap" && cell.starts_with(|c: char| c.is_ascii_digit() || c == '×' || c == '—');
             let _ = write!(out, "<td{}>{}</td>", if numeric { " class=\"num\"" } else { "" }, escape(cell));
         }
         out += "</tr>\n";
@@ -285,8 +286,13 @@ fn chart_section(index: usize, group: &ChartGroup) -> String {
 
 fn tables_section(report: &RunReport) -> String {
     let mut out = heading("Tables");
-    out += "<h3>Operations</h3>\n<p>Each case, phase and operation: successful operations, failures, latency from each operation's start (open loop: also from its intended start), and the phase's steady-state throughput.</p>\n";
-    out += &table(&operation_rows(report));
+    let operations = operation_rows(report);
+    let _ = writeln!(
+        out,
+        "<h3>Operations</h3>\n<p>Each case, phase and operation: successful operations, failures, latency from each operation's start (open loop: also from its intended start), and the phase's steady-state throughput.{}</p>",
+        too_few_samples_note(&operations)
+    );
+    out += &table(&operations);
     let cases = super::table::case_rows(report);
     if cases.len() > 1 {
         out += "<h3>Cases</h3>\n<p>Put phase time (its operations' time, with stowbench's own work taken out: not wall time); growth (mean latency of the last 10 % of puts over the first 10 %); time sessions waited for a single-writer lock (all threads); disk space allocated and stored; share of worker time in stowbench's own work (making and checking payloads, bookkeeping between operations; kept out of every number).</p>\n";
@@ -323,9 +329,17 @@ fn tables_section(report: &RunReport) -> String {
         }
     }
     if !report.fio_cases.is_empty() {
-        let _ = writeln!(out, "<h3>fio cases</h3>\n<p>{}; latencies read / write for mixed patterns.</p>", escape(&report.fio_cases[0].fio_version));
-        let header = crate::fio::series::TABLE_HEADER.map(String::from).to_vec();
-        out += &table(&std::iter::once(header).chain(report.fio_cases.iter().map(crate::fio::series::table_row)).collect::<Vec<_>>());
+        use crate::fio::series;
+        let header = series::TABLE_HEADER.map(String::from).to_vec();
+        let rows: Vec<Vec<String>> = std::iter::once(header).chain(report.fio_cases.iter().map(series::table_row)).collect();
+        let few = if rows.iter().flatten().any(|cell| cell.contains(series::TOO_FEW_IOS)) { format!(" {}.", series::TOO_FEW_IOS_NOTE) } else { String::new() };
+        let _ = writeln!(
+            out,
+            "<h3>fio cases</h3>\n<p>{}; latencies read / write for mixed patterns.{}</p>",
+            escape(&report.fio_cases[0].fio_version),
+            escape(&few)
+        );
+        out += &table(&rows);
     }
     if !report.fio_failures.is_empty() {
         out += "<h3>Failed fio cases</h3>\n";
@@ -333,6 +347,28 @@ fn tables_section(report: &RunReport) -> String {
         out += &table_of(&std::iter::once(vec!["case".to_string(), "why".into()]).chain(rows).collect::<Vec<_>>(), "wrap");
     }
     out
+}
+
+/// A percentile cell whose samples are too few for it.
+const TOO_FEW_SAMPLES: &str = "—";
+
+/// The `percentile` (99.9 for p99.9) of `l`, whose value is `ns`, or `TOO_FEW_SAMPLES`.
+fn percentile_cell(l: &LatencySummary, percentile: f64, ns: u64) -> String {
+    if supports_percentile(l.samples, percentile) {
+        format_nanos(ns)
+    } else {
+        TOO_FEW_SAMPLES.into()
+    }
+}
+
+/// What `TOO_FEW_SAMPLES` means, for the paragraph over a table that has one; said once per
+/// table, and only where a percentile was left out.
+fn too_few_samples_note(rows: &[Vec<String>]) -> String {
+    if rows.iter().flatten().any(|cell| cell == TOO_FEW_SAMPLES) {
+        format!(" {TOO_FEW_SAMPLES}: too few samples for that percentile (p50: 2, p99: 100, p99.9: 1000); from fewer it would be the largest sample again, which the max column gives.")
+    } else {
+        String::new()
+    }
 }
 
 fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
@@ -366,11 +402,11 @@ fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
                     r.errors.values().sum::<u64>().to_string(),
                     r.misses.to_string(),
                     format_nanos(l.mean_ns as u64),
-                    format_nanos(l.p50_ns),
-                    format_nanos(l.p99_ns),
-                    format_nanos(l.p999_ns),
+                    percentile_cell(l, 50.0, l.p50_ns),
+                    percentile_cell(l, 99.0, l.p99_ns),
+                    percentile_cell(l, 99.9, l.p999_ns),
                     format_nanos(l.max_ns),
-                    r.response_latency.as_ref().map(|rl| format_nanos(rl.p99_ns)).unwrap_or_else(|| "-".into()),
+                    r.response_latency.as_ref().map(|rl| percentile_cell(rl, 99.0, rl.p99_ns)).unwrap_or_else(|| "-".into()),
                     format!("{} ({} op/s{whole})", format_rate_bytes(bytes_per_s), three_digits(ops_per_s)),
                 ]);
             }

@@ -681,6 +681,21 @@ pub struct HeadlineFigure {
 /// "max".
 pub const FEW_SAMPLES_FOR_P99: u64 = 100;
 
+/// The fewest latency samples that give a percentile (99.9 for p99.9) other than the largest
+/// sample: the q-quantile of n samples is the ⌈q·n⌉-th smallest, which is the largest until n
+/// reaches 1 / (1 − q): 2 for p50, 10 for p90, 100 for p99, 1000 for p99.9. From fewer, the
+/// table, the page and the charts show no such percentile, as it would only repeat the max.
+pub fn samples_for_percentile(percentile: f64) -> u64 {
+    // Rounded: 100 / (100 − 99.9) is 1000.0000000000009 in floating point.
+    (100.0 / (100.0 - percentile)).round() as u64
+}
+
+/// Whether `samples` latency samples give a `percentile` (99.9 for p99.9) other than their
+/// largest (`samples_for_percentile`).
+pub fn supports_percentile(samples: u64, percentile: f64) -> bool {
+    samples >= samples_for_percentile(percentile)
+}
+
 /// For `skip_serializing_if`: a count or duration of zero is left out of the JSON.
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
@@ -963,5 +978,12 @@ mod tests {
         assert_eq!((v.mismatches, v.mismatched.len(), v.mismatched_cut), (150, MISMATCHES_LISTED, true));
         assert_eq!(v.first_mismatch.as_ref().map(|m| m.offset_bytes), Some(0));
         assert_eq!(v.mismatched.last().map(|m| m.offset_bytes), Some(99), "in the order found");
+    }
+
+    #[test]
+    fn a_percentile_needs_enough_samples_not_to_be_the_max() {
+        let needed: Vec<u64> = [50.0, 90.0, 99.0, 99.9, 99.99].map(samples_for_percentile).to_vec();
+        assert_eq!(needed, [2, 10, FEW_SAMPLES_FOR_P99, 1000, 10_000]);
+        assert!(!supports_percentile(999, 99.9) && supports_percentile(1000, 99.9) && supports_percentile(100, 99.0));
     }
 }

@@ -47,7 +47,8 @@ pub struct Axis {
     pub categories: Vec<String>,
 }
 
-/// One point of a line, with an optional interval drawn as an error bar.
+/// One point of a line, with an optional interval drawn as an error bar; a `y` that is not finite
+/// (NaN) is a gap, where the line breaks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
     /// Position on the x axis, in the axis' unit.
@@ -437,17 +438,17 @@ fn lines(chart: &Chart) -> String {
     let _ = writeln!(out, "<rect x=\"{left}\" y=\"{TOP}\" width=\"{}\" height=\"{PLOT_HEIGHT}\" fill=\"none\" stroke=\"#888\"/>", WIDTH - 20.0 - left);
     for (i, series) in chart.series.iter().enumerate() {
         let Look { colour, dash, marker: shape } = look(chart, i);
-        let path: Vec<String> = series.points.iter().map(|p| format!("{:.1},{:.1}", x_map.px(p.x), y_map.px(p.y))).collect();
-        let _ = writeln!(
-            out,
-            "<g class=\"series\">\n<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>",
-            path.join(" "),
-            colour,
-            dash
-        );
+        out += "<g class=\"series\">\n";
+        // A point without a value (y not finite) is a gap: the line stops there and goes on
+        // after it, and draws nothing a reader could take for a value in between.
+        for run in series.points.split(|p| !p.y.is_finite()).filter(|run| !run.is_empty()) {
+            let path: Vec<String> = run.iter().map(|p| format!("{:.1},{:.1}", x_map.px(p.x), y_map.px(p.y))).collect();
+            let _ =
+                writeln!(out, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>", path.join(" "), colour, dash);
+        }
         // Dense lines get small markers, which would otherwise hide the line itself.
         let radius = if series.points.len() > 40 { 1.5 } else { 3.0 };
-        for p in &series.points {
+        for p in series.points.iter().filter(|p| p.y.is_finite()) {
             let (x, y) = (x_map.px(p.x), y_map.px(p.y));
             if let Some((low, high)) = p.interval {
                 let (top, foot) = (y_map.px(high), y_map.px(low));

@@ -357,7 +357,11 @@ fn fio_section(report: &RunReport, out: &mut String) {
     let how = if report.fio_cases.is_empty() { String::new() } else { format!("; ioengine {engines}, {modes}") };
     let _ = writeln!(out, "\nfio cases ({}{how}{order}):", report.fio_cases.first().map(|c| c.fio_version.as_str()).unwrap_or("fio"));
     if !report.fio_cases.is_empty() {
-        let _ = writeln!(out, "{}", series::render_table(&report.fio_cases));
+        let table = series::render_table(&report.fio_cases);
+        let _ = writeln!(out, "{table}");
+        if table.contains(series::TOO_FEW_IOS) {
+            let _ = writeln!(out, "  {}\n", series::TOO_FEW_IOS_NOTE);
+        }
         let threads = series::chart_threads(&report.fio_cases, report.environment.cpu_count);
         let _ = writeln!(out, "{}", series::render_charts(&series::iops_vs_iodepth(&report.fio_cases, threads)));
     }

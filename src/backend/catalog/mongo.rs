@@ -6,13 +6,15 @@
 //! the two leaves an unfinished `files` document, which the next attempt completes.
 
 use super::{Catalog, CatalogCounts, Content, Registration, StoredFile};
+use crate::backend::abandon::{Abandonable, Abandoned};
 use crate::backend::sockets::CutHandle;
 use crate::backend::{BResult, BackendError};
 use mongodb::action::Action;
 use mongodb::bson::{doc, Document};
 use mongodb::options::WriteConcern;
-use mongodb::sync::{Collection, Database};
+use mongodb::{Collection, Database};
 use std::collections::HashSet;
+use std::future::Future;
 
 /// Maps a driver error to a backend error (kind and scrubbed message), as the backend does.
 pub type ErrorMap = Box<dyn Fn(mongodb::error::Error) -> BackendError + Send>;
@@ -23,7 +25,7 @@ pub struct MongoCatalog {
     names: Collection<Document>,
     error: ErrorMap,
     write_concern: Option<WriteConcern>,
-    cut: CutHandle,
+    driver: Abandonable,
 }
 
 /// The catalog's two collection names for the GridFS bucket `bucket`.
@@ -45,13 +47,13 @@ fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
 
 impl MongoCatalog {
     /// A catalog in `db` beside the bucket `bucket`; `write_concern` as the bucket's writes have it.
-    pub fn new(db: &Database, bucket: &str, write_concern: Option<WriteConcern>, error: ErrorMap, cut: CutHandle) -> MongoCatalog {
+    pub fn new(db: &Database, bucket: &str, write_concern: Option<WriteConcern>, error: ErrorMap, driver: Abandonable) -> MongoCatalog {
         let (files, names) = collection_names(bucket);
-        MongoCatalog { files: db.collection(&files), names: db.collection(&names), error, write_concern, cut }
+        MongoCatalog { files: db.collection(&files), names: db.collection(&names), error, write_concern, driver }
     }
 
     /// Drops the catalog's collections (the backend's cleanup); absent ones are fine.
-    pub fn drop_collections(db: &Database, bucket: &str) -> Result<(), mongodb::error::Error> {
+    pub fn drop_collections(db: &mongodb::sync::Database, bucket: &str) -> Result<(), mongodb::error::Error> {
         let (files, names) = collection_names(bucket);
         for name in [files, names] {
             db.collection::<Document>(&name).drop().run()?;
@@ -59,9 +61,26 @@ impl MongoCatalog {
         Ok(())
     }
 
-    fn find_stored(&self, hash: &str) -> BResult<Option<bool>> {
-        let found = self.files.find_one(doc! { "_id": hash }).run().map_err(&self.error)?;
+    /// Runs one catalog operation on this thread, unless the watchdog abandons it.
+    fn run<T>(&self, operation: impl Future<Output = BResult<T>>) -> BResult<T> {
+        self.driver.run(operation).unwrap_or_else(|Abandoned| Err(Abandoned::error("gridfs catalog")))
+    }
+
+    async fn find_stored(&self, hash: &str) -> BResult<Option<bool>> {
+        let found = self.files.find_one(doc! { "_id": hash }).await.map_err(&self.error)?;
         Ok(found.map(|d| d.get_bool("stored").unwrap_or(false)))
+    }
+
+    /// The documents of `collection` matching `filter`, by `_id`.
+    fn all(&self, collection: &Collection<Document>, filter: Document) -> BResult<Vec<Document>> {
+        self.run(async {
+            let mut cursor = collection.find(filter).sort(doc! { "_id": 1 }).await.map_err(&self.error)?;
+            let mut out = Vec::new();
+            while cursor.advance().await.map_err(&self.error)? {
+                out.push(cursor.deserialize_current().map_err(&self.error)?);
+            }
+            Ok(out)
+        })
     }
 
     fn stored_file(d: &Document) -> Option<StoredFile> {
@@ -80,62 +99,61 @@ impl Catalog for MongoCatalog {
     }
 
     fn register(&mut self, name: &str, content: &Content) -> BResult<Registration> {
-        let mut found = self.find_stored(content.hash)?;
-        if found.is_none() {
-            let row = doc! { "_id": content.hash, "object_key": content.object_key, "size_bytes": content.size_bytes as i64, "stored": false };
-            match self.files.insert_one(row).optional(self.write_concern.clone(), |a, wc| a.write_concern(wc)).run() {
-                Ok(_) => {}
-                // Another worker registered the same content since the lookup.
-                Err(e) if is_duplicate_key(&e) => found = self.find_stored(content.hash)?,
-                Err(e) => return Err((self.error)(e)),
+        self.run(async {
+            let mut found = self.find_stored(content.hash).await?;
+            if found.is_none() {
+                let row = doc! { "_id": content.hash, "object_key": content.object_key, "size_bytes": content.size_bytes as i64, "stored": false };
+                match self.files.insert_one(row).optional(self.write_concern.clone(), |a, wc| a.write_concern(wc)).await {
+                    Ok(_) => {}
+                    // Another worker registered the same content since the lookup.
+                    Err(e) if is_duplicate_key(&e) => found = self.find_stored(content.hash).await?,
+                    Err(e) => return Err((self.error)(e)),
+                }
             }
-        }
-        self.names
-            .update_one(doc! { "_id": name }, doc! { "$set": { "hash": content.hash } })
-            .upsert(true)
-            .optional(self.write_concern.clone(), |a, wc| a.write_concern(wc))
-            .run()
-            .map_err(&self.error)?;
-        Ok(Registration::from_lookup(found))
+            self.names
+                .update_one(doc! { "_id": name }, doc! { "$set": { "hash": content.hash } })
+                .upsert(true)
+                .optional(self.write_concern.clone(), |a, wc| a.write_concern(wc))
+                .await
+                .map_err(&self.error)?;
+            Ok(Registration::from_lookup(found))
+        })
     }
 
     fn mark_stored(&mut self, hash: &str) -> BResult<()> {
-        self.files
-            .update_one(doc! { "_id": hash }, doc! { "$set": { "stored": true } })
-            .optional(self.write_concern.clone(), |a, wc| a.write_concern(wc))
-            .run()
-            .map_err(&self.error)?;
-        Ok(())
+        self.run(async {
+            self.files
+                .update_one(doc! { "_id": hash }, doc! { "$set": { "stored": true } })
+                .optional(self.write_concern.clone(), |a, wc| a.write_concern(wc))
+                .await
+                .map_err(&self.error)?;
+            Ok(())
+        })
     }
 
     fn resolve(&mut self, name: &str) -> BResult<Option<StoredFile>> {
-        let Some(entry) = self.names.find_one(doc! { "_id": name }).run().map_err(&self.error)? else { return Ok(None) };
-        let Ok(hash) = entry.get_str("hash") else { return Ok(None) };
-        let file = self.files.find_one(doc! { "_id": hash, "stored": true }).run().map_err(&self.error)?;
-        Ok(file.as_ref().and_then(Self::stored_file))
+        self.run(async {
+            let Some(entry) = self.names.find_one(doc! { "_id": name }).await.map_err(&self.error)? else { return Ok(None) };
+            let Ok(hash) = entry.get_str("hash") else { return Ok(None) };
+            let file = self.files.find_one(doc! { "_id": hash, "stored": true }).await.map_err(&self.error)?;
+            Ok(file.as_ref().and_then(Self::stored_file))
+        })
     }
 
     fn stored_files(&mut self) -> BResult<Vec<StoredFile>> {
-        let cursor = self.files.find(doc! { "stored": true }).sort(doc! { "_id": 1 }).run().map_err(&self.error)?;
-        let mut out = Vec::new();
-        for d in cursor {
-            let d = d.map_err(&self.error)?;
-            out.extend(Self::stored_file(&d));
-        }
-        Ok(out)
+        let stored = self.all(&self.files, doc! { "stored": true })?;
+        Ok(stored.iter().filter_map(Self::stored_file).collect())
     }
 
     fn counts(&mut self) -> BResult<CatalogCounts> {
         let mut hashes = HashSet::new();
         let mut unfinished = 0;
-        for d in self.files.find(doc! {}).run().map_err(&self.error)? {
-            let d = d.map_err(&self.error)?;
+        for d in self.all(&self.files, doc! {})? {
             unfinished += !d.get_bool("stored").unwrap_or(false) as u64;
             hashes.insert(d.get_str("_id").unwrap_or_default().to_string());
         }
         let (mut names, mut dangling_names) = (0, 0);
-        for d in self.names.find(doc! {}).run().map_err(&self.error)? {
-            let d = d.map_err(&self.error)?;
+        for d in self.all(&self.names, doc! {})? {
             names += 1;
             dangling_names += !hashes.contains(d.get_str("hash").unwrap_or_default()) as u64;
         }
@@ -148,7 +166,7 @@ impl Catalog for MongoCatalog {
     }
 
     fn cut_handle(&self) -> Option<CutHandle> {
-        Some(self.cut.clone())
+        Some(self.driver.cut_handle())
     }
 
     fn describe(&self) -> String {

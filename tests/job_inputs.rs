@@ -378,7 +378,8 @@ fn mistakes_in(text: &str) -> String {
 /// A case id named 1 TiB "1024GiB": the labels stopped at GiB.
 #[test]
 fn a_case_id_names_a_terabyte_size_in_tib() {
-    let plan = job::load_text(&job_with("sizes = [\"1TiB\", \"1PiB\", \"1536GiB\", \"2TB\", \"64MB\"]\nobjects = 1\nphases = [\"put\"]\n"), "job.toml").unwrap();
+    let plan =
+        job::load_text(&job_with("sizes = [\"1TiB\", \"1PiB\", \"1536GiB\", \"2TB\", \"64MB\"]\nobjects = 1\nphases = [\"put\"]\n"), "job.toml").unwrap();
     let ids: Vec<&str> = plan.cases.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["fs/w/1TiB/t1/r1", "fs/w/1PiB/t1/r1", "fs/w/1536GiB/t1/r1", "fs/w/2TB/t1/r1", "fs/w/64MB/t1/r1"]);
 }
@@ -436,10 +437,18 @@ fn unknown_keys_get_a_suggestion_in_every_kind_of_table() {
     assert_eq!(said, "job.toml:8:1: field \"phases\": a table is the wrong type here; write a string. Did you mean [[workload.phase]]?\n1 mistake in job.toml");
     let said = mistakes_in("version = 1\n[[target]]\nbacknd = \"fs\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n");
     assert_eq!(said, "job.toml:3:1: unknown key \"backnd\". Did you mean \"backend\"? This table needs backend = ...\n1 mistake in job.toml");
-    let said = mistakes_in("version = 1\n[[target]]\nbackend = \"fs\"\nnmae = \"files\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n");
-    assert!(said.starts_with("job.toml:4:1: target \"fs\": unknown key \"nmae\". Did you mean \"name\"? A target's own keys are name, backend, retries"), "{said}");
+    let said = mistakes_in(
+        "version = 1\n[[target]]\nbackend = \"fs\"\nnmae = \"files\"\n[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 5\nphases = [\"put\"]\n",
+    );
+    assert!(
+        said.starts_with("job.toml:4:1: target \"fs\": unknown key \"nmae\". Did you mean \"name\"? A target's own keys are name, backend, retries"),
+        "{said}"
+    );
     // A backend's own options are checked by the backend, against its declared list.
-    let (plan, mistakes) = job::check_text("version = 1\n[[target]]\nbackend = \"fs\"\nfsync_directory = true\n[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 1\nphases = [\"put\"]\n", "job.toml");
+    let (plan, mistakes) = job::check_text(
+        "version = 1\n[[target]]\nbackend = \"fs\"\nfsync_directory = true\n[[workload]]\nname = \"w\"\nsizes = [1]\nobjects = 1\nphases = [\"put\"]\n",
+        "job.toml",
+    );
     assert!(mistakes.is_empty(), "{mistakes:?}");
     let fs = stowbench::backend::find("fs").unwrap();
     let said = plan.unwrap().targets[0].options.check_known("fs", fs.options).unwrap_err();
@@ -454,4 +463,23 @@ fn op_timeout_on_a_local_backend_is_refused_at_its_own_line() {
     let said = stowbench::runner::contract::check(&plan, 0, &local).unwrap_err();
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].starts_with("job.toml:9:1: target \"fs\" (backend fs) cannot honour op_timeout"), "{said:?}");
+}
+
+/// A dataset far outside the default object counts was clamped without a word (5 bytes ran 16
+/// objects of 4 KiB, 99999 TiB ran 100000); bounds the job writes still hold the count.
+#[test]
+fn a_dataset_outside_the_default_object_counts_is_refused_with_the_range() {
+    let dataset = |lines: &str| job_with(&format!("sizes = [\"4KiB\"]\nphases = [\"put\"]\n{lines}"));
+    for (lines, held) in [("dataset = 5\n", "5B holds 0 objects of 4KiB"), ("dataset = \"99999TiB\"\n", "99999TiB holds 26843277164544 objects of 4KiB")] {
+        let said = mistakes_in(&dataset(lines));
+        let range = "outside the 16 to 100000 a case holds unless min_objects and max_objects say otherwise; give a dataset from 64KiB to 409.6MB";
+        assert!(said.starts_with(&format!("job.toml:8:1: workload \"w\", field \"dataset\": {held}, {range}")), "{lines}: {said}");
+    }
+    // Bounds the job writes are asked-for clamps, as the quick recipe's "10 to 300 objects".
+    let objects = |lines: &str| job::load_text(&dataset(lines), "job.toml").map(|p| p.cases[0].objects);
+    assert_eq!(objects("dataset = \"99999TiB\"\nmax_objects = 300\n"), Ok(300));
+    assert_eq!(objects("dataset = 5\nmin_objects = 10\n"), Ok(10));
+    assert_eq!(objects("dataset = \"64MiB\"\n"), Ok(16384));
+    let said = mistakes_in(&dataset("dataset = \"1MiB\"\nmax_objects = 0\n"));
+    assert!(said.contains("field \"max_objects\": 0 is out of range; use 1 to 100000000"), "{said}");
 }

@@ -11,6 +11,7 @@ use super::plan::*;
 use super::spec::{line_col, JobSpec, Parsed, PhaseSpec, WorkloadSpec, JOB_VERSION};
 use super::Mistake;
 use crate::backend::options::Options;
+use crate::units::ByteSize;
 use crate::workload::keys::KeyOrder;
 use crate::workload::op::Op;
 use crate::workload::size::SizeSpec;
@@ -544,9 +545,7 @@ fn phase_operations(p: &PhaseSpec, default_order: KeyOrder) -> Result<Vec<(Op, u
     let mut mix = Vec::new();
     match (p.mix.is_empty(), p.sequence.is_empty()) {
         (false, false) => return Err(("mix", "use either mix = {...} or sequence = [...] in a phase, not both".into())),
-        (true, true) => {
-            return Err(("mix", "a phase needs mix = { get = 90, put = 10 } (drawn at random) or sequence = [\"put\", \"get\"] (in order)".into()))
-        }
+        (true, true) => return Err(("mix", "a phase needs mix = { get = 90, put = 10 } (drawn at random) or sequence = [\"put\", \"get\"] (in order)".into())),
         (false, true) => {
             for (name, weight) in &p.mix {
                 let op = simple_phase(name, default_order).map_err(|m| ("mix", m))?.mix[0].0;
@@ -615,7 +614,9 @@ fn phase_split(p: &PhaseSpec) -> Result<bool, FieldMistake> {
                 .into(),
         )),
         Some("even") => Ok(true),
-        Some(other) => Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)"))),
+        Some(other) => {
+            Err(("split", format!("split = \"{other}\" is not known; use \"shared\" (one counter, the default) or \"even\" (count ÷ threads each)")))
+        }
     }
 }
 
@@ -624,10 +625,9 @@ fn phase_rate(p: &PhaseSpec, sequence: bool) -> Result<Option<Rate>, FieldMistak
     match (&p.rate, p.arrivals.as_deref()) {
         (None, None) => Ok(None),
         (None, Some(_)) => Err(("arrivals", "arrivals needs a rate, e.g. rate = \"500/s\" with arrivals = \"poisson\"".into())),
-        (Some(_), _) if sequence => Err((
-            "rate",
-            "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into(),
-        )),
+        (Some(_), _) if sequence => {
+            Err(("rate", "rate schedules single operations; a sequence phase runs its operations back to back (closed-loop): remove rate, or use mix".into()))
+        }
         (Some(text), arrivals) => {
             let arrivals = match arrivals.unwrap_or("uniform") {
                 "uniform" => Arrivals::Uniform,
@@ -712,27 +712,54 @@ fn sizes_of(w: &WorkloadSpec, report: &mut Report) -> Vec<SizeSpec> {
 }
 
 /// Distinct keys of a case of objects of `size`; the error names the field at fault.
-fn objects_for(w: &WorkloadSpec, size: &SizeSpec) -> Result<u64, (&'static str, String)> {
-    let objects = match (w.objects, w.dataset) {
-        (Some(_), Some(_)) => return Err(("objects", "use either objects or dataset, not both".into())),
-        (Some(n), None) => n,
-        (None, Some(dataset)) if dataset.0 == 0 => {
-            return Err(("dataset", "0 bytes hold no objects; give the data a case should hold, e.g. dataset = \"64MiB\"".into()))
-        }
-        (None, Some(dataset)) => {
-            let lo = w.min_objects.unwrap_or(16);
-            let hi = w.max_objects.unwrap_or(100_000);
-            if lo > hi {
-                return Err(("min_objects", format!("min_objects {lo} is above max_objects {hi}")));
-            }
-            (dataset.0 / size.mean_bytes().max(1)).clamp(lo, hi)
-        }
-        (None, None) => return Err(("objects", "say how many objects: objects = 1000, or dataset = \"64MiB\"".into())),
-    };
-    if objects == 0 || objects > MAX_OBJECTS {
-        return Err(("objects", format!("{objects} is out of range; use 1 to {MAX_OBJECTS}")));
+fn objects_for(w: &WorkloadSpec, size: &SizeSpec) -> Result<u64, FieldMistake> {
+    match (w.objects, w.dataset) {
+        (Some(_), Some(_)) => Err(("objects", "use either objects or dataset, not both".into())),
+        (Some(n), None) if n == 0 || n > MAX_OBJECTS => Err(("objects", format!("{n} is out of range; use 1 to {MAX_OBJECTS}"))),
+        (Some(n), None) => Ok(n),
+        (None, Some(dataset)) => objects_in_dataset(w, dataset, size),
+        (None, None) => Err(("objects", "say how many objects: objects = 1000, or dataset = \"64MiB\"".into())),
     }
-    Ok(objects)
+}
+
+/// The fewest objects of a size a `dataset` case holds when the workload sets no min_objects.
+const DEFAULT_MIN_OBJECTS: u64 = 16;
+/// The most objects of a size a `dataset` case holds when the workload sets no max_objects.
+const DEFAULT_MAX_OBJECTS: u64 = 100_000;
+
+/// The objects of `size` that `dataset` holds. A count outside min_objects..max_objects is held
+/// to the bound when the workload writes that bound (what the quick recipe does: "40 MiB where 10
+/// to 300 objects allow"), and refused with the range when the bound is only the default: nothing
+/// in the file then asked for a count other than the dataset's (5 bytes made 16 objects of 4 KiB,
+/// 99999 TiB 100000).
+fn objects_in_dataset(w: &WorkloadSpec, dataset: ByteSize, size: &SizeSpec) -> Result<u64, FieldMistake> {
+    if dataset.0 == 0 {
+        return Err(("dataset", "0 bytes hold no objects; give the data a case should hold, e.g. dataset = \"64MiB\"".into()));
+    }
+    for (field, bound) in [("min_objects", w.min_objects), ("max_objects", w.max_objects)] {
+        if let Some(n) = bound.filter(|n| *n == 0 || *n > MAX_OBJECTS) {
+            return Err((field, format!("{n} is out of range; use 1 to {MAX_OBJECTS}")));
+        }
+    }
+    let (lo, hi) = (w.min_objects.unwrap_or(DEFAULT_MIN_OBJECTS), w.max_objects.unwrap_or(DEFAULT_MAX_OBJECTS));
+    if lo > hi {
+        return Err(("min_objects", format!("min_objects {lo} is above max_objects {hi}")));
+    }
+    let mean = size.mean_bytes().max(1);
+    let held = dataset.0 / mean;
+    if (held < lo && w.min_objects.is_none()) || (held > hi && w.max_objects.is_none()) {
+        let (least, most) = (ByteSize(lo.saturating_mul(mean)), ByteSize(hi.saturating_mul(mean)));
+        return Err((
+            "dataset",
+            format!(
+                "{dataset} holds {held} objects of {}, outside the {lo} to {hi} a case holds unless min_objects and max_objects say \
+                 otherwise; give a dataset from {least} to {most}, or set min_objects and max_objects (1 to {MAX_OBJECTS}) to hold \
+                 the count between them",
+                size.label()
+            ),
+        ));
+    }
+    Ok(held.clamp(lo, hi))
 }
 
 #[cfg(test)]
@@ -817,9 +844,10 @@ mod tests {
 
     #[test]
     fn dataset_derives_clamped_object_counts() {
-        let p =
-            plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"16MiB\"]\ndataset = \"64MiB\"\nmax_objects = 1000\nphases = [\"get\"]\n"))
-                .unwrap();
+        let p = plan(&format!(
+            "{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\", \"16MiB\"]\ndataset = \"64MiB\"\nmin_objects = 16\nmax_objects = 1000\nphases = [\"get\"]\n"
+        ))
+        .unwrap();
         assert_eq!(p.cases[0].objects, 1000);
         assert_eq!(p.cases[1].objects, 16);
         assert!(p.workloads[0].preload, "a get-first workload preloads");

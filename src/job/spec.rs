@@ -97,13 +97,16 @@ pub struct WorkloadSpec {
     /// Number of distinct keys.
     #[serde(default)]
     pub objects: Option<u64>,
-    /// Instead of `objects`: bytes of data per case; objects = dataset / size, clamped.
+    /// Instead of `objects`: bytes of data per case; objects = dataset / mean size, held between
+    /// min_objects and max_objects where they are given, refused outside 16 to 100000 where not.
     #[serde(default)]
     pub dataset: Option<ByteSize>,
-    /// Lower clamp for objects derived from `dataset`. Default 16.
+    /// The fewest objects derived from `dataset`: a smaller count is raised to it. Without it,
+    /// a dataset of fewer than 16 objects is refused.
     #[serde(default)]
     pub min_objects: Option<u64>,
-    /// Upper clamp for objects derived from `dataset`. Default 100000.
+    /// The most objects derived from `dataset`: a larger count is cut to it. Without it, a
+    /// dataset of more than 100000 objects is refused.
     #[serde(default)]
     pub max_objects: Option<u64>,
     /// Simple phases by operation name, run in order: e.g. ["put", "get"].
@@ -394,7 +397,11 @@ fn read_table<T: serde::de::DeserializeOwned>(text: &str, span: Span, mut table:
 
 /// The key of `table` that is a misspelling of `missing`, and where it starts.
 fn misspelling_of(table: &toml::de::DeTable<'_>, missing: &str) -> Option<(String, usize)> {
-    table.iter().map(|(key, _)| key).find(|key| crate::suggest::did_you_mean(key.get_ref(), &[missing]).is_some()).map(|key| (key.get_ref().to_string(), key.span().start))
+    table
+        .iter()
+        .map(|(key, _)| key)
+        .find(|key| crate::suggest::did_you_mean(key.get_ref(), &[missing]).is_some())
+        .map(|key| (key.get_ref().to_string(), key.span().start))
 }
 
 /// The key an "unknown field `x`" message suggests, if any: the key the writer meant.

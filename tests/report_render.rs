@@ -477,6 +477,47 @@ fn a_phase_before_command_is_named_among_the_conditions() {
     assert_eq!(String::from_utf8(echoed.stdout).unwrap(), words.iter().map(|w| format!("{w}\n")).collect::<String>());
 }
 
+/// The misses' latency (`ops.<op>.miss_latency`) was in report.json and the CSV only. Under a
+/// block whose phase missed, the table lists each size's misses and their latency; the cells
+/// themselves keep their width. The page lists them in a table of their own.
+#[test]
+fn a_phase_with_misses_shows_their_latency_under_its_block_and_on_the_page() {
+    use stowbench::report::model::LatencySummary;
+    let mut report = load("objects-a");
+    let table = render_report("table", &report);
+    assert!(!table.contains("misses (operations that found no object"), "no misses, no lines for them: {table}");
+    for case in report.cases.iter_mut().filter(|c| c.case_id.starts_with("fs/small/4KiB/")) {
+        let op = case.phases.iter_mut().find(|p| p.phase == "get").unwrap().ops.get_mut("get").unwrap();
+        op.misses = 150;
+        let latency =
+            LatencySummary { samples: 150, mean_ns: 800_000.0, min_ns: 500_000, p50_ns: 700_000, p99_ns: 2_000_000, max_ns: 2_500_000, ..Default::default() };
+        op.miss_latency = Some(latency);
+    }
+    report.headlines.clear();
+    let table = render_report("table", &report);
+    let get_block = &table[table.find("\nget · ").unwrap()..];
+    let get_block = &get_block[..1 + get_block[1..].find("\n\n").unwrap()];
+    let lines: Vec<&str> = get_block.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("  misses (operations that found no object")).expect("a misses line under the get block");
+    assert!(lines[at].contains("summed over the repeats, with their own latency (the median of the repeats')"), "{get_block}");
+    assert_eq!(lines[at + 1].split_whitespace().collect::<Vec<_>>(), ["size", "fs"], "only targets that missed: {get_block}");
+    assert!(lines[at + 2].starts_with("  4KiB ") && lines[at + 2].ends_with("get 450 missed: p50 700 µs, p99 2.00 ms"), "{get_block}");
+    assert_eq!(lines.len(), at + 3, "no line for 64KiB, which did not miss: {get_block}");
+    // The block's own rows carry the missed share only, as before.
+    let row = lines.iter().find(|l| l.starts_with("  4KiB ") && l.contains(" op/s ")).unwrap();
+    assert!(row.contains("(88.2% missed)") && !row.contains("p50"), "{row}");
+    assert!(!table[..table.find("\nget · ").unwrap()].contains("misses (operations"), "the put block has none: {table}");
+
+    let html = render_report("html", &report);
+    let misses = &html[html.find("<h3>Misses</h3>").expect("a Misses table on the page")..];
+    let misses = &misses[..misses.find("</table>").unwrap()];
+    assert_eq!(misses.matches("<tr>").count(), 1 + 3, "a header and the three fs get repeats: {misses}");
+    assert!(misses.contains("<td>fs/small/4KiB/t1/r1</td><td>get</td><td>get</td><td class=\"num\">150</td><td class=\"num\">0</td><td class=\"num\">800 µs</td><td class=\"num\">700 µs</td><td class=\"num\">2.00 ms</td><td class=\"num\">2.50 ms</td>"), "{misses}");
+    assert!(!render_report("html", &load("objects-a")).contains("<h3>Misses</h3>"), "no misses, no table");
+    let csv = parse_csv(&render_report("csv", &report));
+    assert!(csv[0].iter().any(|h| h == "op.miss_latency.p50_ns"), "the CSV has them as columns");
+}
+
 /// A percentile needs samples: p99 100, p99.9 1000; from fewer it is the largest sample again.
 /// The page's operations table showed a p99 and a p99.9 of 20 samples; it shows "—" there and
 /// says why once, above the table.

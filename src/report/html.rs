@@ -293,6 +293,15 @@ fn tables_section(report: &RunReport) -> String {
         too_few_samples_note(&operations)
     );
     out += &table(&operations);
+    let misses = miss_rows(report);
+    if misses.len() > 1 {
+        let _ = writeln!(
+            out,
+            "<h3>Misses</h3>\n<p>Operations that found no object (not errors): how many, of them how many raced a concurrent delete, and their latency from each one's start, kept apart from the successes' above (their time counts in the phase's window like any operation's).{}</p>",
+            too_few_samples_note(&misses)
+        );
+        out += &table(&misses);
+    }
     let cases = super::table::case_rows(report);
     if cases.len() > 1 {
         out += "<h3>Cases</h3>\n<p>Put phase time (its operations' time, with stowbench's own work taken out: not wall time); growth (mean latency of the last 10 % of puts over the first 10 %); time sessions waited for a single-writer lock (all threads); disk space allocated and stored; share of worker time in stowbench's own work (making and checking payloads, bookkeeping between operations; kept out of every number).</p>\n";
@@ -409,6 +418,30 @@ fn operation_rows(report: &RunReport) -> Vec<Vec<String>> {
                     r.response_latency.as_ref().map(|rl| percentile_cell(rl, 99.0, rl.p99_ns)).unwrap_or_else(|| "-".into()),
                     format!("{} ({} op/s{whole})", format_rate_bytes(bytes_per_s), three_digits(ops_per_s)),
                 ]);
+            }
+        }
+    }
+    rows
+}
+
+/// One row per case, phase and operation that missed: the misses and their latency (a report of
+/// an earlier version, which did not record it, says so).
+fn miss_rows(report: &RunReport) -> Vec<Vec<String>> {
+    let mut rows = vec![["case", "phase", "op", "misses", "raced", "mean", "p50", "p99", "max"].map(String::from).to_vec()];
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Ok) {
+        for phase in &case.phases {
+            for (op, r) in phase.ops.iter().filter(|(_, r)| r.misses > 0) {
+                let mut row = vec![case.case_id.clone(), phase.phase.clone(), op.clone(), r.misses.to_string(), r.raced_misses.to_string()];
+                match &r.miss_latency {
+                    Some(l) => row.extend([
+                        format_nanos(l.mean_ns as u64),
+                        percentile_cell(l, 50.0, l.p50_ns),
+                        percentile_cell(l, 99.0, l.p99_ns),
+                        format_nanos(l.max_ns),
+                    ]),
+                    None => row.push("not recorded (a report of an earlier version)".into()),
+                }
+                rows.push(row);
             }
         }
     }

@@ -4,7 +4,10 @@
 //! A pure function of the report: `stowbench report FILE` prints exactly what the run printed.
 
 use super::breakeven::BreakEven;
-use super::model::{CaseResult, CaseStatus, Headline, HeadlineFigure, LatencySummary, OpResult, PhaseResult, RunReport, WritebackSettle, FEW_SAMPLES_FOR_P99};
+use super::model::{
+    supports_percentile, CaseResult, CaseStatus, Headline, HeadlineFigure, LatencySummary, OpResult, PhaseResult, RunReport, WritebackSettle,
+    FEW_SAMPLES_FOR_P99,
+};
 use super::spread::{verdict, Spread, Verdict};
 use crate::units::{format_bytes, format_nanos, format_rate_bytes, three_digits, ByteSize};
 use std::collections::BTreeMap;
@@ -103,6 +106,40 @@ struct Cell {
     measure: Measure,
     /// A test tool's cell (null, sim): shown, but never ranked against a real backend.
     test_tool: bool,
+    /// Per operation that missed: its misses over the repeats and their latency.
+    missed: BTreeMap<String, Missed>,
+}
+
+/// The misses of one operation in a cell, over its repeats: how many, and their latency (kept
+/// apart from the successes', which the cell's p99 is of).
+#[derive(Default)]
+struct Missed {
+    count: u64,
+    /// Each repeat's p50 and p99 of its misses' latency, in nanoseconds.
+    p50_ns: Vec<f64>,
+    p99_ns: Vec<f64>,
+    /// The latency samples of each repeat's misses.
+    samples: Vec<u64>,
+    /// Repeats whose report has no latency of its misses (written before it was recorded).
+    unrecorded: usize,
+}
+
+impl Missed {
+    /// "20 missed: p50 1.00 ms, p99 1.20 ms", with the rules of the cells' p99: "max" where a
+    /// repeat had too few misses for a p99, and no p50 where one had a single miss.
+    fn text(&self) -> String {
+        let mut text = format!("{} missed", self.count);
+        let fewest = self.samples.iter().copied().min().unwrap_or(0);
+        if let (Some(p50), Some(p99)) = (median(&mut self.p50_ns.clone()), median(&mut self.p99_ns.clone())) {
+            let p50 = if supports_percentile(fewest, 50.0) { format!("p50 {}, ", format_nanos(p50 as u64)) } else { String::new() };
+            let few = (fewest < FEW_SAMPLES_FOR_P99).then_some(fewest);
+            let _ = write!(text, ": {p50}{} {}", p99_word(few), format_nanos(p99 as u64));
+        }
+        if self.unrecorded > 0 {
+            text += " (latency not recorded: a report of an earlier version)";
+        }
+        text
+    }
 }
 
 /// What a cell's p99 figure is called: "max" when a repeat had too few samples for a 99th
@@ -128,6 +165,22 @@ impl Cell {
         ops.sort();
         ops.dedup();
         (!ops.is_empty()).then(|| ops.join("/"))
+    }
+
+    /// Adds the misses of one repeat's phase, operation by operation.
+    fn add_misses(&mut self, p: &PhaseResult) {
+        for (op, result) in p.ops.iter().filter(|(_, r)| r.misses > 0) {
+            let missed = self.missed.entry(op.clone()).or_default();
+            missed.count += result.misses;
+            match &result.miss_latency {
+                Some(l) => {
+                    missed.p50_ns.push(l.p50_ns as f64);
+                    missed.p99_ns.push(l.p99_ns as f64);
+                    missed.samples.push(l.samples);
+                }
+                None => missed.unrecorded += 1,
+            }
+        }
     }
 
     /// The share of the repeats' operations that missed, when any did.
@@ -184,17 +237,20 @@ fn groups(report: &RunReport) -> BTreeMap<(usize, GroupKey), Rows> {
             cell.test_tool = case.backend_is_test_tool;
             match (case.status, case.phases.get(i)) {
                 (CaseStatus::Ok, Some(p)) if p.ops.values().all(|op| op.count == 0) => {
+                    cell.add_misses(p);
                     let misses: u64 = p.ops.values().map(|op| op.misses).sum();
                     cell.nothing_done += 1;
                     (cell.misses, cell.attempted) = (cell.misses + misses, cell.attempted + misses);
                 }
                 (CaseStatus::Ok, Some(p)) if p.window_total_ns == 0 => {
+                    cell.add_misses(p);
                     let misses: u64 = p.ops.values().map(|op| op.misses).sum();
                     cell.too_short += 1;
                     cell.misses += misses;
                     cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
                 }
                 (CaseStatus::Ok, Some(p)) => {
+                    cell.add_misses(p);
                     let misses: u64 = p.ops.values().map(|op| op.misses).sum();
                     cell.misses += misses;
                     cell.attempted += misses + p.ops.values().map(|op| op.count).sum::<u64>();
@@ -329,6 +385,7 @@ pub fn render(report: &RunReport) -> String {
             measure_of(rows).said()
         );
         render_group(&targets, rows, &mut out);
+        miss_lines(&targets, rows, &mut out);
         if let Some(ops) = phase.strip_prefix("sequence ") {
             sequence_times(report, (workload, phase, *threads), &ops.split('-').collect::<Vec<_>>(), &targets, &mut out);
         }
@@ -598,6 +655,30 @@ fn render_group(targets: &[String], rows: &Rows, out: &mut String) {
             };
         }
         line.push(winner);
+        lines.push(line);
+    }
+    write_columns(&lines, out);
+}
+
+/// Under a block whose phase missed: the misses' latency, which the cells' p99 leaves out (it is
+/// the successes'), one row per size with misses and one column per target, so that no cell of
+/// the block itself grows for it.
+fn miss_lines(targets: &[String], rows: &Rows, out: &mut String) {
+    let missing = |cells: &BTreeMap<String, Cell>| cells.values().any(|c| !c.missed.is_empty());
+    let present: Vec<&String> = targets.iter().filter(|t| rows.values().any(|cells| cells.get(*t).is_some_and(|c| !c.missed.is_empty()))).collect();
+    if present.is_empty() {
+        return;
+    }
+    let repeats = rows.values().flat_map(BTreeMap::values).flat_map(|c| c.missed.values()).map(|m| m.samples.len() + m.unrecorded).max().unwrap_or(0);
+    let of_repeats = if repeats > 1 { ", summed over the repeats, with their own latency (the median of the repeats')" } else { ", with their own latency" };
+    let _ = writeln!(out, "  misses (operations that found no object: not errors, and not in the latency above){of_repeats}:");
+    let mut lines: Vec<Vec<String>> = vec![std::iter::once("size".to_string()).chain(present.iter().map(|t| t.to_string())).collect()];
+    for ((_, label), cells) in rows.iter().filter(|(_, cells)| missing(cells)) {
+        let mut line = vec![label.clone()];
+        for target in &present {
+            let missed = cells.get(*target).map(|c| c.missed.iter().map(|(op, m)| format!("{op} {}", m.text())).collect::<Vec<_>>().join("; "));
+            line.push(missed.filter(|t| !t.is_empty()).unwrap_or_else(|| "-".into()));
+        }
         lines.push(line);
     }
     write_columns(&lines, out);

@@ -81,7 +81,8 @@ pub struct FioArgs {
     /// (what `sync` between fio runs does): a buffered case may then pay for the one before.
     #[arg(long)]
     pub no_settle_writeback: bool,
-    /// Runs of every combination; charts show the mean and the range.
+    /// Runs of every combination; a chart point is their mean, with their range [min–max] in the
+    /// terminal and the 95 % confidence interval of the mean (error bars) on the page.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Extra raw fio option key=value (repeatable), checked by fio --parse-only.

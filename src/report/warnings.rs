@@ -35,6 +35,8 @@ pub enum WarningKind {
     ReadRecentShort,
     /// Throughput varies a lot across repeats.
     HighSpread,
+    /// fio cases measured for too short a time to give a stable rate.
+    ShortRuntime,
     /// A winner's margin lies inside the spread of the repeats (the table says "tie").
     MarginInsideSpread,
     /// Much of the workers' time went to stowbench's own work (payloads, checks, bookkeeping).
@@ -134,6 +136,8 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(fio_not_at_rest(report));
     warnings.extend(read_recent_short(report));
     warnings.extend(high_spread(report));
+    warnings.extend(fio_high_spread(report));
+    warnings.extend(fio_short_runtime(report));
     warnings.extend(margins_inside_spread(&report.headlines));
     warnings.extend(client_limits(report));
     warnings.extend(serialized_writes(report));
@@ -323,6 +327,50 @@ fn high_spread(report: &RunReport) -> Vec<Warning> {
             )
         })
         .collect()
+}
+
+/// fio's repeats of one combination whose IOPS vary by more than `HIGH_CV`, one warning each
+/// (worded as the object cases' are, so the table folds them alike).
+fn fio_high_spread(report: &RunReport) -> Vec<Warning> {
+    let mut repeats: BTreeMap<&str, (Vec<f64>, Vec<String>)> = BTreeMap::new();
+    for c in &report.fio_cases {
+        let base = c.case_id.rsplit_once('/').map_or(c.case_id.as_str(), |(base, _)| base);
+        let entry = repeats.entry(base).or_default();
+        entry.0.push(c.iops);
+        entry.1.push(c.case_id.clone());
+    }
+    repeats
+        .into_iter()
+        .filter_map(|(case, (iops, case_ids))| {
+            let cv = coefficient_of_variation(&iops).filter(|cv| *cv > HIGH_CV)?;
+            let message = format!("{case}: IOPS varies by {:.0}% (CV) across {} repeats", cv * 100.0, iops.len());
+            Some(Warning::new(WarningKind::HighSpread, message, "Close other programs, give each case a longer runtime, or add repeats").cases(case_ids))
+        })
+        .collect()
+}
+
+/// Below this a fio case's measured time is mostly its start: the first I/Os' cache misses and
+/// queue filling, and the scheduling of fio's threads. (A recipe's `--scale` shortens runtime.)
+const FIO_SHORT_RUNTIME_NS: u64 = 1_000_000_000;
+
+fn fio_short_runtime(report: &RunReport) -> Option<Warning> {
+    let short: Vec<&crate::fio::FioCaseResult> = report.fio_cases.iter().filter(|c| c.runtime_requested_ns < FIO_SHORT_RUNTIME_NS).collect();
+    let first = short.first()?;
+    Some(
+        Warning::new(
+            WarningKind::ShortRuntime,
+            format!(
+                "{} fio case(s) measured for less than {} (e.g. {}: runtime = {}): so short a run is mostly its start (cache misses, \
+                 queues filling), and its repeats vary widely",
+                short.len(),
+                crate::units::Nanos(FIO_SHORT_RUNTIME_NS),
+                first.case_id,
+                crate::units::Nanos(first.runtime_requested_ns)
+            ),
+            "Give runtime = \"1s\" or more in the [[fio]] table (or a recipe a --scale that keeps it so)",
+        )
+        .cases(short.iter().map(|c| c.case_id.clone()).collect()),
+    )
 }
 
 /// The lines a person reads: the warnings in order, except that more than `SPREAD_LISTED`
@@ -663,9 +711,15 @@ fn conditions(report: &RunReport) -> Vec<Warning> {
         }
     }
     // Where the data lived: each case's own filesystem (a target's path may put it on another
-    // one than the work directory's), or the work directory's when no case says (fio alone).
+    // one than the work directory's), or the work directory's when no case says. Not for fio's
+    // cases: fio lays its files out before it starts timing, and its target may be a filesystem
+    // of its own, so a run of fio alone has nothing this warning is about.
     let case_filesystems: Vec<&FilesystemInfo> = report.cases.iter().filter_map(|c| c.filesystem.as_ref()).collect();
-    let data_filesystems = if case_filesystems.is_empty() { report.environment.work_dir_filesystem.iter().collect() } else { case_filesystems };
+    let data_filesystems = match (case_filesystems.is_empty(), report.cases.is_empty()) {
+        (false, _) => case_filesystems,
+        (true, false) => report.environment.work_dir_filesystem.iter().collect(),
+        (true, true) => Vec::new(),
+    };
     if data_filesystems.iter().any(|f| f.journal == Some(false)) {
         out.push(Warning::new(
             WarningKind::Ext4NoJournal,
@@ -686,6 +740,43 @@ pub fn from_v1(lines: Vec<String>) -> Vec<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fixture(name: &str) -> RunReport {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reports").join(format!("{name}.json"));
+        crate::report::read(&path).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn fio_cases_are_warned_of_their_spread_and_of_a_short_runtime() {
+        let mut fio = fixture("fio-a");
+        let warnings = for_report(&fio);
+        let spread: Vec<&Warning> = warnings.iter().filter(|w| w.kind == WarningKind::HighSpread).collect();
+        // randread qd1: 6.33 and 3.88 M IOPS over its two repeats.
+        let qd1 = spread.iter().find(|w| w.message.starts_with("fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB: IOPS varies by 34% (CV) across 2 repeats"));
+        assert!(qd1.is_some_and(|w| w.case_ids.len() == 2), "{spread:#?}");
+        let short = warnings.iter().find(|w| w.kind == WarningKind::ShortRuntime).expect("a runtime of 300 ms is short");
+        assert!(short.message.starts_with("8 fio case(s) measured for less than 1.00 s (e.g. fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB/r1: runtime = 300 ms)"), "{}", short.message);
+        for case in &mut fio.fio_cases {
+            case.runtime_requested_ns = 1_000_000_000;
+            case.iops = 1000.0 + f64::from(case.repeat_index);
+        }
+        let warnings = for_report(&fio);
+        assert!(!warnings.iter().any(|w| matches!(w.kind, WarningKind::ShortRuntime | WarningKind::HighSpread)), "{warnings:#?}");
+    }
+
+    #[test]
+    fn a_run_of_fio_alone_is_not_warned_about_the_work_directorys_missing_journal() {
+        let no_journal = |r: &RunReport| for_report(r).iter().any(|w| w.kind == WarningKind::Ext4NoJournal);
+        let fio = fixture("fio-a");
+        assert!(fio.cases.is_empty() && !fio.fio_cases.is_empty());
+        assert_eq!(fio.environment.work_dir_filesystem.as_ref().and_then(|f| f.journal), Some(false));
+        assert!(!no_journal(&fio), "fio lays its files out before it times anything");
+        // Cases that do not say where their data lived are still judged by the work directory.
+        let mut objects = fixture("objects-a");
+        objects.cases.iter_mut().for_each(|c| c.filesystem = None);
+        objects.environment.work_dir_filesystem = fio.environment.work_dir_filesystem.clone();
+        assert!(no_journal(&objects));
+    }
 
     fn spread(case: &str, percent: u32) -> Warning {
         Warning::new(WarningKind::HighSpread, format!("{case} get: throughput varies by {percent}% (CV) across 3 repeats"), "Add repeats")

@@ -594,7 +594,7 @@ mod tests {
         }
         report.cases[0].phases[0].ops.values_mut().for_each(|op| op.latency.samples = 99);
         let some = drawn(&report);
-        let (short, enough): (Vec<_>, Vec<_>) = some.iter().partition(|(points, _)| points[2] == false);
+        let (short, enough): (Vec<_>, Vec<_>) = some.iter().partition(|(points, _)| !points[2]);
         assert_eq!(short.len(), 1, "the line with the short repeat: {some:?}");
         assert!(enough.iter().all(|(points, _)| points == &[true, true, true, false, true]), "{some:?}");
         for op in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()).flat_map(|p| p.ops.values_mut()) {

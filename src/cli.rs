@@ -690,15 +690,22 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
     }
     // Server objects first (see backend::record): a directory whose server cannot be reached is
     // kept, with its record, for a later cleanup.
-    let mut kept = Vec::new();
+    // Each kept directory with what must hold before cleaning it again can work.
+    let mut kept: Vec<PathBuf> = Vec::new();
+    let mut again_once: Vec<Vec<String>> = Vec::new();
     for d in &dirs {
         for case_dir in backend::record::find(d) {
             match backend::record::clean(&case_dir, dry_run) {
                 Ok(lines) => lines.iter().for_each(|l| println!("{} {l}", if dry_run { "would remove" } else { "removed" })),
-                Err(e) => {
-                    crate::say!("stowbench: {e}");
-                    if !kept.contains(d) {
+                Err(failure) => {
+                    crate::say!("stowbench: {}", failure.message);
+                    let at = kept.iter().position(|k| k == d).unwrap_or_else(|| {
                         kept.push(d.clone());
+                        again_once.push(Vec::new());
+                        kept.len() - 1
+                    });
+                    if !again_once[at].contains(&failure.again_once) {
+                        again_once[at].push(failure.again_once);
                     }
                 }
             }
@@ -728,8 +735,8 @@ fn cleanup(dir: &Path, dry_run: bool) -> Result<i32, Error> {
         namespace::remove(d).map_err(Error::environment)?;
         println!("removed {}", d.display());
     }
-    for d in &kept {
-        crate::say!("stowbench: kept {} and its server records; run `stowbench cleanup {}` again once the server answers", d.display(), d.display());
+    for (d, conditions) in kept.iter().zip(&again_once) {
+        crate::say!("stowbench: kept {} and its server records; run `stowbench cleanup {}` again once {}", d.display(), d.display(), conditions.join(" and "));
     }
     Ok(exit_code)
 }

@@ -192,13 +192,13 @@ pub fn load(dir: &Path) -> Result<ServerRecord, String> {
 impl ServerRecord {
     /// The full URI to connect with: from `uri_env` when it names the recorded server, else the
     /// recorded one when it never had a password.
-    fn uri(&self) -> Result<String, String> {
+    fn uri(&self) -> Result<(String, UriFrom), String> {
         let from_env = std::env::var(&self.uri_env).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         if let Some(uri) = from_env.as_ref().filter(|u| server::redact_uri(u) == self.server) {
-            return Ok(uri.clone());
+            return Ok((uri.clone(), UriFrom::Env));
         }
         if !self.server.contains(REDACTED) {
-            return Ok(self.server.clone());
+            return Ok((self.server.clone(), UriFrom::Record));
         }
         Err(match from_env {
             Some(other) => format!(
@@ -223,7 +223,13 @@ impl ServerRecord {
             ));
         }
         let mut table: toml::Table = serde_json::from_value(self.options.clone()).map_err(|e| format!("options in the record: {e}"))?;
-        table.insert("uri".into(), toml::Value::String(self.uri()?));
+        let (uri, from) = self.uri()?;
+        // Taken from the variable, the backend reads it there itself, and its messages say so
+        // ("env STOWBENCH_PG_URI", not "option uri").
+        match from {
+            UriFrom::Env => table.insert("uri_env".into(), toml::Value::String(self.uri_env.clone())),
+            UriFrom::Record => table.insert("uri".into(), toml::Value::String(uri)),
+        };
         let origin = dir.join(RECORD_FILE).display().to_string();
         let options = Options::new(&self.target, &origin, table);
         let ns = Namespace::unheld(&self.run_id, &self.namespace_dir, &self.namespace_name);
@@ -231,6 +237,24 @@ impl ServerRecord {
         backend.note_keys(self.keys);
         Ok(backend)
     }
+}
+
+/// Where `ServerRecord::uri` found the URI.
+#[derive(Debug, PartialEq)]
+enum UriFrom {
+    /// The record's `uri_env` variable, which names the recorded server.
+    Env,
+    /// The record itself (a URI without a password).
+    Record,
+}
+
+/// Why `clean` could not remove a record's server objects, and when trying again can work.
+#[derive(Debug)]
+pub struct CleanFailure {
+    pub message: String,
+    /// What must hold before cleanup can succeed: "the server answers", or that the URI's
+    /// variable names the recorded server.
+    pub again_once: String,
 }
 
 /// Scrubs every string inside `value` (keys are names stowbench wrote, and stay).
@@ -247,33 +271,45 @@ fn scrub_strings(value: &mut serde_json::Value, secrets: &server::Secrets) {
 /// per object removed, as `server_objects` listed them just before. On success the record's pin
 /// is released, so the directory can be removed. An error names the server (password redacted)
 /// and why; the directory and record are then left for a later cleanup.
-pub fn clean(dir: &Path, dry_run: bool) -> Result<Vec<String>, String> {
-    let record = load(dir)?;
+pub fn clean(dir: &Path, dry_run: bool) -> Result<Vec<String>, CleanFailure> {
+    let record = load(dir).map_err(|message| CleanFailure { message, again_once: "the error above is fixed".into() })?;
     let at = format!("{} at {} (record {})", record.backend, record.server, dir.join(RECORD_FILE).display());
-    let fail = |e: String| format!("cannot clean up {at}: {e}");
-    let backend = record.backend(dir).map_err(fail)?;
-    let objects = backend.server_objects().map_err(|e| fail(e.message))?;
+    // Trying again helps once the server answers; what else failed (an object that is not this
+    // case's, a refusal) needs a person first.
+    let fail_with = |e: String, unreachable: bool| CleanFailure {
+        message: format!("cannot clean up {at}: {e}"),
+        again_once: if unreachable { format!("{} answers", record.server) } else { "the error above is fixed".into() },
+    };
+    let fail = |e: super::BackendError| fail_with(e.message, matches!(e.kind, super::ErrorKind::Connection | super::ErrorKind::Timeout));
+    // Without the URI no server is asked: what must change is the variable, not the server.
+    if let Err(e) = record.uri() {
+        return Err(CleanFailure { message: format!("cannot clean up {at}: {e}"), again_once: format!("${} holds the full URI of {}", record.uri_env, record.server) });
+    }
+    // A backend is made by connecting: that failing is the server not answering (or refusing
+    // the login, which the message says).
+    let backend = record.backend(dir).map_err(|e| fail_with(e, true))?;
+    let objects = backend.server_objects().map_err(fail)?;
     let lines: Vec<String> = objects.iter().map(|o| format!("{o} on {}", record.server)).collect();
     if dry_run {
         return Ok(lines);
     }
-    backend.cleanup().map_err(|e| fail(e.message))?;
+    backend.cleanup().map_err(fail)?;
     // A run killed mid-operation may still have writes in flight on the server: GridFS's dropped
     // chunks collection came back with the dead client's last chunk once the server finished that
     // insert (servers test, kill_cleanup). So a removal counts once a check a pause later finds
     // nothing; what reappears is removed again, a bounded number of times.
     for round in 1..=CLEAN_ROUNDS {
         std::thread::sleep(CLEAN_SETTLE);
-        let left = backend.server_objects().map_err(|e| fail(e.message))?;
+        let left = backend.server_objects().map_err(fail)?;
         if left.is_empty() {
             break;
         }
         if round == CLEAN_ROUNDS {
-            return Err(fail(format!("still there after cleanup: {}", left.join("; "))));
+            return Err(fail_with(format!("still there after cleanup: {}", left.join("; ")), false));
         }
-        backend.cleanup().map_err(|e| fail(e.message))?;
+        backend.cleanup().map_err(fail)?;
     }
-    release(dir)?;
+    release(dir).map_err(|message| CleanFailure { message, again_once: "the error above is fixed".into() })?;
     Ok(lines)
 }
 
@@ -324,11 +360,11 @@ mod tests {
     fn the_uri_comes_from_the_environment_only_when_it_names_the_recorded_server() {
         // Each case has a variable of its own: tests run in parallel threads.
         let plain = record("postgres://u@h:5432/db", "STOWBENCH_RECORD_TEST_UNSET");
-        assert_eq!(plain.uri().unwrap(), "postgres://u@h:5432/db", "a URI without a password is used as recorded");
+        assert_eq!(plain.uri().unwrap(), ("postgres://u@h:5432/db".into(), UriFrom::Record), "a URI without a password is used as recorded");
 
         let secret = record("postgres://u:<redacted>@h:5432/db", "STOWBENCH_RECORD_TEST_SAME");
         std::env::set_var("STOWBENCH_RECORD_TEST_SAME", "postgres://u:pw@h:5432/db");
-        assert_eq!(secret.uri().unwrap(), "postgres://u:pw@h:5432/db");
+        assert_eq!(secret.uri().unwrap(), ("postgres://u:pw@h:5432/db".into(), UriFrom::Env));
 
         let missing = record("postgres://u:<redacted>@h:5432/db", "STOWBENCH_RECORD_TEST_UNSET");
         assert!(missing.uri().unwrap_err().contains("set $STOWBENCH_RECORD_TEST_UNSET to the full URI"));

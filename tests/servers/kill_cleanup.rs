@@ -231,6 +231,15 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
         assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out));
         assert!(text(&out).contains("set $STOWBENCH_PG_URI to the full URI"), "{what}: {}", text(&out));
         assert!(case.join(stowbench::backend::record::RECORD_FILE).exists() && !v.server.ours(&owned).is_empty(), "{what}: kept");
+        // What to do next is what was missing, not a server to wait for; the same when the
+        // variable names another server.
+        let elsewhere = pg_uri_with_password().replacen("@", "@elsewhere.invalid.", 1);
+        for pg_uri in [None, Some(elsewhere)] {
+            let out = stowbench(dir.path(), &["cleanup", "work"], Some(pg_uri));
+            let advice = text(&out).lines().find(|l| l.contains("kept ")).unwrap_or_default().to_string();
+            assert!(advice.contains("again once $STOWBENCH_PG_URI holds the full URI of postgres://"), "{what}: {}", text(&out));
+            assert!(!text(&out).contains("answers"), "{what}: {}", text(&out));
+        }
     }
 
     if let Some(table) = commented_table(v, &owned) {
@@ -241,6 +250,8 @@ fn kill_mid_put_then_clean_up(v: &Variant) {
         let out = stowbench(dir.path(), &["cleanup", "work"], env.clone());
         assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out));
         assert!(text(&out).contains("is not this case's"), "{what}: {}", text(&out));
+        // The server answered: what to do next is not to wait for it.
+        assert!(text(&out).contains("again once the error above is fixed") && !text(&out).contains("answers"), "{what}: {}", text(&out));
         assert!(case.exists() && !v.server.ours(&owned).is_empty(), "{what}: a table not ours is left alone");
         set_comment(v.server, &table, &note);
     }

@@ -126,6 +126,9 @@ fn clean_up_once_the_server_is_back(t: &Target, services: &PrivateServices, work
     let (code, text) = cleanup(t, services, work);
     assert_eq!(code, Some(1), "{what}: the server is still down: {text}");
     assert!(text.contains("cannot clean up") && text.contains("kept") && run.exists(), "{what}: {text}");
+    // The URI is the variable's (it names the recorded server), and the message says so.
+    assert!(text.contains(&format!("(env {})", uri_var(t.service))) && !text.contains("option uri"), "{what}: {text}");
+    assert!(text.contains("answers\n"), "{what}: try again once the server answers: {text}");
 
     let out = Command::new(script()).args(["restart", "--only", t.service]).arg(services.dir.path()).output().unwrap();
     assert!(out.status.success(), "{what}: services.sh restart: {}", String::from_utf8_lossy(&out.stderr));

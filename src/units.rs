@@ -359,9 +359,17 @@ mod tests {
     /// a size is labelled in the largest unit, binary or decimal, that writes it exactly.
     #[test]
     fn labels_take_the_largest_unit_a_size_is_written_in() {
-        for (text, label) in
-            [("1TiB", "1TiB"), ("1024GiB", "1TiB"), ("1536GiB", "1536GiB"), ("1PiB", "1PiB"), ("1TB", "1TB"), ("2.5TB", "2.5TB"), ("3PB", "3PB"), ("64MB", "64MB"), ("1000KiB", "1000KiB")]
-        {
+        for (text, label) in [
+            ("1TiB", "1TiB"),
+            ("1024GiB", "1TiB"),
+            ("1536GiB", "1536GiB"),
+            ("1PiB", "1PiB"),
+            ("1TB", "1TB"),
+            ("2.5TB", "2.5TB"),
+            ("3PB", "3PB"),
+            ("64MB", "64MB"),
+            ("1000KiB", "1000KiB"),
+        ] {
             assert_eq!(ByteSize::parse(text).unwrap().label(), label, "{text}");
         }
         // Each unit the label table writes is one the parser reads, at the same factor.

@@ -184,7 +184,7 @@ fn few_samples(report: &RunReport) -> Option<Warning> {
                 few.len(),
                 few[0]
             ),
-            "Raise objects or dataset for a p99 (the report keeps p50 and p99.9 of each operation)",
+            "Raise objects or dataset for a p99 (its p50 stands from 2 samples; its p99.9 needs 1000)",
         )
         .cases(few)
     })

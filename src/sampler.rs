@@ -119,6 +119,22 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_string).collect())
 }
 
+/// When `pid` started (clock ticks after boot, field 22 of its stat): with the pid, it names
+/// one process, where a pid alone may be reused. None for a process that is gone, or dead and
+/// not yet reaped (a zombie).
+fn started_at(pid: u32) -> Option<u64> {
+    let fields = stat_fields(pid)?;
+    if fields.first().is_some_and(|state| state == "Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// The sampled server roots, each with its start time, to tell at the case's end which ended.
+fn identities(roots: &[u32]) -> Vec<(u32, Option<u64>)> {
+    roots.iter().map(|pid| (*pid, started_at(*pid))).collect()
+}
+
 /// CPU time (user + system) of the given processes, in nanoseconds.
 pub fn cpu_ns_of(pids: &[u32]) -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -211,6 +227,8 @@ pub struct ResourceSampler {
     server_cpu_start: u64,
     /// Server CPU used by processes that have since been restarted away.
     server_cpu_banked: u64,
+    /// The server roots sampled now, with their start times (`identities`).
+    server_identities: Vec<(u32, Option<u64>)>,
     rss_start: u64,
     peak_reset: bool,
 }
@@ -261,6 +279,7 @@ impl ResourceSampler {
             })
             .ok();
         let server_cpu_start = server_roots.iter().map(|r| cpu_ns_of(&process_tree(*r))).sum();
+        let server_identities = identities(&server_roots);
         ResourceSampler {
             stop,
             peaks,
@@ -270,6 +289,7 @@ impl ResourceSampler {
             cpu_start: self_cpu_ns(),
             server_cpu_start,
             server_cpu_banked: 0,
+            server_identities,
             rss_start,
             peak_reset,
         }
@@ -289,6 +309,7 @@ impl ResourceSampler {
                 self.all_server_roots.push(*pid);
             }
         }
+        self.server_identities = identities(&new_roots);
         *self.server_roots.lock().expect("sampler lock") = new_roots;
         self.server_cpu_start = self.server_cpu_now();
     }
@@ -319,14 +340,18 @@ impl ResourceSampler {
         let server_peak = server_peak.max(server_end);
         let kernel_peak = if self.peak_reset { self_peak_rss_bytes() } else { 0 };
         let has_server = !self.all_server_roots.is_empty();
+        // A server process that ended (or whose pid now names another process) took its CPU
+        // counters with it: the difference would read as 0 or as a stranger's time.
+        let lost: Vec<u32> = self.server_identities.iter().filter(|(pid, at)| at.is_none() || started_at(*pid) != *at).map(|(pid, _)| *pid).collect();
         Resources {
             client_cpu_user_ns: user.saturating_sub(self.cpu_start.0),
             client_cpu_system_ns: system.saturating_sub(self.cpu_start.1),
             client_rss_start_bytes: self.rss_start,
             client_rss_peak_bytes: sampled_peak.max(kernel_peak),
-            server_cpu_ns: has_server.then(|| self.server_cpu_banked + server_cpu_end.saturating_sub(self.server_cpu_start)),
+            server_cpu_ns: (has_server && lost.is_empty()).then(|| self.server_cpu_banked + server_cpu_end.saturating_sub(self.server_cpu_start)),
             server_rss_peak_bytes: has_server.then_some(server_peak),
             server_pids: self.all_server_roots.clone(),
+            server_pids_lost: lost,
         }
     }
 }
@@ -334,6 +359,23 @@ impl ResourceSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_ended_during_the_case_has_no_cpu_figure_and_is_named() {
+        let mut kept = std::process::Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+        let mut ended = std::process::Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+        let running = ResourceSampler::start(vec![kept.id()]).finish();
+        assert!(running.server_cpu_ns.is_some() && running.server_pids_lost.is_empty(), "{running:?}");
+        let sampler = ResourceSampler::start(vec![kept.id(), ended.id()]);
+        ended.kill().unwrap();
+        ended.wait().unwrap();
+        let resources = sampler.finish();
+        assert_eq!(resources.server_cpu_ns, None, "its CPU time went with it");
+        assert_eq!(resources.server_pids_lost, vec![ended.id()]);
+        assert_eq!(resources.server_pids, vec![kept.id(), ended.id()]);
+        kept.kill().unwrap();
+        kept.wait().unwrap();
+    }
 
     #[test]
     fn own_process_tree_and_figures() {

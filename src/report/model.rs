@@ -826,6 +826,11 @@ pub struct Resources {
     pub server_rss_peak_bytes: Option<u64>,
     /// Server processes sampled.
     pub server_pids: Vec<u32>,
+    /// Sampled server processes that ended during the case without stowbench restarting them
+    /// (killed, or restarted by someone else): their CPU time since the case began is gone with
+    /// them, so `server_cpu_ns` is None, and the memory peak covers only the time before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_pids_lost: Vec<u32>,
 }
 
 impl Resources {

@@ -63,6 +63,9 @@ pub enum WarningKind {
     Ext4NoJournal,
     /// The TSC clock's time ran away from CLOCK_MONOTONIC over the run: its durations are off.
     ClockDrift,
+    /// A sampled server process ended during a case (killed, or restarted outside stowbench):
+    /// its CPU time is unknown.
+    ServerLost,
     /// Operations failed or were retried.
     ErrorsOrRetries,
     /// Objects read back differed from what was put (each is listed in `verification.mismatched`).
@@ -143,6 +146,7 @@ pub fn for_report(report: &RunReport) -> Vec<Warning> {
     warnings.extend(serialized_writes(report));
     warnings.extend(serialized_reads(report));
     warnings.extend(behind_schedule(report));
+    warnings.extend(server_lost(report));
     warnings.extend(errors_or_retries(report));
     warnings.extend(conditions(report));
     warnings.extend(verification(report));
@@ -370,6 +374,25 @@ fn fio_short_runtime(report: &RunReport) -> Option<Warning> {
             "Give runtime = \"1s\" or more in the [[fio]] table (or a recipe a --scale that keeps it so)",
         )
         .cases(short.iter().map(|c| c.case_id.clone()).collect()),
+    )
+}
+
+fn server_lost(report: &RunReport) -> Option<Warning> {
+    let (cases, pids) = cases_where(report.cases.iter(), |c| (!c.resources.server_pids_lost.is_empty()).then(|| c.resources.server_pids_lost.clone()))?;
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    Some(
+        Warning::new(
+            WarningKind::ServerLost,
+            format!(
+                "the server's process ended during {} case(s) (e.g. {}: pid {}), killed or restarted outside stowbench: the server's \
+                 CPU time of such a case is unknown (left empty), and its memory peak covers only the time before",
+                cases.len(),
+                cases[0].case_id,
+                pids.join(", ")
+            ),
+            "Keep the server running through the run (a cold read phase restarts it itself, and follows it)",
+        )
+        .cases(ids(cases.into_iter())),
     )
 }
 
@@ -755,13 +778,28 @@ mod tests {
         let qd1 = spread.iter().find(|w| w.message.starts_with("fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB: IOPS varies by 34% (CV) across 2 repeats"));
         assert!(qd1.is_some_and(|w| w.case_ids.len() == 2), "{spread:#?}");
         let short = warnings.iter().find(|w| w.kind == WarningKind::ShortRuntime).expect("a runtime of 300 ms is short");
-        assert!(short.message.starts_with("8 fio case(s) measured for less than 1.00 s (e.g. fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB/r1: runtime = 300 ms)"), "{}", short.message);
+        assert!(
+            short.message.starts_with("8 fio case(s) measured for less than 1.00 s (e.g. fio/fa/dir/randread/bs4KiB/j1/qd1/f1/s1MiB/r1: runtime = 300 ms)"),
+            "{}",
+            short.message
+        );
         for case in &mut fio.fio_cases {
             case.runtime_requested_ns = 1_000_000_000;
             case.iops = 1000.0 + f64::from(case.repeat_index);
         }
         let warnings = for_report(&fio);
         assert!(!warnings.iter().any(|w| matches!(w.kind, WarningKind::ShortRuntime | WarningKind::HighSpread)), "{warnings:#?}");
+    }
+
+    #[test]
+    fn a_case_whose_server_ended_says_its_server_cpu_is_unknown() {
+        let mut report = fixture("objects-a");
+        assert!(!for_report(&report).iter().any(|w| w.kind == WarningKind::ServerLost));
+        report.cases[1].resources.server_pids_lost = vec![4242];
+        let lost: Vec<Warning> = for_report(&report).into_iter().filter(|w| w.kind == WarningKind::ServerLost).collect();
+        assert_eq!(lost.len(), 1);
+        assert!(lost[0].message.contains(&format!("1 case(s) (e.g. {}: pid 4242)", report.cases[1].case_id)), "{}", lost[0].message);
+        assert_eq!(lost[0].case_ids, vec![report.cases[1].case_id.clone()]);
     }
 
     #[test]

@@ -105,6 +105,8 @@ fn a_cold_read_phase_restarts_a_script_started_server_and_leaves_any_other_alone
         assert!(checked >= 50 && case["verification"]["mismatches"] == 0, "{}", case["verification"]);
         // Server figures follow the new processes: the old and the new pid are both named.
         assert_eq!(case["resources"]["server_pids"].as_array().map(Vec::len), Some(2), "{}", case["resources"]);
+        // A restart stowbench made is followed: the server's CPU is known, and nothing was lost.
+        assert!(case["resources"]["server_cpu_ns"].is_u64() && case["resources"].get("server_pids_lost").is_none(), "{}", case["resources"]);
     }
     assert!(!text.contains("server_cache_warm"), "{text}");
 

@@ -95,6 +95,10 @@ fn killing_a_server_mid_run_fails_fast_counts_every_error_and_keeps_what_was_mea
         assert_eq!((get["count"].as_u64(), failed), (Some(0), t.objects), "{what}: every get failed and is counted by kind: {get}");
         assert!(errors.keys().all(|kind| kind == "connection" || kind == "timeout"), "{what}: a dead server is a connection error or a time-out: {get}");
         assert!(get["retries"].as_u64().unwrap() <= 3 * failed, "{what}: at most `retries` per failed get: {get}");
+        // The killed server took its CPU counters with it: unknown, not 0, and said so.
+        let resources = &case["resources"];
+        assert!(resources["server_cpu_ns"].is_null() && !resources["server_pids_lost"].as_array().unwrap().is_empty(), "{what}: {resources}");
+        assert!(report["warnings"].as_array().unwrap().iter().any(|w| w["kind"] == "server_lost"), "{what}: {}", report["warnings"]);
         clean_up_once_the_server_is_back(t, &services, work.path());
     }
 }

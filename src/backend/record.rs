@@ -283,7 +283,10 @@ pub fn clean(dir: &Path, dry_run: bool) -> Result<Vec<String>, CleanFailure> {
     let fail = |e: super::BackendError| fail_with(e.message, matches!(e.kind, super::ErrorKind::Connection | super::ErrorKind::Timeout));
     // Without the URI no server is asked: what must change is the variable, not the server.
     if let Err(e) = record.uri() {
-        return Err(CleanFailure { message: format!("cannot clean up {at}: {e}"), again_once: format!("${} holds the full URI of {}", record.uri_env, record.server) });
+        return Err(CleanFailure {
+            message: format!("cannot clean up {at}: {e}"),
+            again_once: format!("${} holds the full URI of {}", record.uri_env, record.server),
+        });
     }
     // A backend is made by connecting: that failing is the server not answering (or refusing
     // the login, which the message says).

@@ -730,6 +730,17 @@ fn recipes_are_listed_shown_and_run_at_a_tiny_scale_with_unconfigured_servers_sk
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("STOWBENCH_MARIADB_URI is not set"), "{}", text(&out));
+    // A name the recipe lacks is checked against every target of it, the skipped ones included.
+    let out = without_servers(&["--targets", "mariadb-fil"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "recipe e1-filestream has no target named \"mariadb-fil\". Did you mean \"mariadb-file\"? Its targets: sqlite, sqlite-file; \
+             without their servers: postgres-bytea, postgres-lo, postgres-file, mariadb, mariadb-file"
+        ),
+        "{}",
+        text(&out)
+    );
 
     // Targets the user left out with --targets were not skipped for want of a server.
     let out = without_servers(&["--targets", "sqlite"]);

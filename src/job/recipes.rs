@@ -72,8 +72,13 @@ pub const RECIPES: &[Recipe] = &[
 ];
 
 /// The recipe called `name`, or an error listing the others (with a did-you-mean).
+/// The recipe named `name`, or the one an experiment's short name names ("e1" or "E1" for
+/// e1-filestream, as the published experiments are called).
 pub fn find(name: &str) -> Result<&'static Recipe, String> {
-    RECIPES.iter().find(|r| r.name == name).ok_or_else(|| {
+    let short = format!("{}-", name.to_lowercase());
+    let mut by_short = RECIPES.iter().filter(|r| r.name.starts_with(&short));
+    let by_short = by_short.next().filter(|_| by_short.next().is_none());
+    RECIPES.iter().find(|r| r.name == name).or(by_short).ok_or_else(|| {
         let names: Vec<&str> = RECIPES.iter().map(|r| r.name).collect();
         let hint = crate::suggest::did_you_mean(name, &names).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
         format!("no recipe named \"{name}\".{hint} Recipes: {} (stowbench recipe list)", names.join(", "))
@@ -220,6 +225,16 @@ pub fn list() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_experiments_short_name_finds_its_recipe() {
+        for (given, found) in [("e1", "e1-filestream"), ("E4", "e4-data-files"), ("e5-file-server", "e5-file-server"), ("quick", "quick")] {
+            assert_eq!(find(given).map(|r| r.name), Ok(found), "{given}");
+        }
+        let err = find("e9").err().unwrap();
+        assert!(err.starts_with("no recipe named \"e9\"") && err.contains("e1-filestream"), "{err}");
+        assert!(find("e").is_err(), "a prefix of several is no name");
+    }
 
     #[test]
     fn every_recipe_plans_at_full_and_tiny_scale() {

@@ -47,6 +47,9 @@ fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
 fn outline(page: &str) -> String {
     let mut lines: Vec<String> = Vec::new();
     let (mut text_of, mut headers, mut legend, mut rows, mut points, mut bars) = (None::<String>, Vec::new(), Vec::new(), 0, 0, 0);
+    // Inside a chart's title or axis title, whose wrapped lines are `<tspan>`s: the outline shows
+    // them all, so that a title cut short is seen as one.
+    let mut in_titled_text = false;
     for token in page.split('<').skip(1) {
         let (tag, text) = token.split_once('>').unwrap_or((token, ""));
         // "/table" names the closing tag; "circle/" would not happen (attributes come first).
@@ -62,7 +65,16 @@ fn outline(page: &str) -> String {
                 (headers, rows) = (Vec::new(), 0);
             }
             "svg" => (legend, points, bars) = (Vec::new(), 0, 0),
-            "text" if !class.is_empty() => text_of = Some(format!("    {class}: {text}")),
+            "text" if !class.is_empty() => {
+                text_of = Some(format!("    {class}: {text}"));
+                in_titled_text = true;
+            }
+            "tspan" if in_titled_text => {
+                if let Some(last) = lines.last_mut() {
+                    *last += &format!(" {text}");
+                }
+            }
+            "/text" => in_titled_text = false,
             "text" if text_of.is_none() => legend.push(text.to_string()),
             // A point's marker: a circle, or a path of another shape.
             "circle" if class.is_empty() => points += 1,

@@ -272,20 +272,37 @@ fn timeline(report: &RunReport) -> ChartGroup {
             short += 1;
             continue;
         }
-        // One colour per target and one dash per repeat, while one size leaves nothing else to tell apart.
-        let one_size = long.iter().all(|(case, _)| case.size_label == long[0].0.size_label);
-        let look = |case: &CaseResult| one_size.then(|| (colour_of(&colours, &case.target), case.repeat.saturating_sub(1) as usize));
-        let series = long.iter().map(|(case, p)| Series { name: member_name(case, true), points: per_second_rates(p), look: look(case) });
-        figures.push(Figure {
-            chart: Chart {
-                title: format!("{phase} operations per second over time · {} · workload {workload}", threads_text(threads)),
-                x: axis("time since the phase started", Unit::Plain("s"), Scale::Linear),
-                y: axis("operations completed", Unit::Plain("op/s"), Scale::Linear),
-                series: series.collect(),
-                kind: Kind::Lines,
-            },
-            caption: "All operations of the phase, one line per case (rN: repeat N). A last second the phase ended in is a rate over the part it ran (left out when under half a second: too few operations to be a rate).".into(),
-        });
+        // One colour per target, as in every other chart of the page, and one style (dash and
+        // marker) per size and repeat, so that every line can be told apart. Lines drawn by their
+        // place took colours meant for other targets as soon as there were several sizes. More
+        // sizes and repeats than there are styles go to further charts, as in the latency
+        // percentiles, rather than two lines of one target being drawn alike.
+        let mut runs: Vec<(u64, &str, u32)> = long.iter().map(|(case, _)| (case.size_bytes_max, case.size_label.as_str(), case.repeat)).collect();
+        runs.sort_unstable();
+        runs.dedup();
+        let parts = runs.chunks(STYLES).count();
+        for chunk in runs.chunks(STYLES) {
+            let series = long.iter().filter_map(|(case, p)| {
+                let style = chunk.iter().position(|r| *r == (case.size_bytes_max, case.size_label.as_str(), case.repeat))?;
+                Some(Series { name: member_name(case, true), points: per_second_rates(p), look: Some((colour_of(&colours, &case.target), style)) })
+            });
+            let which = if parts > 1 {
+                let ((_, first, r1), (_, last, r2)) = (chunk[0], chunk[chunk.len() - 1]);
+                format!(" · {first} r{r1} to {last} r{r2}")
+            } else {
+                String::new()
+            };
+            figures.push(Figure {
+                chart: Chart {
+                    title: format!("{phase} operations per second over time · {} · workload {workload}{which}", threads_text(threads)),
+                    x: axis("time since the phase started", Unit::Plain("s"), Scale::Linear),
+                    y: axis("operations completed", Unit::Plain("op/s"), Scale::Linear),
+                    series: series.collect(),
+                    kind: Kind::Lines,
+                },
+                caption: "All operations of the phase, one line per case: one colour per target, one dash and marker per size and repeat (rN: repeat N). A last second the phase ended in is a rate over the part it ran (left out when under half a second: too few operations to be a rate).".into(),
+            });
+        }
     }
     let absent = if short == 0 {
         "No finished case with measured phases."
@@ -554,6 +571,50 @@ mod tests {
             looks.sort_unstable();
             looks.dedup();
             assert_eq!(looks.len(), series.len(), "two lines drawn alike in {}", figure.chart.title);
+        }
+    }
+
+    /// `with_sizes(extra)` with every phase three seconds long, long enough for a timeline.
+    fn with_timelines(extra: u64) -> RunReport {
+        let mut report = with_sizes(extra);
+        for phase in report.cases.iter_mut().flat_map(|c| c.phases.iter_mut()) {
+            let first = phase.timeline_per_second[0].clone();
+            phase.timeline_per_second = (0..3).map(|n| super::super::model::SecondPoint { second: n, ops: 100, ..first.clone() }).collect();
+            phase.window_total_ns = 3_000_000_000;
+        }
+        report
+    }
+
+    /// With several sizes the timeline drew its lines by their place: the second target took
+    /// the third colour, not the one it has in every other chart of the page. Each line has its
+    /// target's colour, each size and repeat its own style, and no two lines of a chart look
+    /// alike; more sizes and repeats than there are styles go to further charts.
+    #[test]
+    fn every_timeline_line_has_its_targets_colour_and_its_size_and_repeats_own_style() {
+        for (extra, charts) in [(1, 1), (STYLES as u64, 4)] {
+            let report = with_timelines(extra); // 2 targets × (2 + extra) sizes × 3 repeats
+            let colours = target_colours(&report);
+            let group = timeline(&report);
+            let put: Vec<&Figure> = group.figures.iter().filter(|f| f.chart.title.starts_with("put ")).collect();
+            assert_eq!(put.len(), charts, "{:?}", put.iter().map(|f| &f.chart.title).collect::<Vec<_>>());
+            assert_eq!(put.iter().map(|f| f.chart.series.len()).sum::<usize>(), 2 * (2 + extra as usize) * 3);
+            for figure in put {
+                let series = &figure.chart.series;
+                let mut looks = Vec::new();
+                for s in series {
+                    let (target, run) = s.name.split_once(' ').unwrap();
+                    let (colour, style) = s.look.expect("a fixed look");
+                    assert_eq!(colour, colour_of(&colours, target), "{}", s.name);
+                    assert!(style < STYLES, "{}", s.name);
+                    looks.push((colour, style));
+                    // Each size and repeat has one style, whichever the target.
+                    let same_run = series.iter().filter(|o| o.name.ends_with(&format!(" {run}")));
+                    assert!(same_run.map(|o| o.look.unwrap().1).all(|st| st == style), "{}", s.name);
+                }
+                looks.sort_unstable();
+                looks.dedup();
+                assert_eq!(looks.len(), series.len(), "two lines drawn alike in {}", figure.chart.title);
+            }
         }
     }
 

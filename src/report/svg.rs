@@ -118,7 +118,14 @@ const PLOT_HEIGHT: f64 = 300.0;
 const CHAR_WIDTH: f64 = 6.6; // of 11 px sans-serif, generous: labels must not overlap
 /// From one line of a wrapped label to the next, in pixels.
 const LINE_HEIGHT: f64 = 13.0;
+/// The top of the plot under a title of one line; each further line of the title moves it down.
 const TOP: f64 = 34.0;
+/// The title's font size (the rest of the chart's text is 11 px).
+const TITLE_SIZE: f64 = 13.0;
+/// Of the title's 13 px bold sans-serif, as generous as `CHAR_WIDTH`: bold runs wider still.
+const TITLE_CHAR_WIDTH: f64 = CHAR_WIDTH * TITLE_SIZE / 11.0 * 1.1;
+/// From one line of a wrapped title to the next, in pixels.
+const TITLE_LINE_HEIGHT: f64 = 16.0;
 
 /// How the `i`-th series is drawn.
 struct Look {
@@ -304,12 +311,18 @@ fn is_log(scale: Scale) -> bool {
 /// a case id's parts) in its second half, else after the last space, '-', '_' or '.' there, else
 /// at `width` characters.
 fn wrap(text: &str, width: usize) -> Vec<String> {
+    wrap_at(text, width, &['/'], &[' ', '-', '_', '.'])
+}
+
+/// `text` in lines of at most `width` characters, each ending after the last of `first` in its
+/// second half, else after the last of `then` there, else at `width` characters.
+fn wrap_at(text: &str, width: usize, first: &[char], then: &[char]) -> Vec<String> {
     let width = width.max(2);
     let mut rest: Vec<char> = text.chars().collect();
     let mut lines = Vec::new();
     while rest.len() > width {
         let after = |separators: &[char]| rest[..width].iter().rposition(|c| separators.contains(c)).map(|i| i + 1).filter(|&end| end > width / 2);
-        let end = after(&['/']).or_else(|| after(&[' ', '-', '_', '.'])).unwrap_or(width);
+        let end = after(first).or_else(|| after(then)).unwrap_or(width);
         lines.push(rest[..end].iter().collect::<String>().trim_end().to_string());
         rest.drain(..end);
         while rest.first() == Some(&' ') {
@@ -370,19 +383,39 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
     (format!("<g class=\"legend\">\n{out}</g>\n"), height)
 }
 
+/// The chart's title in lines that fit between 20 px margins: a long workload or target name
+/// ran off both edges of the centred title, and the reader lost both its ends. It breaks at a
+/// space (between the title's words and parts) before any character inside a name.
+fn title_lines(chart: &Chart) -> Vec<String> {
+    wrap_at(&chart.title, ((WIDTH - 40.0) / TITLE_CHAR_WIDTH) as usize, &[' '], &['-', '_', '.', '/'])
+}
+
+/// The top of the plot: below every line of the title.
+fn plot_top(chart: &Chart) -> f64 {
+    TOP + (title_lines(chart).len() - 1) as f64 * TITLE_LINE_HEIGHT
+}
+
 fn open(chart: &Chart, height: f64) -> String {
+    let mut title = String::new();
+    for (i, line) in title_lines(chart).iter().enumerate() {
+        if i == 0 {
+            title += &escape(line);
+        } else {
+            let _ = write!(title, "<tspan x=\"{}\" dy=\"{TITLE_LINE_HEIGHT}\">{}</tspan>", WIDTH / 2.0, escape(line));
+        }
+    }
     format!(
-        "<svg width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"11\" role=\"img\" aria-label=\"{}\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<text class=\"title\" x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"middle\">{}</text>\n",
+        "<svg width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"11\" role=\"img\" aria-label=\"{}\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<text class=\"title\" x=\"{}\" y=\"18\" font-size=\"{TITLE_SIZE}\" font-weight=\"bold\" text-anchor=\"middle\">{title}</text>\n",
         escape(&chart.title),
         WIDTH / 2.0,
-        escape(&chart.title)
     )
 }
 
-/// Tick lines, tick labels and the axis title of a value axis (`horizontal`: the x axis).
-fn value_axis(axis: &Axis, map: &Mapping, ticks: &[f64], divisor: f64, unit_name: &str, at: (f64, f64), horizontal: bool) -> String {
+/// Tick lines, tick labels and the axis title of a value axis (`horizontal`: the x axis); `at` is
+/// the plot's left edge, top and bottom.
+fn value_axis(axis: &Axis, map: &Mapping, ticks: &[f64], divisor: f64, unit_name: &str, at: (f64, f64, f64), horizontal: bool) -> String {
     let mut out = String::from("<g class=\"axis\">\n");
-    let (x_edge, y_edge) = at;
+    let (x_edge, top, y_edge) = at;
     for (i, tick) in ticks.iter().enumerate() {
         let p = map.px(*tick * divisor);
         let label = match axis.scale {
@@ -391,7 +424,7 @@ fn value_axis(axis: &Axis, map: &Mapping, ticks: &[f64], divisor: f64, unit_name
             _ => number(*tick),
         };
         if horizontal {
-            let _ = writeln!(out, "<line x1=\"{p:.1}\" y1=\"{TOP}\" x2=\"{p:.1}\" y2=\"{y_edge}\" stroke=\"#e4e4e4\"/><text x=\"{p:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>", y_edge + 14.0, escape(&label));
+            let _ = writeln!(out, "<line x1=\"{p:.1}\" y1=\"{top}\" x2=\"{p:.1}\" y2=\"{y_edge}\" stroke=\"#e4e4e4\"/><text x=\"{p:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>", y_edge + 14.0, escape(&label));
         } else {
             let _ = writeln!(
                 out,
@@ -407,7 +440,7 @@ fn value_axis(axis: &Axis, map: &Mapping, ticks: &[f64], divisor: f64, unit_name
     if horizontal {
         let _ = writeln!(out, "<text class=\"x-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{title}</text>", (x_edge + WIDTH - 20.0) / 2.0, y_edge + 32.0);
     } else {
-        let _ = writeln!(out, "<text class=\"y-title\" transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\">{title}</text>", (TOP + y_edge) / 2.0);
+        let _ = writeln!(out, "<text class=\"y-title\" transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\">{title}</text>", (top + y_edge) / 2.0);
     }
     out + "</g>\n"
 }
@@ -427,15 +460,16 @@ fn layout(axis: &Axis, range: (f64, f64), pixels: (f64, f64)) -> (Mapping, Vec<f
 
 fn lines(chart: &Chart) -> String {
     let left = 78.0;
-    let bottom = TOP + PLOT_HEIGHT;
+    let top = plot_top(chart);
+    let bottom = top + PLOT_HEIGHT;
     let (x_range, y_range) = (data_range(chart, |p| [p.x; 3], is_log(chart.x.scale)), data_range(chart, interval_values, is_log(chart.y.scale)));
     let (x_map, x_ticks, x_div, x_unit) = layout(&chart.x, x_range, (left, WIDTH - 20.0));
-    let (y_map, y_ticks, y_div, y_unit) = layout(&chart.y, y_range, (bottom, TOP));
+    let (y_map, y_ticks, y_div, y_unit) = layout(&chart.y, y_range, (bottom, top));
     let (legend_svg, legend_height) = legend(chart, bottom + 56.0, true);
     let mut out = open(chart, bottom + 50.0 + legend_height + 8.0);
-    out += &value_axis(&chart.x, &x_map, &x_ticks, x_div, x_unit, (left, bottom), true);
-    out += &value_axis(&chart.y, &y_map, &y_ticks, y_div, y_unit, (left, bottom), false);
-    let _ = writeln!(out, "<rect x=\"{left}\" y=\"{TOP}\" width=\"{}\" height=\"{PLOT_HEIGHT}\" fill=\"none\" stroke=\"#888\"/>", WIDTH - 20.0 - left);
+    out += &value_axis(&chart.x, &x_map, &x_ticks, x_div, x_unit, (left, top, bottom), true);
+    out += &value_axis(&chart.y, &y_map, &y_ticks, y_div, y_unit, (left, top, bottom), false);
+    let _ = writeln!(out, "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{PLOT_HEIGHT}\" fill=\"none\" stroke=\"#888\"/>", WIDTH - 20.0 - left);
     for (i, series) in chart.series.iter().enumerate() {
         let Look { colour, dash, marker: shape } = look(chart, i);
         out += "<g class=\"series\">\n";
@@ -496,19 +530,20 @@ fn bars(chart: &Chart) -> String {
     let bars_height = bar * chart.series.len() as f64;
     // Each category's row holds its bars or its label's lines, whichever is taller.
     let heights: Vec<f64> = labels.iter().map(|l| (bars_height + 6.0).max(l.len() as f64 * LINE_HEIGHT + 4.0)).collect();
+    let top = plot_top(chart);
     let tops: Vec<f64> = heights
         .iter()
-        .scan(TOP, |next, h| {
+        .scan(top, |next, h| {
             let this = *next;
             *next += h;
             Some(this)
         })
         .collect();
-    let bottom = TOP + heights.iter().sum::<f64>();
+    let bottom = top + heights.iter().sum::<f64>();
     let (x_map, x_ticks, x_div, x_unit) = layout(&chart.x, data_range(chart, |p| [p.y; 3], false), (left, WIDTH - 90.0));
     let (legend_svg, legend_height) = legend(chart, bottom + 56.0, false);
     let mut out = open(chart, bottom + 50.0 + legend_height + 8.0);
-    out += &value_axis(&chart.x, &x_map, &x_ticks, x_div, x_unit, (left, bottom), true);
+    out += &value_axis(&chart.x, &x_map, &x_ticks, x_div, x_unit, (left, top, bottom), true);
     out += "<g class=\"axis\">\n";
     for (c, lines) in labels.iter().enumerate() {
         // The lines centred on the row, as one line was.
@@ -540,7 +575,7 @@ fn bars(chart: &Chart) -> String {
         }
         out += "</g>\n";
     }
-    let _ = writeln!(out, "<line x1=\"{left}\" y1=\"{TOP}\" x2=\"{left}\" y2=\"{bottom}\" stroke=\"#888\"/>");
+    let _ = writeln!(out, "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{bottom}\" stroke=\"#888\"/>");
     out + &legend_svg + "</svg>\n"
 }
 
@@ -695,6 +730,51 @@ mod tests {
         let shown: String = texts.iter().map(|(_, _, line)| *line).collect::<String>().replace(' ', "");
         assert!(shown.contains(&long), "the whole label is on the chart: {shown}");
         assert!(shown.contains(&chart.series[0].name.replace(' ', "")), "the whole legend name is on the chart: {shown}");
+    }
+
+    /// A title with a long workload name (64 characters, the most a name may have) ran off both
+    /// edges of the chart. It wraps: every line fits, the whole title is shown, and the plot
+    /// starts below its last line, in a chart as much taller, in line and bar charts alike.
+    #[test]
+    fn a_long_title_wraps_and_the_plot_makes_room_for_it() {
+        let workload = "mixed-small-object-ingest-scenario-with-a-very-long-descript-v2x";
+        let chart = |title: &str, kind: Kind| Chart {
+            title: title.into(),
+            x: axis("x", Unit::Plain("s"), Scale::Linear),
+            y: match kind {
+                Kind::Lines => axis("y", Unit::Plain("op/s"), Scale::Linear),
+                Kind::Bars => Axis { label: "case".into(), unit: Unit::Plain(""), scale: Scale::Categories, categories: vec!["a".into()] },
+            },
+            series: vec![Series { name: "s".into(), points: vec![Point { x: 0.0, y: 1.0, interval: None }], look: None }],
+            kind,
+        };
+        // The plot's frame: its top, and the svg's height.
+        let frame = |svg: &str, kind: Kind| -> (f64, f64) {
+            let attr = |tag: &str, name: &str| -> f64 { tag.split(&format!(" {name}=\"")).nth(1).unwrap().split('"').next().unwrap().parse().unwrap() };
+            let top = match kind {
+                Kind::Lines => attr(svg.split("<rect x=").nth(1).unwrap(), "y"),
+                Kind::Bars => attr(svg.rsplit("<line x1=").next().unwrap(), "y1"),
+            };
+            (top, attr(svg, "height"))
+        };
+        for kind in [Kind::Lines, Kind::Bars] {
+            let long = format!("put operations per second over time · 16 threads · workload {workload} · 4KiB r1 to 64KiB r3");
+            let svg = render(&chart(&long, kind));
+            let title = svg.split("<text class=\"title\"").nth(1).unwrap().split_once('>').unwrap().1.split("</text>").next().unwrap();
+            let mut parts = title.split("<tspan ");
+            let first = parts.next().unwrap();
+            let lines: Vec<&str> = std::iter::once(first).chain(parts.map(|l| l.split_once('>').unwrap().1.trim_end_matches("</tspan>"))).collect();
+            assert!(lines.len() >= 2, "{title}");
+            for line in &lines {
+                let width = line.chars().count() as f64 * TITLE_CHAR_WIDTH;
+                assert!(width <= WIDTH - 40.0, "{line:?} is {width:.0} px wide, centred in {WIDTH}");
+            }
+            assert_eq!(lines.join(" "), escape(&long), "the whole title, broken at spaces");
+            let (short_top, short_height) = frame(&render(&chart("short", kind)), kind);
+            let (top, height) = frame(&svg, kind);
+            let extra = (lines.len() - 1) as f64 * TITLE_LINE_HEIGHT;
+            assert_eq!((top, height), (short_top + extra, short_height + extra), "{kind:?}: {svg}");
+        }
     }
 
     #[test]

@@ -625,7 +625,21 @@ impl Session for GridFsSession {
                 // Removes the chunks written so far (no files document exists yet), within a
                 // deadline of its own: what a server that stopped answering keeps is left to
                 // the case's cleanup, which drops the bucket.
-                let _ = self.bounded(&s.deadline(), async { upload.abort().await.map_err(|e| s.error(e)) });
+                let id = upload.id().clone();
+                let _ = self.bounded(&s.deadline(), async {
+                    // A chunk write the deadline cut short is still held by the stream: it is
+                    // finished first (writing nothing more), else the server could store it
+                    // after the removal below.
+                    let _ = upload.write(&[]).await;
+                    match upload.abort().await {
+                        Ok(()) => Ok(()),
+                        // A failed write closed the stream, which then removes nothing itself.
+                        Err(_) => {
+                            let chunks = self.client.database(&s.database).collection::<Document>(&format!("{}.chunks", s.bucket));
+                            chunks.delete_many(doc! { "files_id": id }).await.map(|_| ()).map_err(|e| s.error(e))
+                        }
+                    }
+                });
                 return Err(e);
             }
             // The watchdog is waiting for this worker: the stream, dropped unclosed, has the

@@ -556,22 +556,29 @@ mod tests {
         let group = latency_percentiles(&report);
         assert!(!group.figures.is_empty());
         for figure in &group.figures {
-            let series = &figure.chart.series;
-            assert_eq!(series.len(), 2 * 6, "{}", figure.chart.title);
-            let mut looks = Vec::new();
-            for s in series {
-                let (target, size) = s.name.split_once(' ').unwrap();
-                let (colour, style) = s.look.expect("a fixed look");
-                assert_eq!(colour, colour_of(&colours, target), "{}", s.name);
-                looks.push((colour, style));
-                // Each size has one style, whichever the target.
-                let same_size = series.iter().filter(|o| o.name.ends_with(&format!(" {size}")));
-                assert!(same_size.map(|o| o.look.unwrap().1).all(|st| st == style), "{}", s.name);
-            }
-            looks.sort_unstable();
-            looks.dedup();
-            assert_eq!(looks.len(), series.len(), "two lines drawn alike in {}", figure.chart.title);
+            assert_eq!(figure.chart.series.len(), 2 * 6, "{}", figure.chart.title);
+            assert_target_colours_and_one_style_per_run(figure, &colours);
         }
+    }
+
+    /// Each line of `figure` has its target's colour; the lines of one run (what follows the
+    /// target in its name: a size, or a size and repeat) share one style whichever the target;
+    /// and no two lines look alike.
+    fn assert_target_colours_and_one_style_per_run(figure: &Figure, colours: &[String]) {
+        let series = &figure.chart.series;
+        let mut looks = Vec::new();
+        for s in series {
+            let (target, run) = s.name.split_once(' ').unwrap();
+            let (colour, style) = s.look.expect("a fixed look");
+            assert_eq!(colour, colour_of(colours, target), "{}", s.name);
+            assert!(style < STYLES, "{}", s.name);
+            looks.push((colour, style));
+            let same_run = series.iter().filter(|o| o.name.ends_with(&format!(" {run}")));
+            assert!(same_run.map(|o| o.look.unwrap().1).all(|st| st == style), "{}", s.name);
+        }
+        looks.sort_unstable();
+        looks.dedup();
+        assert_eq!(looks.len(), series.len(), "two lines drawn alike in {}", figure.chart.title);
     }
 
     /// `with_sizes(extra)` with every phase three seconds long, long enough for a timeline.
@@ -599,21 +606,7 @@ mod tests {
             assert_eq!(put.len(), charts, "{:?}", put.iter().map(|f| &f.chart.title).collect::<Vec<_>>());
             assert_eq!(put.iter().map(|f| f.chart.series.len()).sum::<usize>(), 2 * (2 + extra as usize) * 3);
             for figure in put {
-                let series = &figure.chart.series;
-                let mut looks = Vec::new();
-                for s in series {
-                    let (target, run) = s.name.split_once(' ').unwrap();
-                    let (colour, style) = s.look.expect("a fixed look");
-                    assert_eq!(colour, colour_of(&colours, target), "{}", s.name);
-                    assert!(style < STYLES, "{}", s.name);
-                    looks.push((colour, style));
-                    // Each size and repeat has one style, whichever the target.
-                    let same_run = series.iter().filter(|o| o.name.ends_with(&format!(" {run}")));
-                    assert!(same_run.map(|o| o.look.unwrap().1).all(|st| st == style), "{}", s.name);
-                }
-                looks.sort_unstable();
-                looks.dedup();
-                assert_eq!(looks.len(), series.len(), "two lines drawn alike in {}", figure.chart.title);
+                assert_target_colours_and_one_style_per_run(figure, &colours);
             }
         }
     }

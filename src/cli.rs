@@ -351,38 +351,16 @@ fn recipe_command(action: RecipeAction, command: Vec<String>, interrupted: &Atom
         RecipeAction::List => print!("{}", recipes::list()),
         RecipeAction::Show { name } => print!("{}", recipes::find(&name).map_err(Error::bad_input)?.text),
         RecipeAction::Run { name, scale, settings } => {
-            let mut plan = recipes::find(&name).and_then(|recipe| recipes::plan(recipe, scale)).map_err(Error::bad_input)?;
-            let skipped = plan.recipe.as_ref().map(|r| r.skipped_targets.clone()).unwrap_or_default();
-            // A name the recipe does not have is checked against all its targets, the skipped
-            // ones included (the plan no longer lists those).
-            let runnable: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
-            let every: Vec<&str> = runnable.iter().copied().chain(skipped.iter().map(|s| s.target.as_str())).collect();
-            if let Some(unknown) = settings.targets.iter().map(|n| n.trim()).find(|n| !n.is_empty() && !every.contains(n)) {
-                let hint = crate::suggest::did_you_mean(unknown, &every).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
-                let without_server = match skipped.is_empty() {
-                    true => String::new(),
-                    false => format!("; without their servers: {}", skipped.iter().map(|s| s.target.as_str()).collect::<Vec<_>>().join(", ")),
-                };
-                return Err(Error::bad_input(format!(
-                    "--targets: recipe {name} has no target named \"{unknown}\".{hint} Its targets: {}{without_server}",
-                    runnable.join(", ")
-                )));
-            }
-            if let Some(s) = skipped.iter().find(|s| settings.targets.iter().any(|t| t.trim() == s.target)) {
-                // A server that is not configured is the job's (or its variables') to fix, as in a run.
-                return Err(Error::bad_input(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable)));
-            }
-            // With --targets, the targets left out were left out by the user, whatever their
-            // servers: nothing was skipped for want of one.
-            let skipped = if settings.targets.is_empty() { skipped } else { Vec::new() };
-            if let Some(recipe) = plan.recipe.as_mut() {
-                recipe.skipped_targets.clone_from(&skipped);
-            }
-            for s in &skipped {
-                crate::say!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
-            }
-            if plan.targets.is_empty() && plan.fio.is_empty() {
-                return Err(Error::bad_input(format!("recipe {name}: every target was skipped; nothing to run")));
+            let plan = recipes::find(&name).and_then(|recipe| recipes::plan(recipe, scale)).map_err(Error::bad_input)?;
+            // With --targets, run_command's retain_targets judges the names, the skipped
+            // targets' included, and leaves nothing counted as skipped for want of a server.
+            if settings.targets.is_empty() {
+                for s in plan.recipe.iter().flat_map(|r| &r.skipped_targets) {
+                    crate::say!("stowbench: skipping target {}: {}; to run it: {}", s.target, s.reason, s.enable);
+                }
+                if plan.targets.is_empty() && plan.fio.is_empty() {
+                    return Err(Error::bad_input(format!("recipe {name}: every target was skipped; nothing to run")));
+                }
             }
             return run_command(plan, settings, command, interrupted);
         }

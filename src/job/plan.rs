@@ -310,11 +310,32 @@ impl Plan {
         if names.iter().any(String::is_empty) {
             return Err(format!("--targets: an empty name; give target names separated by commas, e.g. --targets {}", known.join(",")));
         }
+        // A recipe's targets left out for want of a server are names too: asked for, each says
+        // why it cannot run; and a name of neither kind is suggested among them all.
+        let skipped: &[crate::report::model::SkippedTarget] = self.recipe.as_ref().map_or(&[], |r| &r.skipped_targets);
         for name in &names {
-            if !known.contains(&name.as_str()) {
-                let hint = crate::suggest::did_you_mean(name, &known).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
-                return Err(format!("--targets: no target named \"{name}\".{hint} Targets: {}", known.join(", ")));
+            if known.contains(&name.as_str()) {
+                continue;
             }
+            if let Some(s) = skipped.iter().find(|s| s.target == *name) {
+                // A server that is not configured is the job's (or its variables') to fix, as in a run.
+                return Err(format!("--targets: target \"{}\" cannot run: {}; to run it: {}", s.target, s.reason, s.enable));
+            }
+            let every: Vec<&str> = known.iter().copied().chain(skipped.iter().map(|s| s.target.as_str())).collect();
+            let hint = crate::suggest::did_you_mean(name, &every).map(|s| format!(" Did you mean \"{s}\"?")).unwrap_or_default();
+            return Err(match &self.recipe {
+                Some(recipe) if !skipped.is_empty() => format!(
+                    "--targets: recipe {} has no target named \"{name}\".{hint} Its targets: {}; without their servers: {}",
+                    recipe.name,
+                    known.join(", "),
+                    skipped.iter().map(|s| s.target.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+                _ => format!("--targets: no target named \"{name}\".{hint} Targets: {}", known.join(", ")),
+            });
+        }
+        // The targets left out now were left out by the user, whatever their servers.
+        if let Some(recipe) = self.recipe.as_mut() {
+            recipe.skipped_targets.clear();
         }
         let keep: Vec<usize> = (0..self.targets.len()).filter(|i| names.contains(&self.targets[*i].name)).collect();
         self.targets = keep.iter().map(|i| self.targets[*i].clone()).collect();

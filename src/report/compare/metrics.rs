@@ -81,6 +81,9 @@ pub struct Figure {
     pub value: f64,
     /// A phase's throughput in its steady-state window, when the phase had one.
     pub window: Option<f64>,
+    /// A percentile read from too few samples to give one: the largest sample (a p99 of fewer
+    /// than 100). Comparing two such maxima would rank outliers, so compare leaves it out.
+    pub too_few_samples: bool,
 }
 
 fn by_name(name: &str) -> &'static Metric {
@@ -97,7 +100,13 @@ pub fn figures(case: &Measured) -> Vec<Figure> {
 }
 
 fn figure(phase: Option<&str>, op: Option<&str>, name: &str, value: f64) -> Figure {
-    Figure { phase: phase.map(str::to_string), op: op.map(str::to_string), metric: by_name(name), value, window: None }
+    Figure { phase: phase.map(str::to_string), op: op.map(str::to_string), metric: by_name(name), value, window: None, too_few_samples: false }
+}
+
+/// A p99 from `samples` latency samples: marked when they are too few to give one.
+fn p99_figure(phase: Option<&str>, op: Option<&str>, value: f64, samples: u64) -> Figure {
+    let too_few_samples = !crate::report::model::supports_percentile(samples, 99.0);
+    Figure { too_few_samples, ..figure(phase, op, "p99_ns", value) }
 }
 
 fn object_figures(case: &CaseResult) -> Vec<Figure> {
@@ -111,7 +120,7 @@ fn object_figures(case: &CaseResult) -> Vec<Figure> {
             let latency = &result.latency;
             out.push(figure(phase, Some(op), "mean_ns", latency.mean_ns));
             out.push(figure(phase, Some(op), "p50_ns", latency.p50_ns as f64));
-            out.push(figure(phase, Some(op), "p99_ns", latency.p99_ns as f64));
+            out.push(p99_figure(phase, Some(op), latency.p99_ns as f64, latency.samples));
         }
     }
     let r = &case.resources;
@@ -140,7 +149,7 @@ fn fio_figures(case: &FioCaseResult) -> Vec<Figure> {
         if s.total_ios > 0 {
             out.push(figure(None, op, "mean_ns", s.lat_ns_mean));
             out.extend(s.lat_ns_p50.map(|v| figure(None, op, "p50_ns", v as f64)));
-            out.extend(s.lat_ns_p99.map(|v| figure(None, op, "p99_ns", v as f64)));
+            out.extend(s.lat_ns_p99.map(|v| p99_figure(None, op, v as f64, s.total_ios)));
         }
     }
     out.push(figure(None, None, "fio_cpu_percent", case.usr_cpu_percent + case.sys_cpu_percent));

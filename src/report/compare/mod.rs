@@ -291,8 +291,20 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
         }
         for pair in &pairing.pairs {
             let before = rows.len();
-            rows.extend(pair_rows(pair, (candidate, file), &selected));
+            let (pair_rows, too_few) = pair_rows(pair, (candidate, file), &selected);
+            rows.extend(pair_rows);
             let compared = rows.len() > before;
+            let left_out_any = !too_few.is_empty();
+            for left_out in too_few {
+                let phase = left_out.phase.map(|p| format!(" phase {p}")).unwrap_or_default();
+                let op = left_out.op.map(|o| format!(", {o}")).unwrap_or_default();
+                let reason = format!(
+                    "{} not compared: a repeat had fewer than {} latency samples, so its p99 is its largest sample, not a percentile; raise objects or the phase's duration",
+                    left_out.metric.label,
+                    crate::report::model::samples_for_percentile(99.0)
+                );
+                unmatched.push(Unmatched { candidate, file: file.to_string(), case: format!("{}{phase}{op}", pair.baseline.id), reason });
+            }
             let mut failed_somewhere = false;
             for (side, group, file) in [("baseline", pair.baseline, baseline.0), ("candidate", pair.candidate, *file)] {
                 let failures: Vec<String> = group.repeats.iter().filter_map(|r| r.failure()).collect();
@@ -305,7 +317,7 @@ pub fn compare(baseline: (&str, &RunReport), candidates: &[(&str, &RunReport)], 
                 }
                 unmatched.push(Unmatched { candidate, file: file.to_string(), case: group.id.clone(), reason });
             }
-            if !compared && !failed_somewhere {
+            if !compared && !failed_somewhere && !left_out_any {
                 let reason = "no figure of the chosen metrics on both sides (see --metric)".to_string();
                 unmatched.push(Unmatched { candidate, file: file.to_string(), case: pair.baseline.id.clone(), reason });
             }
@@ -578,20 +590,31 @@ fn run_ref(file: &str, report: &RunReport) -> RunRef {
 
 /// Values per (phase, op, metric) over a group's repeats, in first-seen order: each the value
 /// and, for a phase's throughput, its steady-state window.
-type Series = Vec<((Option<String>, Option<String>, &'static Metric), Vec<(f64, Option<f64>)>)>;
+/// Whether some repeat's figure came from too few samples (`Figure::too_few_samples`) is last.
+type Series = Vec<((Option<String>, Option<String>, &'static Metric), Vec<(f64, Option<f64>)>, bool)>;
 
 fn series(group: &matching::Group, selected: &[&'static Metric]) -> Series {
     let mut out: Series = Vec::new();
     for case in &group.repeats {
         for f in metrics::figures(case).into_iter().filter(|f| selected.iter().any(|m| m.name == f.metric.name)) {
             let key = (f.phase, f.op, f.metric);
-            match out.iter_mut().find(|(k, _)| k.0 == key.0 && k.1 == key.1 && k.2.name == key.2.name) {
-                Some((_, values)) => values.push((f.value, f.window)),
-                None => out.push((key, vec![(f.value, f.window)])),
+            match out.iter_mut().find(|(k, _, _)| k.0 == key.0 && k.1 == key.1 && k.2.name == key.2.name) {
+                Some((_, values, too_few)) => {
+                    values.push((f.value, f.window));
+                    *too_few |= f.too_few_samples;
+                }
+                None => out.push((key, vec![(f.value, f.window)], f.too_few_samples)),
             }
         }
     }
     out
+}
+
+/// A figure of a paired case left out because a side read it from too few samples.
+struct TooFewSamples {
+    phase: Option<String>,
+    op: Option<String>,
+    metric: &'static Metric,
 }
 
 /// The values both sides are compared on, and which measure they are: windows only when every
@@ -609,12 +632,18 @@ fn one_measure(base: &[(f64, Option<f64>)], theirs: &[(f64, Option<f64>)]) -> (V
     (base.iter().map(|v| v.0).collect(), theirs.iter().map(|v| v.0).collect(), Some(Measure::WholePhase))
 }
 
-fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static Metric]) -> Vec<MetricRow> {
+/// The rows of a pair, and the figures both sides have but a side read from too few samples.
+fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static Metric]) -> (Vec<MetricRow>, Vec<TooFewSamples>) {
     let theirs = series(pair.candidate, selected);
     let mut rows = Vec::new();
-    for ((phase, op, metric), base_values) in series(pair.baseline, selected) {
-        let found = theirs.iter().find(|((p, o, m), _)| *p == phase && *o == op && m.name == metric.name);
-        let Some((_, their_values)) = found else { continue };
+    let mut too_few = Vec::new();
+    for ((phase, op, metric), base_values, base_too_few) in series(pair.baseline, selected) {
+        let found = theirs.iter().find(|((p, o, m), _, _)| *p == phase && *o == op && m.name == metric.name);
+        let Some((_, their_values, their_too_few)) = found else { continue };
+        if base_too_few || *their_too_few {
+            too_few.push(TooFewSamples { phase, op, metric });
+            continue;
+        }
         let (base_values, their_values, measure) = one_measure(&base_values, their_values);
         let measure = measure.or((metric.throughput && phase.is_some()).then_some(Measure::WholePhase));
         let (base, theirs) = (sample(base_values), sample(their_values));
@@ -648,7 +677,7 @@ fn pair_rows(pair: &Pair, (candidate, file): (usize, &str), selected: &[&'static
             welch,
         });
     }
-    rows
+    (rows, too_few)
 }
 
 /// A phase of a paired case that gives no row, and why.

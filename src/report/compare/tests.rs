@@ -428,3 +428,38 @@ fn phases_on_one_side_or_without_success_are_listed_as_not_compared() {
     let gate = c.gate.unwrap();
     assert!(!gate.passed && gate.unjudged.len() == 2, "the candidate measured neither head nor get: {:?}", gate.unjudged);
 }
+
+/// Session 47 noticed: compare ranked p99s read from fewer than 100 samples, which are each
+/// repeat's largest sample: two outliers compared, with a verdict.
+#[test]
+fn a_p99_from_too_few_samples_is_listed_not_compared() {
+    let few = |cases: Vec<CaseResult>| -> Vec<CaseResult> {
+        cases
+            .into_iter()
+            .map(|mut c| {
+                c.phases[0].ops.get_mut("put").unwrap().latency.samples = 99;
+                c
+            })
+            .collect()
+    };
+    let enough = report(repeats("sim", &[100.0, 102.0, 98.0]));
+    let c = run(&enough, &report(repeats("sim", &[80.0, 81.0, 79.0])), &gated(10.0));
+    assert!(c.rows.iter().any(|r| r.metric == "p99_ns") && c.unmatched.is_empty(), "100 samples give a p99: {:?}", c.unmatched);
+    // One repeat on one side short of 100 samples is enough to leave the figure out.
+    let mut short = repeats("sim", &[80.0, 81.0, 79.0]);
+    short[1] = few(vec![short[1].clone()]).remove(0);
+    for candidate in [report(short), report(few(repeats("sim", &[80.0, 81.0, 79.0])))] {
+        let c = run(&enough, &candidate, &gated(10.0));
+        assert!(!c.rows.iter().any(|r| r.metric == "p99_ns"), "{:?}", c.rows);
+        assert!(c.rows.iter().any(|r| r.metric == "p50_ns") && c.rows.iter().any(|r| r.metric == "ops_per_s"));
+        let listed: Vec<(&str, &str)> = c.unmatched.iter().map(|u| (u.case.as_str(), u.reason.as_str())).collect();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].0, "sim/w/4KiB/t1 phase put, put");
+        assert!(listed[0].1.starts_with("p99 latency not compared: a repeat had fewer than 100 latency samples"), "{}", listed[0].1);
+        assert!(!c.gate.unwrap().passed, "the gate still judges throughput");
+    }
+    // Asked for p99 alone, the pair is not called "no figure of the chosen metrics" as well.
+    let only_p99 = Options { metrics: vec!["p99_ns".into()], fail_if_slower_percent: None };
+    let c = run(&enough, &report(few(repeats("sim", &[80.0, 81.0, 79.0]))), &only_p99);
+    assert!(c.rows.is_empty() && c.unmatched.len() == 1, "{:?}", c.unmatched);
+}

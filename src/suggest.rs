@@ -36,7 +36,17 @@ fn same_words_shortened(a: &str, b: &str) -> bool {
     let words = |s: &'_ str| s.split(['_', '-']).map(str::to_string).collect::<Vec<String>>();
     let (a, b) = (words(a), words(b));
     let shortened = |x: &String, y: &String| x.chars().count() >= 3 && y.starts_with(x.as_str());
-    a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x == y || shortened(x, y) || shortened(y, x))
+    let same = |x: &String, y: &String| x == y || singular(x) == singular(y);
+    a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| same(x, y) || shortened(x, y) || shortened(y, x))
+}
+
+/// An English plural's singular ("retries" → "retry", "sizes" → "size"), so that a word given in
+/// the other number counts as the same word: "retry" is 3 edits from "retries".
+fn singular(word: &str) -> String {
+    match word.strip_suffix("ies") {
+        Some(stem) if stem.len() >= 2 => format!("{stem}y"),
+        _ => word.strip_suffix('s').filter(|stem| stem.len() >= 3).unwrap_or(word).to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -60,5 +70,15 @@ mod tests {
         // Too short a start to say which word was meant, or other words altogether.
         assert_eq!(did_you_mean("fs_x", &["fsync_dir"]), None);
         assert_eq!(did_you_mean("write", &["write_mode"]), None);
+    }
+
+    /// Session 47 noticed: a target's `retry` got no "did you mean retries".
+    #[test]
+    fn suggests_the_other_number_of_a_word() {
+        assert_eq!(did_you_mean("retry", &["name", "backend", "retries"]), Some("retries"));
+        assert_eq!(did_you_mean("retries", &["retry"]), Some("retry"));
+        assert_eq!(did_you_mean("max_object", &["max_objects", "min_objects"]), Some("max_objects"));
+        // Too short a stem to be a plural.
+        assert_eq!((singular("bus"), singular("ies"), singular("sizes")), ("bus".into(), "ies".into(), "size".into()));
     }
 }

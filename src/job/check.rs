@@ -716,6 +716,12 @@ fn objects_for(w: &WorkloadSpec, size: &SizeSpec) -> Result<u64, FieldMistake> {
     match (w.objects, w.dataset) {
         (Some(_), Some(_)) => Err(("objects", "use either objects or dataset, not both".into())),
         (Some(n), None) if n == 0 || n > MAX_OBJECTS => Err(("objects", format!("{n} is out of range; use 1 to {MAX_OBJECTS}"))),
+        // The bounds hold only a count derived from dataset: beside objects they would be
+        // ignored, and the case would hold a count the file seems to forbid.
+        (Some(n), None) if w.min_objects.is_some() || w.max_objects.is_some() => {
+            let field = if w.min_objects.is_some() { "min_objects" } else { "max_objects" };
+            Err((field, format!("{field} bounds the count a dataset gives, and objects = {n} sets the count itself; remove {field}, or use dataset = \"...\" instead of objects")))
+        }
         (Some(n), None) => Ok(n),
         (None, Some(dataset)) => objects_in_dataset(w, dataset, size),
         (None, None) => Err(("objects", "say how many objects: objects = 1000, or dataset = \"64MiB\"".into())),
@@ -853,6 +859,17 @@ mod tests {
         assert!(p.workloads[0].preload, "a get-first workload preloads");
         let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\ndataset = \"0\"\nphases = [\"put\"]\n")).unwrap_err();
         assert!(err.contains("field \"dataset\": 0 bytes hold no objects"), "{err}");
+    }
+
+    /// Session 47 noticed: min_objects beside objects was ignored without a word.
+    #[test]
+    fn object_bounds_beside_objects_are_refused() {
+        for bound in ["min_objects = 10", "max_objects = 50"] {
+            let field = bound.split(' ').next().unwrap();
+            let err = plan(&format!("{BASE}[[workload]]\nname = \"w\"\nsizes = [\"4KiB\"]\nobjects = 100\n{bound}\nphases = [\"put\"]\n")).unwrap_err();
+            assert!(err.contains(&format!("field \"{field}\": {field} bounds the count a dataset gives, and objects = 100 sets")), "{err}");
+            assert!(err.starts_with(&format!("job.toml:11:1: workload \"w\", field \"{field}\"")), "the bound's own line: {err}");
+        }
     }
 
     #[test]

@@ -212,8 +212,9 @@ impl ServerRecord {
     }
 
     /// Rebuilds the case's backend from the record found in `dir`: same options, same namespace,
-    /// so the same owned names. Connects to the server (nothing is created there).
-    pub fn backend(&self, dir: &Path) -> Result<Box<dyn Backend>, String> {
+    /// so the same owned names, connecting with `uri` (from `Self::uri`, read once, so the
+    /// variable cannot change between the check and the connect). Nothing is created there.
+    fn backend(&self, dir: &Path, (uri, from): (String, UriFrom)) -> Result<Box<dyn Backend>, String> {
         let same = |a: &Path, b: &Path| a == b || a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(a, b)| a == b);
         if !same(&self.namespace_dir, dir) {
             return Err(format!(
@@ -223,7 +224,6 @@ impl ServerRecord {
             ));
         }
         let mut table: toml::Table = serde_json::from_value(self.options.clone()).map_err(|e| format!("options in the record: {e}"))?;
-        let (uri, from) = self.uri()?;
         // Taken from the variable, the backend reads it there itself, and its messages say so
         // ("env STOWBENCH_PG_URI", not "option uri").
         match from {
@@ -282,15 +282,13 @@ pub fn clean(dir: &Path, dry_run: bool) -> Result<Vec<String>, CleanFailure> {
     };
     let fail = |e: super::BackendError| fail_with(e.message, matches!(e.kind, super::ErrorKind::Connection | super::ErrorKind::Timeout));
     // Without the URI no server is asked: what must change is the variable, not the server.
-    if let Err(e) = record.uri() {
-        return Err(CleanFailure {
-            message: format!("cannot clean up {at}: {e}"),
-            again_once: format!("${} holds the full URI of {}", record.uri_env, record.server),
-        });
-    }
+    let uri = record.uri().map_err(|e| CleanFailure {
+        message: format!("cannot clean up {at}: {e}"),
+        again_once: format!("${} holds the full URI of {}", record.uri_env, record.server),
+    })?;
     // A backend is made by connecting: that failing is the server not answering (or refusing
     // the login, which the message says).
-    let backend = record.backend(dir).map_err(|e| fail_with(e, true))?;
+    let backend = record.backend(dir, uri).map_err(|e| fail_with(e, true))?;
     let objects = backend.server_objects().map_err(fail)?;
     let lines: Vec<String> = objects.iter().map(|o| format!("{o} on {}", record.server)).collect();
     if dry_run {
@@ -381,7 +379,7 @@ mod tests {
     #[test]
     fn a_record_found_elsewhere_than_where_it_was_written_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = record("postgres://u@h/db", "X").backend(tmp.path()).err().unwrap();
+        let err = record("postgres://u@h/db", "X").backend(tmp.path(), ("postgres://u@h/db".into(), UriFrom::Record)).err().unwrap();
         assert!(err.contains("was written for /nowhere/case-0000"), "{err}");
     }
 

@@ -372,7 +372,11 @@ impl Worker<'_, '_> {
                     let other = match other {
                         Err(e) if was_cut => Err(BackendError::new(
                             ErrorKind::Timeout,
-                            format!("no answer within op_timeout = {}; the connection was cut ({})", crate::units::Nanos(self.ctx.op_timeout_ns), e.message),
+                            format!(
+                                "no answer within op_timeout = {}; the operation was cut off there ({})",
+                                crate::units::Nanos(self.ctx.op_timeout_ns),
+                                e.message
+                            ),
                         )),
                         other => other,
                     };

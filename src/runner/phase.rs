@@ -130,6 +130,9 @@ pub fn run(ctx: &PhaseContext, sessions: &mut [Box<dyn Session>], catalogs: &mut
         // thread of the process uses its file table (the helpers keep their own, see
         // crate::threads), and the kernel takes no reference per system call, as for fio's
         // and kvtest's single-threaded processes. It does this thread's chores between operations.
+        // A virtual clock is this thread's own, and goes on from the phases before: the phase
+        // starts where it stands now, as a new worker thread's starts at zero.
+        let origin = if ctx.clock.is_virtual() { ctx.clock.now_ns() } else { origin };
         let mut stats = WorkerStats::new(origin, width);
         let catalog = catalogs.first_mut().map(|c| -> &mut dyn Catalog { c.as_mut() });
         let chores = Chores { run: &on_wait, next_ns: ctx.clock.now_ns() };

@@ -132,13 +132,20 @@ struct Look {
     colour: &'static str,
     dash: &'static str,
     marker: Marker,
+    /// A bar drawn as an outline: the colours' second round (a ninth target) in a bar chart,
+    /// where a bar has no dash or marker to tell it from the first target's.
+    hollow: bool,
 }
 
-/// The colour, dash pattern and marker of the `i`-th series.
+/// The colour, dash pattern and marker of the `i`-th series. Past the 8 colours, a colour comes
+/// back with styles none of its first round's series uses (a ninth target's line is no
+/// first target's twin), and a bar comes back hollow.
 fn look(chart: &Chart, i: usize) -> Look {
-    let (colour, style) = chart.series[i].look.unwrap_or((i, i / COLOURS.len()));
-    let (dash, marker) = style_parts(style);
-    Look { colour: COLOURS[colour % COLOURS.len()], dash: DASHES[dash], marker: MARKERS[marker] }
+    let (colour, style) = chart.series[i].look.unwrap_or((i, 0));
+    let round = colour / COLOURS.len();
+    let styles_used = chart.series.iter().map(|s| s.look.map_or(0, |(_, style)| style) + 1).max().unwrap_or(1);
+    let (dash, marker) = style_parts(style + round * styles_used);
+    Look { colour: COLOURS[colour % COLOURS.len()], dash: DASHES[dash], marker: MARKERS[marker], hollow: round % 2 == 1 }
 }
 
 /// A style's dash and marker indexes. Both change from one style to the next (solid circles,
@@ -148,6 +155,14 @@ fn style_parts(style: usize) -> (usize, usize) {
     let style = style % STYLES;
     let dash = style % DASHES.len();
     (dash, (dash + style / DASHES.len()) % MARKERS.len())
+}
+
+/// A bar's (or its legend key's) fill: the colour, or an outline of it on white.
+fn bar_paint(colour: &str, hollow: bool) -> String {
+    match hollow {
+        true => format!("fill=\"#fff\" stroke=\"{colour}\" stroke-width=\"1.5\""),
+        false => format!("fill=\"{colour}\""),
+    }
 }
 
 /// A marker of `shape` centred on (x, y), of about the area of a circle of radius `r`; `extra`
@@ -363,7 +378,7 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
     let height = names.chunks(per_row).map(|row| 18.0 + (row.iter().map(Vec::len).max().unwrap_or(1) - 1) as f64 * LINE_HEIGHT).sum();
     let mut out = String::new();
     for (i, name) in names.iter().enumerate() {
-        let Look { colour, dash, marker: shape } = look(chart, i);
+        let Look { colour, dash, marker: shape, hollow } = look(chart, i);
         let (x, y) = (20.0 + (i % per_row) as f64 * entry, row_tops[i / per_row]);
         if with_lines {
             let _ = write!(
@@ -375,7 +390,7 @@ fn legend(chart: &Chart, top: f64, with_lines: bool) -> (String, f64) {
             );
             out += &marker(shape, (x + 12.0, y), 3.0, colour, "key", "");
         } else {
-            let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" fill=\"{}\"/>", y - 5.0, colour);
+            let _ = write!(out, "<rect x=\"{x}\" y=\"{}\" width=\"24\" height=\"10\" {}/>", y - 5.0, bar_paint(colour, hollow));
         }
         out += &text_lines(x + 30.0, y + 4.0, "", name);
         out.push('\n');
@@ -471,7 +486,7 @@ fn lines(chart: &Chart) -> String {
     out += &value_axis(&chart.y, &y_map, &y_ticks, y_div, y_unit, (left, top, bottom), false);
     let _ = writeln!(out, "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{PLOT_HEIGHT}\" fill=\"none\" stroke=\"#888\"/>", WIDTH - 20.0 - left);
     for (i, series) in chart.series.iter().enumerate() {
-        let Look { colour, dash, marker: shape } = look(chart, i);
+        let Look { colour, dash, marker: shape, .. } = look(chart, i);
         out += "<g class=\"series\">\n";
         // A point without a value (y not finite) is a gap: the line stops there and goes on
         // after it, and draws nothing a reader could take for a value in between.
@@ -553,7 +568,7 @@ fn bars(chart: &Chart) -> String {
     }
     out += "</g>\n";
     for (i, series) in chart.series.iter().enumerate() {
-        let colour = look(chart, i).colour;
+        let Look { colour, hollow, .. } = look(chart, i);
         out += "<g class=\"series\">\n";
         for p in &series.points {
             let Some((row_top, row_height)) = tops.get(p.x as usize).zip(heights.get(p.x as usize)) else { continue };
@@ -563,10 +578,10 @@ fn bars(chart: &Chart) -> String {
             let tip = format!("{} {}: {text}", categories.get(p.x as usize).map(String::as_str).unwrap_or(""), series.name);
             let _ = writeln!(
                 out,
-                "<rect x=\"{left}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{}</text>",
+                "<rect x=\"{left}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{}\" {}><title>{}</title></rect><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{}</text>",
                 (end - left).max(0.5),
                 bar - 1.0,
-                colour,
+                bar_paint(colour, hollow),
                 escape(&tip),
                 end + 3.0,
                 y + bar - 2.0,
@@ -679,6 +694,42 @@ mod tests {
         for dash in DASHES {
             assert!(svg.contains(&format!("stroke-dasharray=\"{dash}\"")), "{dash}");
         }
+    }
+
+    /// Session 47 noticed: a ninth target was drawn as the first (same colour, same style), and
+    /// the e4 recipe has ten targets.
+    #[test]
+    fn past_eight_colours_no_two_series_look_alike() {
+        let series = |target: usize, style: usize| Series {
+            name: format!("t{target} s{style}"),
+            points: vec![Point { x: 0.0, y: 1.0, interval: None }],
+            look: Some((target, style)),
+        };
+        for styles in [1, 3] {
+            let chart = Chart {
+                title: "t".into(),
+                x: axis("x", Unit::Plain(""), Scale::Linear),
+                y: axis("y", Unit::Plain(""), Scale::Linear),
+                series: (0..10).flat_map(|target| (0..styles).map(move |style| series(target, style))).collect(),
+                kind: Kind::Lines,
+            };
+            let mut looks: Vec<(&str, &str, Marker)> = (0..chart.series.len()).map(|i| look(&chart, i)).map(|l| (l.colour, l.dash, l.marker)).collect();
+            let all = looks.len();
+            looks.sort_by_key(|l| format!("{l:?}"));
+            looks.dedup();
+            assert_eq!(looks.len(), all, "{styles} style(s) a target");
+        }
+        let bars = Chart {
+            title: "t".into(),
+            x: axis("x", Unit::Plain(""), Scale::Linear),
+            y: Axis { label: "case".into(), unit: Unit::Plain(""), scale: Scale::Categories, categories: vec!["a".into()] },
+            series: (0..10).map(|target| series(target, 0)).collect(),
+            kind: Kind::Bars,
+        };
+        let svg = render(&bars);
+        let first = COLOURS[0];
+        assert_eq!(svg.matches(&format!("fill=\"{first}\"")).count(), 2, "the first target's bar and key: {svg}");
+        assert_eq!(svg.matches(&format!("fill=\"#fff\" stroke=\"{first}\"")).count(), 2, "the ninth's, hollow: {svg}");
     }
 
     #[test]

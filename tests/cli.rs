@@ -224,10 +224,13 @@ fn compare_refuses_bad_input_with_exit_2_and_the_fix() {
     std::fs::write(dir.path().join("future.json"), report.to_string()).unwrap();
     std::fs::write(dir.path().join("other.json"), "{\"schema\": \"stowbench-fio-results/1\"}").unwrap();
     std::fs::write(dir.path().join("broken.json"), "{ not json").unwrap();
+    std::fs::write(dir.path().join("job.toml"), "version = 1\n[[target]]\nbackend = \"fs\"\n").unwrap();
     let fio = fixture("fio-a");
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["compare", &a, "missing.json"], "cannot read report missing.json"),
         (&["compare", &a, "broken.json"], "broken.json is not JSON"),
+        (&["compare", &a, "job.toml"], "job.toml is a job file, not a report: run it with `stowbench run job.toml`"),
+        (&["report", "job.toml"], "job.toml is a job file, not a report"),
         (&["compare", &a, "future.json"], "future.json has report schema_version 99; this stowbench reads versions 1 to 2"),
         (&["compare", &a, "other.json"], "other.json has no schema_version: it is not a stowbench report"),
         (&["compare", &a, &fio], "shares no case with the baseline"),

@@ -132,6 +132,20 @@ pub fn write_in_progress(path: &Path, report: &RunReport) -> Result<(), String> 
     write_atomically(path, &report)
 }
 
+/// Why `text` (of `path`) is no report, saying what it is when it is a job file: the report
+/// commands take a run's output, and a job file given instead is an easy slip.
+fn not_json(path: &Path, text: &str, e: serde_json::Error) -> String {
+    let job = toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("version") && (t.contains_key("target") || t.contains_key("fio")));
+    match job {
+        true => format!(
+            "{} is a job file, not a report: run it with `stowbench run {}`, then give the report.json (or the directory) it              writes under --out (stowbench-results/<timestamp>/)",
+            path.display(),
+            path.display()
+        ),
+        false => format!("{} is not JSON: {e}; give a report.json that stowbench run or stowbench fio wrote, or its directory", path.display()),
+    }
+}
+
 /// Reads a report file back; a run's directory (the one holding `report.json` and `report.html`)
 /// stands for its report.
 pub fn read(path: &Path) -> Result<RunReport, String> {
@@ -143,7 +157,7 @@ pub fn read(path: &Path) -> Result<RunReport, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read report {}: {e}", path.display()))?;
     // An editor that saved the file as "UTF-8 with BOM" changed nothing a reader cares about.
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| not_json(path, text, e))?;
     let mut value = value;
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(version) if version == u64::from(SCHEMA_VERSION) => {}

@@ -253,7 +253,10 @@ impl de::Visitor<'_> for ByteSizeVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<ByteSize, E> {
-        Err(E::custom(format!("size {v:?} is not a whole number of bytes; write a whole number (4096) or a string with a unit (\"4KiB\", \"2.6MB\")")))
+        // TOML reads 4096.0 and 1e3 as floats: say so, as "not a whole number" is false of them.
+        Err(E::custom(format!(
+            "size {v:?} is a decimal number, not a count of bytes; write a whole number (4096) or a string with a unit (\"4KiB\", \"2.6MB\")"
+        )))
     }
 
     fn visit_str<E: de::Error>(self, text: &str) -> Result<ByteSize, E> {
@@ -300,8 +303,8 @@ mod tests {
             size: super::ByteSize,
         }
         for (toml_value, said) in [
-            ("4096.0", "size 4096.0 is not a whole number of bytes; write a whole number (4096)"),
-            ("1e30", "is not a whole number of bytes"),
+            ("4096.0", "size 4096.0 is a decimal number, not a count of bytes; write a whole number (4096)"),
+            ("1e30", "is a decimal number"),
             ("true", "a size: a whole number of bytes or a string with a unit"),
             ("-1", "size -1 is negative"),
         ] {
@@ -309,7 +312,7 @@ mod tests {
             assert!(e.contains(said) && !e.contains("untagged"), "{toml_value}: {e}");
         }
         let e = serde_json::from_str::<Job>("{\"size\": 4096.5}").unwrap_err().to_string();
-        assert!(e.contains("not a whole number of bytes") && !e.contains("untagged"), "{e}");
+        assert!(e.contains("size 4096.5 is a decimal number, not a count of bytes") && !e.contains("untagged"), "{e}");
         assert_eq!(toml::from_str::<Job>("size = \"4KiB\"").unwrap().size.0, 4096);
         assert_eq!(serde_json::from_str::<Job>("{\"size\": 4096}").unwrap().size.0, 4096);
     }

@@ -389,7 +389,7 @@ fn a_case_id_names_a_terabyte_size_in_tib() {
 fn a_bad_dataset_is_one_mistake_not_also_missing_objects() {
     for (dataset, said) in [
         ("true", "job.toml:8:11: field \"dataset\": boolean `true` is the wrong type here"),
-        ("1e30", "job.toml:8:11: field \"dataset\": size 1e30 is not a whole number of bytes"),
+        ("1e30", "job.toml:8:11: field \"dataset\": size 1e30 is a decimal number, not a count of bytes"),
         ("\"1e30\"", "job.toml:8:11: field \"dataset\": size \"1e30\": exponents are not accepted"),
         ("\"-1\"", "job.toml:8:11: field \"dataset\": size \"-1\" is negative"),
         ("\"5XB\"", "job.toml:8:11: field \"dataset\": size \"5XB\" has an unknown unit \"XB\""),

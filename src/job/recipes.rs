@@ -31,7 +31,7 @@ pub const RECIPES: &[Recipe] = &[
         name: "quick",
         question: "Files, SQLite BLOBs or SQLite row + file, for 4 KiB to 16 MiB objects? (what `stowbench run` runs)",
         needs_root: false,
-        time_at_scale_1: "about 30 s (measured on 2 cores: 30 s, of which 10 s hold the get phases open for their 100 ms)",
+        time_at_scale_1: "30 s to 1 min (measured on 2 cores: 30 s and 36 s, then 55 s and 63 s on a day of a slower disk, 17 s of which were SQLite's puts; 10 s hold the get phases open for their 100 ms)",
         text: super::QUICK_RECIPE,
     },
     Recipe {

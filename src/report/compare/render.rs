@@ -315,7 +315,16 @@ fn significance_text(row: &MetricRow) -> String {
 fn unmatched_lines(c: &Comparison) -> Vec<String> {
     // With several candidates, each line says which pairing it is from.
     let which = |u: &super::Unmatched| if c.candidates.len() > 1 { format!("candidate {}: ", u.candidate) } else { String::new() };
-    c.unmatched.iter().map(|u| format!("{}{}: {} — {}", which(u), u.file, u.case, u.reason)).collect()
+    // Cases left out for one reason share its line (eight p99s of too few samples were eight
+    // lines saying the same).
+    let mut groups: Vec<(&super::Unmatched, Vec<&str>)> = Vec::new();
+    for u in &c.unmatched {
+        match groups.iter_mut().find(|(first, _)| (first.candidate, &first.file, &first.reason) == (u.candidate, &u.file, &u.reason)) {
+            Some((_, cases)) => cases.push(&u.case),
+            None => groups.push((u, vec![&u.case])),
+        }
+    }
+    groups.iter().map(|(u, cases)| format!("{}{}: {} — {}", which(u), u.file, cases.join("; "), u.reason)).collect()
 }
 
 /// The gate's outcome in words; empty without a gate.

@@ -138,7 +138,7 @@ fn not_json(path: &Path, text: &str, e: serde_json::Error) -> String {
     let job = toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("version") && (t.contains_key("target") || t.contains_key("fio")));
     match job {
         true => format!(
-            "{} is a job file, not a report: run it with `stowbench run {}`, then give the report.json (or the directory) it              writes under --out (stowbench-results/<timestamp>/)",
+            "{} is a job file, not a report: run it with `stowbench run {}`, then give the report.json (or the directory) it writes under --out (stowbench-results/<timestamp>/)",
             path.display(),
             path.display()
         ),

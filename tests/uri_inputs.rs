@@ -107,3 +107,22 @@ fn a_password_with_an_unencoded_at_sign_is_refused_with_the_encoding() {
         assert!(!said.contains("ter2word") && !said.contains("lookup"), "{said}");
     }
 }
+
+/// A port that is no port: postgres said "invalid value for option `port`", mariadb "URL
+/// ParseError { invalid port number }", and port 0 was tried and reported as a server that did
+/// not answer (exit 3).
+#[test]
+fn a_port_out_of_range_is_refused_by_every_server_backend_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    for (backend, uri, port) in [
+        ("postgres", "postgres://postgres:pw@127.0.0.1:99999/db", "99999"),
+        ("postgres", "postgres://postgres@127.0.0.1:0/db", "0"),
+        ("mariadb", "mysql://root:pw@127.0.0.1:abc/db", "abc"),
+        ("mariadb", "mysql://root@127.0.0.1:0/db", "0"),
+        ("gridfs", "mongodb://127.0.0.1:65536/", "65536"),
+    ] {
+        let (code, said) = validate(dir.path(), &[], &job(backend, &format!("uri = \"{uri}\"")));
+        let why = format!("is not a usable URI: its port \"{port}\" is not a port number from 1 to 65535");
+        assert_refused(code, &said, &format!("job.toml:4:1: target \"{backend}\": option \"uri\": "), &why);
+    }
+}

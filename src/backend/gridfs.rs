@@ -97,7 +97,7 @@ fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, Stri
     options.check_known("gridfs", OPTIONS)?;
     let endpoint = server::endpoint(options, "gridfs", &SERVER)?;
     refuse_srv(&endpoint.uri).map_err(|why| options.bad("uri", why))?;
-    if let Some(why) = server::unencoded_at(&endpoint.uri) {
+    if let Some(why) = server::authority_mistake(&endpoint.uri) {
         return Err(endpoint.unusable(options, why));
     }
     let own = GridFsOptions::read(options)?;

@@ -124,7 +124,7 @@ pub struct MariaBackend {
 fn construct(options: &Options, ns: &Namespace) -> Result<Box<dyn Backend>, String> {
     options.check_known("mariadb", OPTIONS)?;
     let endpoint = server::endpoint(options, "mariadb", &SERVER)?;
-    if let Some(why) = server::unencoded_at(&endpoint.uri) {
+    if let Some(why) = server::authority_mistake(&endpoint.uri) {
         return Err(endpoint.unusable(options, why));
     }
     driver_opts(&endpoint).map_err(|e| endpoint.unusable(options, endpoint.secrets.scrub(&e.to_string())))?;

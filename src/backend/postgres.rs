@@ -245,7 +245,7 @@ pub fn probe(uri: &str) -> Result<String, String> {
 /// The driver's configuration from the endpoint's URI, or why the driver cannot use it, found
 /// without connecting.
 fn driver_config(endpoint: &Endpoint) -> Result<postgres::Config, String> {
-    if let Some(why) = server::unencoded_at(&endpoint.uri) {
+    if let Some(why) = server::authority_mistake(&endpoint.uri) {
         return Err(why);
     }
     let config: postgres::Config = endpoint.uri.parse().map_err(|e| endpoint.secrets.scrub(&server::chain(&e)))?;

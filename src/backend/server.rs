@@ -320,6 +320,30 @@ pub fn unencoded_at(uri: &str) -> Option<String> {
     })
 }
 
+/// What the user-and-host part of `scheme://...` gets wrong before any driver reads it: an
+/// unencoded @ (`unencoded_at`), or a port that is no port number. A port of 99999 or "abc" read
+/// "invalid value for option `port`" (postgres) or "URL ParseError { invalid port number }"
+/// (mariadb); port 0 passed, and was reported as a server that did not answer.
+pub fn authority_mistake(uri: &str) -> Option<String> {
+    unencoded_at(uri).or_else(|| bad_port(uri))
+}
+
+/// The first port of the URI's host list (`h1:5432,h2:5433`) that is not a number from 1 to
+/// 65535, said in the words the s3 backend uses. An empty port (`h:`) is the default one.
+fn bad_port(uri: &str) -> Option<String> {
+    let rest = &uri[uri.find("://")? + 3..];
+    let rest = userinfo_end(rest).map_or(rest, |at| &rest[at + 1..]);
+    let hosts = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    hosts.split(',').find_map(|hostport| {
+        let port = match hostport.strip_prefix('[') {
+            Some(v6) => v6.split_once(']')?.1.strip_prefix(':')?,
+            None => hostport.rsplit_once(':')?.1,
+        };
+        let valid = port.is_empty() || matches!(port.parse::<u16>(), Ok(1..));
+        (!valid).then(|| format!("its port \"{port}\" is not a port number from 1 to 65535"))
+    })
+}
+
 /// What stands for a URI that is not shown (`shown_uri`).
 pub const NOT_SHOWN: &str = "<text that is not a URI, not shown>";
 
@@ -912,6 +936,21 @@ mod tests {
         assert!(unencoded_at("postgres://u:hun@ter2@h:5432/db").is_some_and(|why| why.contains("%40") && !why.contains("ter2")));
         assert_eq!(unencoded_at("postgres://u:hun%40ter2@h:5432/db"), None);
         assert_eq!(unencoded_at("postgres://u@h/db?x=a@b"), None, "an @ after the host is not in the password");
+        for (uri, port) in
+            [("postgres://u:pw@h:99999/db", "99999"), ("mysql://u@h:0/db", "0"), ("mongodb://a:27017,b:x/", "x"), ("postgres://u@[::1]:70000/db", "70000")]
+        {
+            assert_eq!(authority_mistake(uri), Some(format!("its port \"{port}\" is not a port number from 1 to 65535")), "{uri}");
+        }
+        for uri in [
+            "postgres://u:p:w@h:5432/db",
+            "postgres://u@h/db",
+            "postgres://u@h:/db",
+            "mongodb://a:27017,b/",
+            "postgres://u@[::1]/db",
+            "postgres:///db?host=/run/x",
+        ] {
+            assert_eq!(authority_mistake(uri), None, "{uri}");
+        }
     }
 
     #[test]

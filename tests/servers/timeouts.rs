@@ -87,10 +87,13 @@ fn a_gridfs_operation_outliving_operation_timeout_fails_as_a_timeout_and_leaves_
     if !available("STOWBENCH_MONGO_URI") {
         return;
     }
-    let f = fixture("gridfs", "operation_timeout = \"200ms\"\nchunk_size = \"1KiB\"");
+    // The deadline must hold every plain operation here (a put of "stored", a head, a get) on a
+    // loaded CI machine: at 200 ms the first put of "stored" once timed out on FerretDB. The
+    // pauses are twice the deadline, so the two slow operations still outlive it.
+    let f = fixture("gridfs", "operation_timeout = \"2s\"\nchunk_size = \"1KiB\"");
     let mut s = f.session(0);
     put(&mut *s, "stored", 1, 10_240);
-    let pause = std::time::Duration::from_millis(400);
+    let pause = std::time::Duration::from_secs(4);
     let mut body = PausingBody { inner: crate::common::PayloadReader::new(2, 10_240), first: 4096, given: 0, pause };
     let err = s.put("slow", &mut body, 10_240).expect_err("the upload outlived its deadline");
     assert_eq!(err.kind, ErrorKind::Timeout, "{err}");

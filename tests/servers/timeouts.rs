@@ -16,7 +16,7 @@ fn a_postgres_statement_outliving_statement_timeout_fails_as_a_timeout() {
     if !available("STOWBENCH_PG_URI") {
         return;
     }
-    let f = fixture("postgres", "statement_timeout = \"200ms\"");
+    let f = fixture("postgres", "statement_timeout = \"1s\"");
     let mut s = f.session(0);
     put(&mut *s, "before", 1, 10);
     let mut holder = postgres::Client::connect(&env("STOWBENCH_PG_URI"), postgres::NoTls).expect("test connects to PostgreSQL");
@@ -33,7 +33,7 @@ fn a_mariadb_statement_outliving_statement_timeout_fails_as_a_timeout() {
         return;
     }
     use mysql::prelude::Queryable;
-    let f = fixture("mariadb", "statement_timeout = \"200ms\"");
+    let f = fixture("mariadb", "statement_timeout = \"1s\"");
     let mut s = f.session(0);
     put(&mut *s, "before", 1, 10);
     let mut holder = mysql::Conn::new(mysql::Opts::from_url(&env("STOWBENCH_MARIADB_URI")).unwrap()).expect("test connects to MariaDB");

@@ -268,10 +268,7 @@ fn endpoint_problem(uri: &str) -> Option<String> {
     if !host.contains(':') && !host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_') {
         return Some(format!("its host \"{host}\" is not a host name or IP address; {FORM}"));
     }
-    match port.map(|p| p.parse::<u16>()) {
-        None | Some(Ok(1..)) => None,
-        Some(_) => Some(format!("its port \"{}\" is not a port number from 1 to 65535; {FORM}", port.unwrap_or_default())),
-    }
+    port.and_then(server::port_mistake).map(|why| format!("{why}; {FORM}"))
 }
 
 /// How long the TCP connection, and the first request of a target, may take.

@@ -331,17 +331,31 @@ pub fn authority_mistake(uri: &str) -> Option<String> {
 /// The first port of the URI's host list (`h1:5432,h2:5433`) that is not a number from 1 to
 /// 65535, said in the words the s3 backend uses. An empty port (`h:`) is the default one.
 fn bad_port(uri: &str) -> Option<String> {
-    let rest = &uri[uri.find("://")? + 3..];
+    hosts_and_ports(uri).into_iter().flatten().find_map(|(_, port)| port.filter(|p| !p.is_empty()).and_then(port_mistake))
+}
+
+/// Why `port` (as written in a URI) is no port number, in the words every server backend uses.
+pub fn port_mistake(port: &str) -> Option<String> {
+    (!matches!(port.parse::<u16>(), Ok(1..))).then(|| format!("its port \"{port}\" is not a port number from 1 to 65535"))
+}
+
+/// Each host of `scheme://[user@]h1[:p1][,h2[:p2]…]/...` with its port as written (`None` where
+/// none is), an IPv6 host in brackets (`[::1]:5432`); `None` for a host whose bracket is not
+/// closed. Empty without `://`.
+fn hosts_and_ports(uri: &str) -> Vec<Option<(&str, Option<&str>)>> {
+    let Some(scheme_end) = uri.find("://") else { return Vec::new() };
+    let rest = &uri[scheme_end + 3..];
     let rest = userinfo_end(rest).map_or(rest, |at| &rest[at + 1..]);
     let hosts = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    hosts.split(',').find_map(|hostport| {
-        let port = match hostport.strip_prefix('[') {
-            Some(v6) => v6.split_once(']')?.1.strip_prefix(':')?,
-            None => hostport.rsplit_once(':')?.1,
-        };
-        let valid = port.is_empty() || matches!(port.parse::<u16>(), Ok(1..));
-        (!valid).then(|| format!("its port \"{port}\" is not a port number from 1 to 65535"))
-    })
+    hosts.split(',').map(host_and_port).collect()
+}
+
+/// `host[:port]` or `[v6][:port]` as (host, port as written); `None` for an unclosed bracket.
+fn host_and_port(hostport: &str) -> Option<(&str, Option<&str>)> {
+    match hostport.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map(|(host, after)| (host, after.strip_prefix(':'))),
+        None => Some(hostport.rsplit_once(':').map_or((hostport, None), |(host, port)| (host, Some(port)))),
+    }
 }
 
 /// What stands for a URI that is not shown (`shown_uri`).
@@ -442,24 +456,12 @@ fn percent_decode(text: &str) -> String {
 
 /// Host and port of `scheme://[user@]host[:port]/...`; `[::1]:5432` style IPv6 works.
 pub fn host_port(uri: &str, default_port: u16) -> Option<(String, u16)> {
-    let rest = &uri[uri.find("://")? + 3..];
-    let rest = userinfo_end(rest).map_or(rest, |at| &rest[at + 1..]);
-    let hostport = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let hostport = hostport.split(',').next()?; // multi-host URIs: the first host
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-        let (h, after) = v6.split_once(']')?;
-        (h.to_string(), after.strip_prefix(':'))
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p)),
-            None => (hostport.to_string(), None),
-        }
-    };
+    let (host, port) = hosts_and_ports(uri).into_iter().next()??; // multi-host URIs: the first host
     let port = match port {
         Some(p) => p.parse().ok()?,
         None => default_port,
     };
-    Some((host, port))
+    Some((host.to_string(), port))
 }
 
 /// How long `stowbench backends` and the checks that tell "nothing answers" from "refused" wait
